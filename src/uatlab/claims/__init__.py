@@ -1,0 +1,43 @@
+"""Claims of paper A and paper B, each with a computed check (see :mod:`uatlab.claims.registry`)."""
+
+from __future__ import annotations
+
+import importlib
+
+from uatlab.claims.registry import (
+    Claim,
+    ClaimContext,
+    ClaimResult,
+    ClaimRun,
+    all_claims,
+    register_claim,
+    run_claims,
+)
+
+# One module per area; each registers its claims on import. Add a line when adding an area.
+CLAIM_MODULES: list[str] = []
+
+_loaded = False
+
+
+def load_claim_modules() -> None:
+    """Import every claim module once (registration happens on import)."""
+    global _loaded
+    if _loaded:
+        return
+    for name in CLAIM_MODULES:
+        importlib.import_module(name)
+    _loaded = True
+
+
+__all__ = [
+    "CLAIM_MODULES",
+    "Claim",
+    "ClaimContext",
+    "ClaimResult",
+    "ClaimRun",
+    "all_claims",
+    "load_claim_modules",
+    "register_claim",
+    "run_claims",
+]

@@ -1,0 +1,145 @@
+"""The registry of the papers' claims: each claim is an id, a statement, a source and a check.
+
+A check is a function ``check(ctx: ClaimContext) -> ClaimResult`` that *computes* numbers and
+returns a verdict from them; it never compares against a hard-coded result. ``uatlab reproduce``
+runs every registered check (:func:`run_claims`).
+
+Adding a claim::
+
+    from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+
+    @register_claim(
+        id="A.thm1.hardmax-not-contextual",
+        statement="One hardmax self-attention layer is not a contextual mapping.",
+        paper="Kajitsuka & Sato, ICLR 2024",
+        theorem="Theorem 1",
+    )
+    def _check(ctx: ClaimContext) -> ClaimResult:
+        ...
+        return ClaimResult(verdict="pass", figures={"collisions": 1000})
+
+Claim modules are listed in :data:`uatlab.claims.CLAIM_MODULES` and imported on first use.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Verdict = Literal["pass", "fail", "error", "skipped"]
+
+
+@dataclass
+class ClaimContext:
+    """What a check receives: quick mode, the output folder for its figures, a seed."""
+
+    quick: bool
+    out_dir: Path
+    seed: int = 0
+
+    def figure_path(self, claim_id: str, name: str) -> Path:
+        """A path inside ``out_dir/figures`` for one of this claim's figures."""
+        safe = claim_id.replace("/", "_")
+        path = self.out_dir / "figures" / f"{safe}__{name}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+@dataclass
+class ClaimResult:
+    """The outcome of one check: a verdict, the measured figures, figure files and a note."""
+
+    verdict: Verdict
+    figures: dict[str, Any] = field(default_factory=dict)
+    figure_files: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    statement: str
+    paper: str
+    theorem: str
+    check: Callable[[ClaimContext], ClaimResult]
+
+
+@dataclass
+class ClaimRun:
+    """A claim with its result and wall time, as written to claims.json."""
+
+    claim: Claim
+    result: ClaimResult
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.claim.id,
+            "statement": self.claim.statement,
+            "paper": self.claim.paper,
+            "theorem": self.claim.theorem,
+            "verdict": self.result.verdict,
+            "seconds": round(self.seconds, 3),
+            "measured": self.result.figures,
+            "figures": self.result.figure_files,
+            "note": self.result.note,
+        }
+
+
+_REGISTRY: dict[str, Claim] = {}
+
+
+def register_claim(*, id: str, statement: str, paper: str, theorem: str) -> Callable:
+    """Decorator registering ``check`` under ``id`` (ids are unique)."""
+
+    def wrap(check: Callable[[ClaimContext], ClaimResult]) -> Callable[[ClaimContext], ClaimResult]:
+        if id in _REGISTRY and _REGISTRY[id].check is not check:
+            raise ValueError(f"claim id {id!r} is registered twice")
+        _REGISTRY[id] = Claim(id=id, statement=statement, paper=paper, theorem=theorem, check=check)
+        return check
+
+    return wrap
+
+
+def all_claims() -> list[Claim]:
+    """Every registered claim, after importing the claim modules, in registration order."""
+    from uatlab.claims import load_claim_modules
+
+    load_claim_modules()
+    return list(_REGISTRY.values())
+
+
+def run_claim(claim: Claim, ctx: ClaimContext) -> ClaimRun:
+    """Run one check; an exception becomes verdict 'error' with its message (the run goes on)."""
+    t0 = time.perf_counter()
+    try:
+        result = claim.check(ctx)
+        if result.verdict not in ("pass", "fail", "error", "skipped"):
+            raise ValueError(f"check returned an unknown verdict {result.verdict!r}")
+    except Exception as exc:  # a failing check must not stop the other checks
+        result = ClaimResult(
+            verdict="error",
+            note=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
+        )
+    return ClaimRun(claim=claim, result=result, seconds=time.perf_counter() - t0)
+
+
+def run_claims(
+    ctx: ClaimContext,
+    select: Callable[[Claim], bool] | None = None,
+    on_done: Callable[[ClaimRun], None] | None = None,
+) -> list[ClaimRun]:
+    """Run every registered claim (optionally filtered); ``on_done`` is called after each."""
+    runs = []
+    for claim in all_claims():
+        if select is not None and not select(claim):
+            continue
+        run = run_claim(claim, ctx)
+        runs.append(run)
+        if on_done is not None:
+            on_done(run)
+    return runs

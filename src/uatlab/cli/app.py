@@ -1,0 +1,76 @@
+"""The typer application shared by every command module, and the output helpers.
+
+Every command takes ``--json``: it then prints exactly one JSON object on stdout and nothing else
+(progress goes to stderr). Otherwise it prints rich tables. User errors (:class:`UatlabError`)
+become one line ``error: ...`` on stderr and exit code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="uatlab",
+    help="Executable theory of softmax attention: constructions, certificates, trained counterparts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """uatlab: what softmax attention can express, made executable."""
+
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        return _jsonable(obj.item())
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def print_json(data: dict[str, Any]) -> None:
+    """Print one JSON object on stdout (non-finite floats become strings)."""
+    sys.stdout.write(json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def key_value_table(title: str, rows: dict[str, Any]) -> Table:
+    """A two-column rich table of figures."""
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("quantity")
+    table.add_column("value", overflow="fold")
+    for k, v in rows.items():
+        table.add_row(str(k), format_value(v))
+    return table
+
+
+def format_value(v: Any) -> str:
+    if isinstance(v, float):
+        if v == 0 or (1e-3 <= abs(v) < 1e6):
+            return f"{v:.6g}"
+        return f"{v:.4e}"
+    if isinstance(v, (list, tuple)) and len(v) > 12:
+        return ", ".join(map(format_value, v[:12])) + f", … ({len(v)} in all)"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(format_value, v))
+    return str(v)

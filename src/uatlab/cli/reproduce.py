@@ -1,0 +1,60 @@
+"""``uatlab reproduce``: run every registered claim check, print a table, write a report."""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from uatlab.claims.registry import ClaimContext, ClaimRun, run_claims
+from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.report.claims_report import write_claims_report
+
+
+@app.command()
+def reproduce(
+    quick: bool = typer.Option(False, "--quick", help="CI-sized version of every check (minutes)."),
+    out: Path = typer.Option(Path("uatlab-report"), "--out", help="Folder for claims.json, report and figures."),
+    only: str = typer.Option("", "--only", help="Run only claims whose id matches this glob (e.g. 'A.*')."),
+    seed: int = typer.Option(0, "--seed", help="Seed passed to every check."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Run every registered claim of both papers and write claims.json plus a report."""
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = ClaimContext(quick=quick, out_dir=out, seed=seed)
+    select = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
+    t0 = time.perf_counter()
+
+    def progress(run: ClaimRun) -> None:
+        err_console.print(
+            f"[{'green' if run.result.verdict == 'pass' else 'red'}]{run.result.verdict:>7}[/] "
+            f"{run.claim.id}  ({run.seconds:.1f} s)",
+            highlight=False,
+        )
+
+    runs = run_claims(ctx, select=select, on_done=progress)
+    paths = write_claims_report(runs, out, quick=quick, seconds=time.perf_counter() - t0)
+    data = {
+        "quick": quick,
+        "out": str(out),
+        "report": [str(p) for p in paths],
+        "claims": [r.to_json() for r in runs],
+        "passed": sum(r.result.verdict == "pass" for r in runs),
+        "total": len(runs),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    if json_out:
+        print_json(data)
+        return
+    table = Table(title=f"uatlab reproduce{' --quick' if quick else ''}", show_lines=True)
+    for col in ("claim", "measured", "verdict", "seconds"):
+        table.add_column(col, overflow="fold")
+    for r in runs:
+        measured = "\n".join(f"{k} = {format_value(v)}" for k, v in list(r.result.figures.items())[:8])
+        colour = "green" if r.result.verdict == "pass" else "red"
+        table.add_row(r.claim.id, measured, f"[{colour}]{r.result.verdict}[/]", f"{r.seconds:.1f}")
+    console.print(table)
+    console.print(f"{data['passed']}/{data['total']} claims pass; report: {', '.join(data['report'])}")

@@ -1,0 +1,106 @@
+"""Reading CoNLL column files (CoNLL-2003 NER and the like).
+
+Format: one token per line, columns separated by white space, the **word first** and the **label
+last** (CoNLL-2003: ``word POS chunk NER``); sentences are separated by blank lines; lines starting
+with ``-DOCSTART-`` are document markers and are skipped. Errors name the file and line.
+
+Tagging schemes: IOB2 (every entity starts with ``B-``) and IOB1 (``B-`` only between two adjacent
+entities of the same type) are detected by :func:`detect_scheme` and converted by :func:`iob1_to_iob2`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from uatlab.data.dataset import SequenceDataset
+from uatlab.errors import InputError
+
+
+def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
+    """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file {path} does not exist")
+    tokens: list[str] = []
+    labels: list[str] = []
+    start = 0
+    ncols = None
+    with path.open(encoding="utf-8", errors="strict") as fh:
+        try:
+            for lineno, raw in enumerate(fh, start=1):
+                line = raw.strip()
+                if not line:
+                    if tokens:
+                        yield tokens, labels, start
+                        tokens, labels = [], []
+                    continue
+                if line.startswith("-DOCSTART-"):
+                    continue
+                cols = line.split()
+                if len(cols) < 2:
+                    raise InputError(
+                        f"{path}:{lineno}: expected at least 2 columns (word ... label), got {len(cols)}: {line!r}"
+                    )
+                if ncols is None:
+                    ncols = len(cols)
+                elif len(cols) != ncols:
+                    raise InputError(
+                        f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}"
+                    )
+                if not tokens:
+                    start = lineno
+                tokens.append(cols[0])
+                labels.append(cols[-1])
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{path}: not UTF-8 text ({exc})") from None
+    if tokens:
+        yield tokens, labels, start
+
+
+def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset:
+    """Read a whole CoNLL file. ``scheme='iob2'`` converts IOB1 labels to IOB2; ``'keep'`` leaves them."""
+    toks, labs, lines = [], [], []
+    for t, y, line in iter_conll(path):
+        toks.append(t)
+        labs.append(iob1_to_iob2(y) if scheme == "iob2" else y)
+        lines.append(line)
+    if not toks:
+        raise InputError(f"{path}: no sentences found")
+    return SequenceDataset(toks, labs, source=str(path), lines=lines)
+
+
+def detect_scheme(labels: list[list[str]]) -> str:
+    """'IOB2' if no I-X tag ever starts an entity, 'IOB1' if one does, 'none' if no B-/I- tags at all."""
+    seen_prefix = False
+    for seq in labels:
+        prev = "O"
+        for lab in seq:
+            if lab.startswith(("B-", "I-")):
+                seen_prefix = True
+            if lab.startswith("I-") and (prev == "O" or prev[2:] != lab[2:]):
+                return "IOB1"
+            prev = lab
+    return "IOB2" if seen_prefix else "none"
+
+
+def iob1_to_iob2(labels: list[str]) -> list[str]:
+    """Convert one sentence from IOB1 to IOB2 (an I-X that starts an entity becomes B-X)."""
+    out = []
+    prev = "O"
+    for lab in labels:
+        if lab.startswith("I-") and (prev == "O" or prev[2:] != lab[2:]):
+            lab = "B-" + lab[2:]
+        out.append(lab)
+        prev = lab
+    return out
+
+
+def write_conll(data: SequenceDataset, path: str | os.PathLike) -> None:
+    """Write ``word label`` lines with blank lines between sentences (for fixtures and exports)."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for toks, labs in data:
+            for t, y in zip(toks, labs, strict=True):
+                fh.write(f"{t} {y}\n")
+            fh.write("\n")

@@ -1,0 +1,144 @@
+"""Labelled token sequences: the one in-memory data type shared by compile, train and experiments.
+
+A :class:`SequenceDataset` holds N sequences of tokens (strings) with one label (string) per token,
+plus where each sequence came from (file and first line), so that every error can name its source.
+Token and label vocabularies are built in first-seen order, which makes ids deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from uatlab.errors import InputError
+
+
+@dataclass
+class SequenceDataset:
+    """N labelled sequences.
+
+    Attributes:
+        tokens: tokens[i][k] is the k-th token (a string) of sequence i.
+        labels: labels[i][k] is its label (a string).
+        source: where the data came from (a path or a description).
+        lines: lines[i] is the line number (1-based) where sequence i starts in ``source``.
+    """
+
+    tokens: list[list[str]]
+    labels: list[list[str]]
+    source: str = "<memory>"
+    lines: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if len(self.tokens) != len(self.labels):
+            raise InputError(
+                f"{self.source}: {len(self.tokens)} token sequences but {len(self.labels)} label sequences"
+            )
+        if not self.lines:
+            self.lines = list(range(1, len(self.tokens) + 1))
+        for i, (t, y) in enumerate(zip(self.tokens, self.labels, strict=True)):
+            where = self.where(i)
+            if len(t) == 0:
+                raise InputError(f"{where}: sequence {i} is empty")
+            if len(t) != len(y):
+                raise InputError(f"{where}: sequence {i} has {len(t)} tokens but {len(y)} labels")
+
+    def where(self, i: int) -> str:
+        line = self.lines[i] if i < len(self.lines) else "?"
+        return f"{self.source}:{line}"
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+    @property
+    def max_len(self) -> int:
+        return max((len(t) for t in self.tokens), default=0)
+
+    def vocabulary(self) -> list[str]:
+        """Distinct tokens in first-seen order."""
+        return list(dict.fromkeys(tok for seq in self.tokens for tok in seq))
+
+    def label_set(self) -> list[str]:
+        """Distinct labels in first-seen order."""
+        return list(dict.fromkeys(lab for seq in self.labels for lab in seq))
+
+    def subset(self, indices: Iterable[int]) -> SequenceDataset:
+        idx = list(indices)
+        return SequenceDataset(
+            [self.tokens[i] for i in idx],
+            [self.labels[i] for i in idx],
+            source=self.source,
+            lines=[self.lines[i] for i in idx],
+        )
+
+    def __iter__(self) -> Iterator[tuple[list[str], list[str]]]:
+        return iter(zip(self.tokens, self.labels, strict=True))
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """Maps between strings and integer ids for tokens and labels."""
+
+    token_to_id: dict[str, int]
+    label_to_id: dict[str, int]
+
+    @classmethod
+    def fit(cls, data: SequenceDataset) -> Encoding:
+        return cls(
+            {t: i for i, t in enumerate(data.vocabulary())},
+            {y: i for i, y in enumerate(data.label_set())},
+        )
+
+    @property
+    def id_to_token(self) -> list[str]:
+        return list(self.token_to_id)
+
+    @property
+    def id_to_label(self) -> list[str]:
+        return list(self.label_to_id)
+
+    def encode_tokens(self, data: SequenceDataset, unknown: str = "error") -> list[np.ndarray]:
+        """Token ids per sequence (int64). ``unknown='error'`` names the first unknown token."""
+        out = []
+        for i, seq in enumerate(data.tokens):
+            ids = np.empty(len(seq), dtype=np.int64)
+            for k, tok in enumerate(seq):
+                j = self.token_to_id.get(tok)
+                if j is None:
+                    if unknown == "error":
+                        raise InputError(
+                            f"{data.where(i)}: token {tok!r} (sequence {i}, position {k}) is not in the vocabulary"
+                        )
+                    j = -1
+                ids[k] = j
+            out.append(ids)
+        return out
+
+    def encode_labels(self, data: SequenceDataset) -> list[np.ndarray]:
+        """Label ids per sequence (int64); a label outside the label set is an error naming it."""
+        out = []
+        for i, seq in enumerate(data.labels):
+            ids = np.empty(len(seq), dtype=np.int64)
+            for k, lab in enumerate(seq):
+                j = self.label_to_id.get(lab)
+                if j is None:
+                    raise InputError(
+                        f"{data.where(i)}: label {lab!r} (sequence {i}, position {k}) is not in the label set "
+                        f"{sorted(self.label_to_id)}"
+                    )
+                ids[k] = j
+            out.append(ids)
+        return out
+
+
+def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[object]], source: str = "<memory>"):
+    """Build a dataset from nested lists; tokens and labels are converted to strings."""
+    return SequenceDataset(
+        [[str(t) for t in seq] for seq in tokens], [[str(y) for y in seq] for seq in labels], source=source
+    )

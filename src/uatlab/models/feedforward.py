@@ -1,0 +1,31 @@
+"""Token-wise feed-forward layer with skip connection (paper A, Section 2)::
+
+    F^(FF)(Z) = Z + W^(2) σ_R[W^(1) Z + b^(1) 1_nᵀ] + b^(2) 1_nᵀ
+
+Paper A: W^(1) ∈ R^{q×d}, b^(1) ∈ R^q, W^(2) ∈ R^{d×q}, b^(2) ∈ R^d. uatlab (row layout):
+``out = x + relu(x W1ᵀ + b1) W2ᵀ + b2`` with ``self.hidden`` = (W1, b1), ``self.output`` = (W2, b2).
+``width = 0`` is allowed (the layer is the identity plus b2).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from uatlab.errors import InputError
+
+
+class FeedForward(nn.Module):
+    """Paper A's F^(FF): x + W2 ReLU(W1 x + b1) + b2, applied to each token."""
+
+    def __init__(self, d_model: int, width: int, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        if d_model < 1 or width < 0:
+            raise InputError(f"feed-forward needs d_model ≥ 1 and width ≥ 0, got d={d_model}, width={width}")
+        self.d_model, self.width = d_model, width
+        self.hidden = nn.Linear(d_model, width, dtype=dtype)  # W1: (q, d), b1: (q,)
+        self.output = nn.Linear(width, d_model, dtype=dtype)  # W2: (d, q), b2: (d,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, n, d) -> (B, n, d)."""
+        return x + self.output(torch.relu(self.hidden(x)))

@@ -1,0 +1,221 @@
+"""The paper's Transformer: embedding, optional positional encoding, blocks F^(FF)∘F^(SA), readout.
+
+One config dataclass (:class:`TransformerConfig`) describes every model uatlab builds or trains, so
+that a constructed model and a trained model are the same class, saved and loaded alike
+(:mod:`uatlab.models.io`).
+
+Layout (tokens as rows, ``(batch, n, d)``)::
+
+    x = embed(tokens) [+ pos[:n]]            token embedding (or continuous inputs given directly)
+    x = input_ff(x)                          optional F_1^(FF) (paper A, Proposition 1: FF∘SA∘FF)
+    for block in blocks: x = ff(sa(x))       Block = F^(FF) ∘ F^(SA)
+    logits = readout(x)                      optional linear map to labels (argmax = prediction)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from uatlab.errors import InputError
+from uatlab.models.attention import MultiHeadSelfAttention
+from uatlab.models.feedforward import FeedForward
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of a uatlab Transformer.
+
+    Attributes:
+        d_model: token dimension d.
+        n_layers: number of blocks F^(FF)∘F^(SA).
+        n_heads: heads per attention layer (h).
+        head_dim: head size (s).
+        rank: rank limit of W_Q, W_K, W_V, W_O (None = full; 1 = paper A).
+        ff_width: hidden width q of each block's feed-forward layer (int, or one per layer).
+        vocab_size: size of the token embedding; None means the model takes vectors (B, n, d).
+        num_labels: size of the linear readout; None means no readout (the model returns vectors).
+        max_len: longest sequence (needed for a positional encoding).
+        positional: "none", "learned" (trainable) or "given" (a fixed buffer set by a construction).
+        attention: "softmax" or "hardmax".
+        beta: inverse temperature of every attention layer.
+        scale_by_sqrt_head_dim: divide scores by √s (off in paper A).
+        causal: causal masking in every attention layer.
+        input_ff_width: width of an extra F_1^(FF) before the first block (None = absent).
+        readout_bias: whether the readout has a bias.
+        dtype: "float32" or "float64".
+        meta: free-form provenance (construction name, data set hash...), saved with the model.
+    """
+
+    d_model: int
+    n_layers: int = 1
+    n_heads: int = 1
+    head_dim: int = 1
+    rank: int | None = 1
+    ff_width: int | tuple[int, ...] = 4
+    vocab_size: int | None = None
+    num_labels: int | None = None
+    max_len: int = 512
+    positional: Literal["none", "learned", "given"] = "none"
+    attention: Literal["softmax", "hardmax"] = "softmax"
+    beta: float = 1.0
+    scale_by_sqrt_head_dim: bool = False
+    causal: bool = False
+    input_ff_width: int | None = None
+    readout_bias: bool = True
+    dtype: Literal["float32", "float64"] = "float32"
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.d_model < 1 or self.n_layers < 0 or self.n_heads < 1 or self.head_dim < 1:
+            raise InputError(
+                f"invalid sizes: d_model={self.d_model}, n_layers={self.n_layers}, "
+                f"n_heads={self.n_heads}, head_dim={self.head_dim}"
+            )
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.positional not in ("none", "learned", "given"):
+            raise InputError(f"positional must be 'none', 'learned' or 'given', got {self.positional!r}")
+        if isinstance(self.ff_width, (list, tuple)):
+            object.__setattr__(self, "ff_width", tuple(int(w) for w in self.ff_width))
+            if len(self.ff_width) != self.n_layers:
+                raise InputError(f"ff_width lists {len(self.ff_width)} widths for {self.n_layers} layers")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    def layer_ff_width(self, layer: int) -> int:
+        return self.ff_width[layer] if isinstance(self.ff_width, tuple) else int(self.ff_width)
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        if isinstance(d["ff_width"], tuple):
+            d["ff_width"] = list(d["ff_width"])
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TransformerConfig:
+        d = json.loads(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise InputError(f"unknown config fields {sorted(unknown)}")
+        if isinstance(d.get("ff_width"), list):
+            d["ff_width"] = tuple(d["ff_width"])
+        return cls(**d)
+
+
+class Block(nn.Module):
+    """F^(FF) ∘ F^(SA): one attention layer then one feed-forward layer, both with skips."""
+
+    def __init__(self, config: TransformerConfig, layer: int) -> None:
+        super().__init__()
+        dt = config.torch_dtype
+        self.attn = MultiHeadSelfAttention(
+            config.d_model,
+            n_heads=config.n_heads,
+            head_dim=config.head_dim,
+            rank=config.rank,
+            attention=config.attention,
+            beta=config.beta,
+            scale_by_sqrt_head_dim=config.scale_by_sqrt_head_dim,
+            causal=config.causal,
+            dtype=dt,
+        )
+        self.ff = FeedForward(config.d_model, config.layer_ff_width(layer), dtype=dt)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.ff(self.attn(x, key_padding_mask))
+
+
+class Transformer(nn.Module):
+    """Token embedding → [positional encoding] → [F_1^(FF)] → L blocks → [readout]."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        dt = config.torch_dtype
+        self.embed = nn.Embedding(config.vocab_size, config.d_model, dtype=dt) if config.vocab_size else None
+        if config.positional == "learned":
+            self.pos = nn.Parameter(torch.zeros(config.max_len, config.d_model, dtype=dt))
+            nn.init.normal_(self.pos, std=0.02)
+        elif config.positional == "given":
+            self.register_buffer("pos", torch.zeros(config.max_len, config.d_model, dtype=dt))
+        else:
+            self.pos = None
+        self.input_ff = (
+            FeedForward(config.d_model, config.input_ff_width, dtype=dt) if config.input_ff_width is not None else None
+        )
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.readout = (
+            nn.Linear(config.d_model, config.num_labels, bias=config.readout_bias, dtype=dt)
+            if config.num_labels
+            else None
+        )
+
+    # ------------------------------------------------------------------ forward
+    def embed_inputs(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Token ids (B, n) or vectors (B, n, d) → vectors (B, n, d) with positional encoding added."""
+        if self.embed is not None:
+            if inputs.dim() != 2 or inputs.dtype not in (torch.int64, torch.int32):
+                raise InputError(f"expected integer token ids of shape (batch, n), got {tuple(inputs.shape)}")
+            bad = (inputs < 0) | (inputs >= self.config.vocab_size)
+            if bool(bad.any()):
+                b, k = (int(v) for v in bad.nonzero()[0])
+                raise InputError(
+                    f"token id {int(inputs[b, k])} at sequence {b}, position {k} is outside the vocabulary "
+                    f"[0, {self.config.vocab_size})"
+                )
+            x = self.embed(inputs)  # (B, n, d)
+        else:
+            if inputs.dim() != 3 or inputs.shape[-1] != self.config.d_model:
+                raise InputError(
+                    f"expected vectors of shape (batch, n, {self.config.d_model}), got {tuple(inputs.shape)}"
+                )
+            x = inputs.to(self.config.torch_dtype)
+        if self.pos is not None:
+            n = x.shape[1]
+            if n > self.config.max_len:
+                raise InputError(f"sequence length {n} exceeds max_len {self.config.max_len}")
+            x = x + self.pos[:n]  # (B, n, d)
+        return x
+
+    def hidden_states(self, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The vectors before the readout, (B, n, d)."""
+        x = self.embed_inputs(inputs)
+        if self.input_ff is not None:
+            x = self.input_ff(x)
+        for block in self.blocks:
+            x = block(x, key_padding_mask)
+        return x
+
+    def forward(self, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits (B, n, num_labels) if there is a readout, else the hidden vectors (B, n, d)."""
+        x = self.hidden_states(inputs, key_padding_mask)
+        return self.readout(x) if self.readout is not None else x
+
+    # ------------------------------------------------------------------ counting
+    def num_parameters(self, non_embedding: bool = False) -> int:
+        """Number of scalar parameters (trainable tensors and a 'given' positional buffer).
+
+        ``non_embedding=True`` leaves out the token embedding and the positional encoding
+        (nanoGPT's convention); attention, feed-forward layers and readout are counted.
+        Low-rank matrices count their factors (paper A counts a rank-1 s×d matrix as s + d).
+        """
+        total = sum(p.numel() for p in self.parameters())
+        if self.config.positional == "given":
+            total += self.pos.numel()
+        if non_embedding:
+            if self.embed is not None:
+                total -= self.embed.weight.numel()
+            if self.pos is not None:
+                total -= self.pos.numel()
+        return total
