@@ -46,9 +46,16 @@ def reproduce(
         "total": len(runs),
         "seconds": round(time.perf_counter() - t0, 2),
     }
+    failed = data["total"] - data["passed"] - sum(r.result.verdict == "skipped" for r in runs)
     if json_out:
         print_json(data)
-        return
+    else:
+        _print_table(runs, quick, data)
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def _print_table(runs: list[ClaimRun], quick: bool, data: dict) -> None:
     table = Table(title=f"uatlab reproduce{' --quick' if quick else ''}", show_lines=True)
     for col in ("claim", "measured", "verdict", "seconds"):
         table.add_column(col, overflow="fold")

@@ -1,0 +1,104 @@
+"""CoNLL and JSONL readers, IOB schemes, conflicts and ceilings on small fixtures made here."""
+
+import json
+
+import pytest
+
+from uatlab.data import (
+    Encoding,
+    baselines,
+    ceiling_report,
+    detect_scheme,
+    from_lists,
+    iob1_to_iob2,
+    majority_targets,
+    read_conll,
+    read_jsonl,
+    read_sequences,
+    write_jsonl,
+)
+from uatlab.errors import InputError
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP O
+"""
+
+
+def test_conll_reader_counts_and_conflicts(tmp_path):
+    p = tmp_path / "mini.txt"
+    p.write_text(CONLL)
+    ds = read_conll(p)
+    assert len(ds) == 3 and ds.num_tokens == 8
+    assert ds.lines == [3, 7, 10]
+    rep = ceiling_report(ds)
+    # the two identical sentences disagree on "German": one conflicting token
+    assert rep.conflict_tokens == 1 and rep.ceiling_tokens == 7
+    assert rep.conflicts[0].token == "German" and rep.conflicts[0].label_counts == {"B-MISC": 1, "O": 1}
+    targets = majority_targets(ds)
+    assert targets[0] == targets[2]
+    b = baselines(ds)
+    assert b["all_majority_label"] == pytest.approx(3 / 8)
+    assert b["ceiling"] == pytest.approx(7 / 8)
+
+
+def test_conll_errors_name_file_and_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_text("EU NNP B-NP B-ORG\nrejects\n")
+    with pytest.raises(InputError, match=r"bad.txt:2: expected at least 2 columns"):
+        read_conll(p)
+    p.write_text("EU NNP B-NP B-ORG\nrejects VBZ O\n")
+    with pytest.raises(InputError, match=r"bad.txt:2: expected 4 columns"):
+        read_conll(p)
+
+
+def test_iob_schemes():
+    iob1 = [["I-PER", "I-PER", "O", "I-LOC", "B-LOC"]]
+    assert detect_scheme(iob1) == "IOB1"
+    converted = [iob1_to_iob2(s) for s in iob1]
+    assert converted == [["B-PER", "I-PER", "O", "B-LOC", "B-LOC"]]
+    assert detect_scheme(converted) == "IOB2"
+    assert detect_scheme([["O", "O"]]) == "none"
+
+
+def test_jsonl_roundtrip_and_errors(tmp_path):
+    ds = from_lists([[1, 2, 3], ["a", "b"]], [[0, 1, 0], ["x", "y"]])
+    p = tmp_path / "d.jsonl"
+    write_jsonl(ds, p)
+    back = read_sequences(p)
+    assert back.tokens == [["1", "2", "3"], ["a", "b"]] and back.labels == [["0", "1", "0"], ["x", "y"]]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"tokens": [1, 2], "labels": [0, 1]}) + "\n" + json.dumps({"tokens": [1], "labels": []}))
+    with pytest.raises(InputError, match=r"bad.jsonl:2: 1 tokens but 0 labels \(ragged\)"):
+        read_jsonl(bad)
+    bad.write_text('{"tokens": [], "labels": []}\n')
+    with pytest.raises(InputError, match="bad.jsonl:1: empty sequence"):
+        read_jsonl(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(InputError, match="bad.jsonl:1: not valid JSON"):
+        read_jsonl(bad)
+
+
+def test_encoding_names_unknown_tokens_and_labels():
+    train = from_lists([["a", "b"]], [["X", "Y"]])
+    enc = Encoding.fit(train)
+    other = from_lists([["a", "c"]], [["X", "Z"]])
+    with pytest.raises(InputError, match="token 'c' \\(sequence 0, position 1\\)"):
+        enc.encode_tokens(other)
+    with pytest.raises(InputError, match="label 'Z' \\(sequence 0, position 1\\)"):
+        enc.encode_labels(other)
+
+
+def test_prefix_context_conflicts():
+    ds = from_lists([["a", "b", "c"], ["a", "b", "d"]], [["X", "Y", "Z"], ["X", "W", "Z"]])
+    assert ceiling_report(ds, "sequence").conflict_tokens == 0  # whole sequences differ
+    assert ceiling_report(ds, "prefix").conflict_tokens == 1  # prefix "a b" seen with Y and W

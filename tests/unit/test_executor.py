@@ -1,0 +1,45 @@
+"""The sweep executor: results stored per trial, never recomputed, failures retried and reported."""
+
+import json
+
+import pytest
+
+from uatlab.errors import UatlabError
+from uatlab.experiments.executor import Trial, run_trials
+
+CALLS = []
+
+
+def square(params):
+    CALLS.append(params["x"])
+    if params["x"] == 3:
+        raise RuntimeError("trial 3 always fails")
+    return {"y": params["x"] ** 2}
+
+
+def test_resume_and_failures(tmp_path):
+    CALLS.clear()
+    trials = [Trial(f"x={x}", {"x": x}) for x in range(5)]
+    res = run_trials(trials, square, tmp_path, workers=1, retries=2, progress=False)
+    assert [r["y"] for r in res.ordered(trials)] == [0, 1, 4, 16]
+    assert set(res.failed) == {"x=3"} and "always fails" in res.failed["x=3"]
+    assert CALLS.count(3) == 3  # first try + 2 retries
+    stored = json.loads((tmp_path / "trials" / "x=2.json").read_text())
+    assert stored["y"] == 4 and stored["x"] == 2
+    CALLS.clear()
+    res2 = run_trials(trials, square, tmp_path, workers=1, retries=0, progress=False)
+    assert CALLS == [3]  # only the failed trial is tried again
+    assert sorted(res2.reused) == ["x=0", "x=1", "x=2", "x=4"]
+
+
+def test_process_pool_matches_in_process(tmp_path):
+    trials = [Trial(f"x={x}", {"x": x}) for x in (0, 1, 2, 4)]
+    res = run_trials(trials, square, tmp_path / "pool", workers=2, progress=False)
+    assert [r["y"] for r in res.ordered(trials)] == [0, 1, 4, 16]
+
+
+def test_bad_trial_ids():
+    with pytest.raises(UatlabError, match="may only hold"):
+        Trial("a/b")
+    with pytest.raises(UatlabError, match="duplicate trial ids"):
+        run_trials([Trial("a"), Trial("a")], square, "/tmp/never", progress=False)
