@@ -65,6 +65,10 @@ def test_bad_inputs_are_named():
     vec = Transformer(small_config(vocab_size=None))
     with pytest.raises(InputError, match=r"expected vectors of shape \(batch, n, 6\)"):
         vec(torch.zeros(1, 3, 5))
+    bad = torch.zeros(2, 3, 6)
+    bad[1, 2, 0] = float("nan")
+    with pytest.raises(InputError, match="sequence 1, position 2 is not finite"):
+        vec(bad)
 
 
 def test_model_files_are_checked(tmp_path):

@@ -180,6 +180,10 @@ class Transformer(nn.Module):
                 raise InputError(
                     f"expected vectors of shape (batch, n, {self.config.d_model}), got {tuple(inputs.shape)}"
                 )
+            finite = torch.isfinite(inputs).all(dim=-1)  # (B, n)
+            if not bool(finite.all()):
+                b, k = (int(v) for v in (~finite).nonzero()[0])
+                raise InputError(f"token vector at sequence {b}, position {k} is not finite (NaN or inf)")
             x = inputs.to(self.config.torch_dtype)
         if self.pos is not None:
             n = x.shape[1]
