@@ -15,7 +15,9 @@ from uatlab.claims.registry import (
 )
 
 # One module per area; each registers its claims on import. Add a line when adding an area.
-CLAIM_MODULES: list[str] = []
+CLAIM_MODULES: list[str] = [
+    "uatlab.claims.paper_a_theory",
+]
 
 _loaded = False
 

@@ -1,0 +1,55 @@
+"""CLI: ``uatlab hardmax-counterexample`` and ``uatlab contextual-mapping literal``."""
+
+import json
+
+from uatlab.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_hardmax_counterexample_json(capsys):
+    code, out, _ = run(capsys, "hardmax-counterexample", "--heads", "1,2", "--trials", "50", "--seed", "3", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["trials"] == 50 and data["heads"] == [1, 2]
+    assert data["collisions"] == {"1": 50, "2": 50}
+    assert all(v > 0 for v in data["softmax_delta"].values())
+
+
+def test_hardmax_counterexample_table_and_bad_heads(capsys):
+    code, out, _ = run(capsys, "hardmax-counterexample", "--heads", "1", "--trials", "20")
+    assert code == 0 and "20/20" in out and "every hardmax layer collides" in out
+    code, out, err = run(capsys, "hardmax-counterexample", "--heads", "1,x")
+    assert code == 2 and out == "" and "error: --heads" in err and "Traceback" not in err
+    code, _, err = run(capsys, "hardmax-counterexample", "--length", "3")
+    assert code == 2 and "n ≥ 4" in err and "Traceback" not in err
+
+
+def test_contextual_mapping_literal_json(capsys):
+    code, out, err = run(capsys, "contextual-mapping", "literal", "--vocab-size", "3", "--length", "2", "--json")
+    assert code == 0
+    data = json.loads(out)  # exactly one JSON object on stdout; progress went to stderr
+    for key in ("passes", "delta_achieved", "delta_theorem", "digits", "float64_collapsed_ids", "seconds"):
+        assert key in data
+    assert data["passes"] is True and isinstance(data["delta_theorem"], str) and "e-" in data["delta_theorem"]
+    assert data["log10_delta_achieved"] >= data["log10_delta_theorem"]
+    assert "digits" in err
+
+
+def test_contextual_mapping_literal_table_and_refusals(capsys):
+    code, out, _ = run(
+        capsys, "contextual-mapping", "literal", "--vocab-size", "3", "--length", "2", "--sequences", "sets"
+    )
+    assert code == 0 and "decimal digits needed" in out and "True" in out
+    code, _, err = run(capsys, "contextual-mapping", "literal", "--vocab-size", "50", "--dim", "1")
+    assert code == 2 and "cannot exist" in err and "Traceback" not in err
+    code, _, err = run(
+        capsys, "contextual-mapping", "literal", "--vocab-size", "3", "--length", "2", "--max-digits", "40"
+    )
+    assert code == 2 and "did not pass at the cap of 40" in err
+    code, _, err = run(capsys, "contextual-mapping", "literal", "--sequences", "some")
+    assert code == 2 and "--sequences" in err
