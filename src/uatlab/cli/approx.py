@@ -1,0 +1,252 @@
+"""``uatlab approx``: closed-form universal-approximation constructions of paper A and paper B, swept by size.
+
+Each command builds the construction at several sizes, measures its sup error, writes ``<name>.csv`` and
+a log-log figure ``<name>.png`` (error against size, the proven bound dashed, the fitted slope in the
+legend) into ``--out``, and prints a table (or, with ``--json``, one object with ``rows`` and ``slope``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import typer
+from rich.table import Table
+
+from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.constructions import approximation_sweeps as sw
+from uatlab.errors import InputError
+
+approx = typer.Typer(
+    name="approx",
+    help="Closed-form approximators (paper A FF∘SA∘FF, paper B attention-only) swept by size, with proven bounds.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(approx, name="approx")
+
+OUT = typer.Option(Path("approx-out"), "--out", help="Folder for the CSV and the figure.")
+QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
+JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise InputError(f"--{name} must be a comma-separated list of integers, got {text!r}") from exc
+    if not vals or any(v < 1 for v in vals):
+        raise InputError(f"--{name} needs positive integers, got {text!r}")
+    return vals
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise InputError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from exc
+    if not vals or any(not (v > 0 and math.isfinite(v)) for v in vals):
+        raise InputError(f"--{name} needs positive numbers, got {text!r}")
+    return vals
+
+
+def _progress(json_out: bool):
+    def say(msg: str) -> None:
+        err_console.print(f"[dim]{msg}[/]", highlight=False)
+
+    return say
+
+
+def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: list[str], **plot: Any) -> None:
+    csv_path = sw.write_csv(sweep, out / f"{sweep.name}.csv")
+    fig_path = sw.plot_sweep(sweep, out / f"{sweep.name}.png", x_key, **plot)
+    data = sweep.to_json()
+    data["csv"], data["figure"] = str(csv_path), str(fig_path)
+    if json_out:
+        print_json(data)
+        return
+    table = Table(title=f"uatlab approx {sweep.name}", header_style="bold")
+    for c in columns:
+        table.add_column(c, justify="right")
+    for r in sweep.rows:
+        table.add_row(*(format_value(r.get(c, "")) for c in columns))
+    console.print(table, width=max(console.width, 170))  # wide tables: do not squeeze the numbers
+    for k, v in sweep.slopes.items():
+        console.print(f"fitted slope {k} = {v:.4f}")
+    for k, v in sweep.summary.items():
+        console.print(f"{k}: {format_value(v)}")
+    console.print(f"CSV: {csv_path}   figure: {fig_path}   ({sweep.seconds:.1f} s)")
+
+
+@approx.command("truncated-linear")
+def truncated_linear_cmd(
+    anchors: str = typer.Option("11,21,41,81,161", "--anchors", help="Anchor counts m to sweep."),
+    mode: str = typer.Option("token", "--mode", help="'token' (positional bias) or 'sequence' (appended anchors)."),
+    a: float = typer.Option(-1.0, "--a", help="Lower clamp value."),
+    b: float = typer.Option(1.0, "--b", help="Upper clamp value."),
+    points: int = typer.Option(20001, "--points", help="y values on [a−(b−a), b+(b−a)]."),
+    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32."),
+    out: Path = OUT,
+    quick: bool = QUICK,
+    json_out: bool = JSON,
+) -> None:
+    """Paper B: attention computing the clamp min(max(y, a), b); sup error vs anchors m, with the proven bound."""
+    torch.set_num_threads(1)
+    ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
+    s = sw.sweep_truncated_linear(
+        ms, mode=mode, a=a, b=b, points=4001 if quick else points, dtype=dtype, progress=_progress(json_out)
+    )
+    s.name = f"truncated-linear-{mode}"
+    _finish(
+        s,
+        out,
+        json_out,
+        "anchors",
+        ["anchors", "beta", "sup_error", "bound", "sup_outside", "clamp_bound", "spec_bound", "params"],
+        slope_key="sup_error_vs_anchors",
+        title=f"Range_[{a},{b}] by softmax attention ({mode} mode)",
+    )
+
+
+@approx.command("heads")
+def heads_cmd(
+    heads: str = typer.Option("1,2,4,8,16", "--heads", help="Head counts H to sweep."),
+    anchors: int = typer.Option(11, "--anchors", help="Anchors per head (= positions n)."),
+    points: int = typer.Option(20001, "--points", help="y values on [a−(b−a), b+(b−a)]."),
+    out: Path = OUT,
+    quick: bool = QUICK,
+    json_out: bool = JSON,
+) -> None:
+    """Paper B: multi-head telescoping split of [−1,1]; sup error vs heads H, with the proven bound."""
+    torch.set_num_threads(1)
+    s = sw.sweep_heads(
+        _ints(heads, "heads"), anchors=anchors, points=4001 if quick else points, progress=_progress(json_out)
+    )
+    _finish(
+        s,
+        out,
+        json_out,
+        "heads",
+        ["heads", "anchors", "sup_error", "bound", "sup_outside", "clamp_bound", "params"],
+        slope_key="sup_error_vs_heads",
+        title="Range_[-1,1] with H heads (token mode)",
+    )
+
+
+@approx.command("relu-network")
+def relu_cmd(
+    nets: int = typer.Option(5, "--nets", help="Number of random ReLU networks (paper B's shape)."),
+    anchors: str = typer.Option("33,65,129,257", "--anchors", help="Anchor counts to sweep."),
+    n: int = typer.Option(20, "--n", help="Sequence length."),
+    d: int = typer.Option(5, "--d", help="Token dimension."),
+    hidden: int = typer.Option(10, "--hidden", help="Hidden ReLU units."),
+    samples: int = typer.Option(100, "--samples", help="Random inputs in [0,1]^{n×d} per network."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first network."),
+    out: Path = OUT,
+    quick: bool = QUICK,
+    json_out: bool = JSON,
+) -> None:
+    """Paper B: compile random one-hidden-layer ReLU networks into attention; sup error vs anchors."""
+    torch.set_num_threads(1)
+    s = sw.sweep_relu_network(
+        [65, 257] if quick else _ints(anchors, "anchors"),
+        nets=2 if quick else nets,
+        n=n,
+        d=d,
+        hidden=hidden,
+        samples=32 if quick else samples,
+        seed=seed,
+        progress=_progress(json_out),
+    )
+    _finish(
+        s,
+        out,
+        json_out,
+        "anchors",
+        ["net", "anchors", "heads", "sup_error", "relative_sup_error", "output_range", "bound", "params", "net_params"],
+        group_key="net",
+        title="ReLU network compiled into softmax attention",
+    )
+
+
+@approx.command("universal")
+def universal_cmd(
+    target: str = typer.Option("product-mean", "--target", help="product-mean, softmax-average or smooth-rank."),
+    d: int = typer.Option(1, "--d", help="Token dimension."),
+    n: int = typer.Option(3, "--n", help="Sequence length."),
+    grids: str = typer.Option("5,10,20,30,44", "--grids", help="Cells per coordinate G to sweep."),
+    samples: int = typer.Option(20000, "--samples", help="Random points for the sup and L² error."),
+    out: Path = OUT,
+    quick: bool = QUICK,
+    json_out: bool = JSON,
+) -> None:
+    """Paper A: FF∘SA∘FF with one rank-1 attention layer; error, params vs grid, next to Yun et al.'s depth."""
+    torch.set_num_threads(1)
+    gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
+    s = sw.sweep_universal(
+        gs, target=target, d=d, n=n, samples=2000 if quick else samples, progress=_progress(json_out)
+    )
+    s.name = f"universal-{target}-d{d}-n{n}"
+    _finish(
+        s,
+        out,
+        json_out,
+        "grid",
+        [
+            "grid",
+            "context_ids",
+            "params",
+            "largest_weight",
+            "sup_error",
+            "sup_error_clean",
+            "bound",
+            "l2_error",
+            "misquantised_fraction",
+            "attention_layers",
+            "yun_attention_layers",
+        ],
+        y_key="sup_error_clean",
+        bound_key="bound",
+        slope_key="sup_error_clean_vs_grid",
+        extra_keys=["l2_error"],
+        title=f"paper A FF∘SA∘FF, {target}, d={d}, n={n}",
+    )
+
+
+@approx.command("gd-in-context")
+def gd_cmd(
+    contexts: str = typer.Option("8,16,32,64,128", "--contexts", help="Context lengths N."),
+    eps: str = typer.Option("0.1,0.01,0.001,0.0001,1e-05,1e-06", "--eps", help="Score scales ε (inverse temperature)."),
+    d: int = typer.Option(8, "--d", help="Input dimension."),
+    steps: str = typer.Option("1,3", "--steps", help="GD steps k (one layer each)."),
+    lr: float = typer.Option(0.5, "--lr", help="GD step size η."),
+    out: Path = OUT,
+    quick: bool = QUICK,
+    json_out: bool = JSON,
+) -> None:
+    """Attention-only layers running k GD steps of in-context linear regression; error vs N and ε."""
+    torch.set_num_threads(1)
+    s = sw.sweep_gd(
+        [16, 64] if quick else _ints(contexts, "contexts"),
+        [1e-1, 1e-2, 1e-3, 1e-4] if quick else _floats(eps, "eps"),
+        d=d,
+        steps=_ints(steps, "steps"),
+        lr=lr,
+        batch=32 if quick else 64,
+        progress=_progress(json_out),
+    )
+    _finish(
+        s,
+        out,
+        json_out,
+        "eps",
+        ["context", "eps", "steps", "relative_error", "sup_error", "bound", "params"],
+        y_key="sup_error",
+        bound_key="bound",
+        group_key="context",
+        where={"steps": _ints(steps, "steps")[0]},
+        title=f"in-context GD by softmax attention, d={d}, k={_ints(steps, 'steps')[0]} step(s)",
+    )

@@ -1,0 +1,361 @@
+"""Size sweeps of the approximation constructions: rows, fitted log-log slopes, CSV and figures.
+
+Shared by ``uatlab approx …`` (:mod:`uatlab.cli.approx`) and the claims in
+:mod:`uatlab.claims.approximation`. Every sweep returns a :class:`Sweep` whose ``rows`` hold, per size,
+the size parameters, ``sup_error``, ``bound`` (the proven bound, NaN where none is proved) and ``params``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.constructions.incontext_gd import build_incontext_gd, relative_error
+from uatlab.constructions.relu_compiler import compile_relu_network, measure_compiled, random_relu_network
+from uatlab.constructions.truncated_linear import (
+    build_truncated_linear_attention,
+    fit_loglog_slope,
+    measure_sup_error,
+)
+from uatlab.constructions.universal_approximator import (
+    EXAMPLES,
+    build_universal_approximator,
+    example_error_bound,
+    measure_approximation,
+    model_size,
+    yun_comparison,
+)
+from uatlab.errors import InputError
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Sweep:
+    """Result of one sweep: rows (one dict per size), fitted slopes, free-form summary."""
+
+    name: str
+    size_key: str
+    rows: list[dict[str, Any]]
+    slopes: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "size_key": self.size_key,
+            "rows": self.rows,
+            "slope": self.slopes,
+            "summary": self.summary,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _noop(_: str) -> None:
+    pass
+
+
+# ---------------------------------------------------------------------------- paper B: truncated linear
+def sweep_truncated_linear(
+    anchors: Sequence[int] = (11, 21, 41, 81, 161),
+    *,
+    heads: int = 1,
+    mode: str = "token",
+    a: float = -1.0,
+    b: float = 1.0,
+    points: int = 20001,
+    dtype: str = "float64",
+    progress: Progress = _noop,
+) -> Sweep:
+    """Sup error of Range_[a,b] against the anchor count m (y on a dense grid of [a − (b−a), b + (b−a)])."""
+    t0 = time.perf_counter()
+    span = b - a
+    ys = np.linspace(a - span, b + span, points)
+    rows = []
+    for m in anchors:
+        n_tok = m if mode == "token" else 4
+        c = build_truncated_linear_attention(
+            [1.0], 0.0, a, b, anchors=m, heads=heads, mode=mode, dtype=dtype, n_tokens=n_tok
+        )
+        r = measure_sup_error(c, ys)
+        rows.append(
+            {
+                "anchors": m,
+                "heads": heads,
+                "mode": mode,
+                "beta": c.plan.beta,
+                "beta_delta2": c.plan.x,
+                "sup_error": r["sup_error"],
+                "sup_inside": r["sup_inside"],
+                "sup_outside": r["sup_outside"],
+                "bound": c.plan.bound,
+                "clamp_bound": c.plan.clamp_bound,
+                "spec_bound": c.plan.spec_bound,
+                "half_spacing": c.plan.delta / 2,
+                "params": c.params,
+            }
+        )
+        progress(f"truncated-linear m={m}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
+    slopes = {"sup_error_vs_anchors": fit_loglog_slope([r["anchors"] for r in rows], [r["sup_error"] for r in rows])}
+    return Sweep("truncated-linear", "anchors", rows, slopes, seconds=time.perf_counter() - t0)
+
+
+def sweep_heads(
+    heads: Sequence[int] = (1, 2, 4, 8, 16),
+    *,
+    anchors: int = 11,
+    a: float = -1.0,
+    b: float = 1.0,
+    points: int = 20001,
+    progress: Progress = _noop,
+) -> Sweep:
+    """Sup error against the number of heads H (token mode, m anchors per head, n = m positions)."""
+    t0 = time.perf_counter()
+    span = b - a
+    ys = np.linspace(a - span, b + span, points)
+    rows = []
+    for H in heads:
+        c = build_truncated_linear_attention([1.0], 0.0, a, b, anchors=anchors, heads=H, mode="token")
+        r = measure_sup_error(c, ys)
+        rows.append(
+            {
+                "heads": H,
+                "anchors": anchors,
+                "beta": c.plan.beta,
+                "sup_error": r["sup_error"],
+                "sup_outside": r["sup_outside"],
+                "bound": c.plan.bound,
+                "clamp_bound": c.plan.clamp_bound,
+                "params": c.params,
+            }
+        )
+        progress(f"heads H={H}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
+    slopes = {"sup_error_vs_heads": fit_loglog_slope([r["heads"] for r in rows], [r["sup_error"] for r in rows])}
+    return Sweep("heads", "heads", rows, slopes, seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- paper B: ReLU compiler
+def sweep_relu_network(
+    anchors: Sequence[int] = (33, 65, 129, 257),
+    *,
+    nets: int = 5,
+    n: int = 20,
+    d: int = 5,
+    hidden: int = 10,
+    samples: int = 100,
+    seed: int = 0,
+    progress: Progress = _noop,
+) -> Sweep:
+    """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors."""
+    t0 = time.perf_counter()
+    rows = []
+    for k in range(nets):
+        net = random_relu_network(n, d, hidden, seed=seed + k)
+        for m in anchors:
+            c = compile_relu_network(net, anchors=m)
+            r = measure_compiled(c, samples=samples, seed=seed + 1000 + k)
+            rows.append(
+                {
+                    "net": k,
+                    "anchors": m,
+                    "heads": c.heads,
+                    "sup_error": r["sup_error"],
+                    "relative_sup_error": r["relative_sup_error"],
+                    "output_range": r["output_range"],
+                    "bound": c.bound,
+                    "params": c.params,
+                    "net_params": net.params,
+                }
+            )
+            progress(
+                f"relu net {k} m={m}: sup error {r['sup_error']:.4g} = {100 * r['relative_sup_error']:.3g}% of range"
+            )
+    slopes = {}
+    for k in range(nets):
+        sub = [r for r in rows if r["net"] == k]
+        if len(sub) > 1:
+            slopes[f"net{k}_sup_error_vs_anchors"] = fit_loglog_slope(
+                [r["anchors"] for r in sub], [r["sup_error"] for r in sub]
+            )
+    if slopes:
+        slopes["mean_sup_error_vs_anchors"] = float(np.mean(list(slopes.values())))
+    largest = max(anchors)
+    at_largest = [r for r in rows if r["anchors"] == largest]
+    summary = {
+        "anchors": largest,
+        "max_relative_sup_error": max(r["relative_sup_error"] for r in at_largest),
+        "params": at_largest[0]["params"],
+        "nonstandard": "one attention layer + a linear map across positions + appended anchor tokens",
+    }
+    return Sweep("relu-network", "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- paper A: FF∘SA∘FF
+def sweep_universal(
+    grids: Sequence[int] = (5, 10, 20, 30, 44),
+    *,
+    target: str = "product-mean",
+    d: int = 1,
+    n: int = 3,
+    domain: tuple[float, float] = (0.0, 1.0),
+    samples: int = 20000,
+    seed: int = 0,
+    progress: Progress = _noop,
+) -> Sweep:
+    """Paper A's FF∘SA∘FF for one example target at several grid sizes: sup/L² error, params, Yun et al. depth."""
+    if target not in EXAMPLES:
+        raise InputError(f"unknown target {target!r}; choose one of {sorted(EXAMPLES)}")
+    f = EXAMPLES[target]
+    t0 = time.perf_counter()
+    rows = []
+    for G in grids:
+        ap = build_universal_approximator(f, domain, grid=G, n=n, d=d, seed=seed)
+        meas = measure_approximation(ap, samples=samples, seed=seed)
+        size = model_size(ap)
+        yun = yun_comparison(G, n, d)
+        rows.append(
+            {
+                "grid": G,
+                "delta": ap.delta,
+                "context_ids": ap.n_ids,
+                "attention_scale_c": ap.scale_c,
+                "min_id_gap": ap.min_gap,
+                "exact_min_gap_lower_bound": ap.info["exact_min_gap_lower_bound"],
+                "rounding_bound": ap.rounding_bound,
+                "grid_check_max_error": ap.grid_check_max_error,
+                "sup_error": meas["sup_error"],
+                "sup_error_clean": meas["sup_error_clean"],
+                "l2_error": meas["lp_error"],
+                "misquantised_fraction": meas["misquantised_fraction"],
+                "bound": example_error_bound(target, ap),  # proven for sup_error_clean (NaN: none derived)
+                "params": size["params"],
+                "largest_weight": size["largest_weight"],
+                "attention_layers": 1,
+                "yun_attention_layers": yun["yun_attention_layers"],
+                "yun_value_mapping_ff_layers": yun["yun_value_mapping_ff_layers"],
+            }
+        )
+        progress(f"universal {target} d={d} n={n} G={G}: L2 {meas['lp_error']:.4g}, sup {meas['sup_error']:.4g}")
+    slopes = {}
+    if len(rows) > 1:
+        slopes["l2_error_vs_grid"] = fit_loglog_slope([r["grid"] for r in rows], [r["l2_error"] for r in rows])
+        slopes["sup_error_clean_vs_grid"] = fit_loglog_slope(
+            [r["grid"] for r in rows], [r["sup_error_clean"] for r in rows]
+        )
+    return Sweep(
+        "universal", "grid", rows, slopes, {"target": target, "d": d, "n": n}, seconds=time.perf_counter() - t0
+    )
+
+
+# ---------------------------------------------------------------------------- in-context GD
+def sweep_gd(
+    contexts: Sequence[int] = (8, 16, 32, 64, 128),
+    eps_values: Sequence[float] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
+    *,
+    d: int = 8,
+    steps: Sequence[int] = (1, 3),
+    lr: float = 0.5,
+    batch: int = 64,
+    seed: int = 0,
+    progress: Progress = _noop,
+) -> Sweep:
+    """Relative error of attention-GD against exact GD as context length and score scale ε (β) vary."""
+    t0 = time.perf_counter()
+    rows = []
+    torch.manual_seed(seed)
+    for N in contexts:
+        for eps in eps_values:
+            for k in steps:
+                g = build_incontext_gd(d, N, steps=k, lr=lr, eps=eps)
+                r = relative_error(g, batch=batch, seed=seed)
+                rows.append(
+                    {
+                        "context": N,
+                        "eps": eps,
+                        "steps": k,
+                        "relative_error": r["relative_error"],
+                        "sup_error": r["sup_error"],
+                        "bound": r["bound"],
+                        "params": int(sum(int((p != 0).sum()) for p in g.model.parameters())),
+                    }
+                )
+        progress(f"gd-in-context N={N}: done")
+    slopes = {}
+    big = [r for r in rows if r["steps"] == 1 and r["eps"] >= 1e-3 and r["context"] == max(contexts)]
+    if len(big) > 1:
+        slopes["relative_error_vs_eps"] = fit_loglog_slope([r["eps"] for r in big], [r["relative_error"] for r in big])
+    return Sweep("gd-in-context", "eps", rows, slopes, {"d": d}, seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------- output
+def write_csv(sweep: Sweep, path: Path) -> Path:
+    """One CSV line per row (overwrites: a rerun never appends to stale results)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys: list[str] = []
+    for r in sweep.rows:
+        keys.extend(k for k in r if k not in keys)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        for r in sweep.rows:
+            w.writerow(r)
+    return path
+
+
+def plot_sweep(
+    sweep: Sweep,
+    path: Path,
+    x_key: str,
+    y_key: str = "sup_error",
+    bound_key: str | None = "bound",
+    group_key: str | None = None,
+    slope_key: str | None = None,
+    title: str = "",
+    where: dict[str, Any] | None = None,
+    extra_keys: Sequence[str] = (),
+) -> Path:
+    """Log-log figure of y against x (one line per group), the proven bound dashed, the fitted slope in the legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    base = [r for r in sweep.rows if all(r.get(k) == v for k, v in (where or {}).items())]
+    groups = sorted({r.get(group_key) for r in base}) if group_key else [None]
+    for gval in groups:
+        rows = [r for r in base if group_key is None or r.get(group_key) == gval]
+        xs = [r[x_key] for r in rows]
+        ys = [r[y_key] for r in rows]
+        label = f"{y_key}" + (f" ({group_key}={gval})" if group_key else "")
+        if slope_key and slope_key in sweep.slopes and group_key is None:
+            label += f", slope {sweep.slopes[slope_key]:.3f}"
+        ax.loglog(xs, ys, "o-", label=label)
+        for extra in extra_keys:
+            ax.loglog(xs, [r[extra] for r in rows], "s:", label=extra)
+        if bound_key and all(isinstance(r.get(bound_key), float) and math.isfinite(r[bound_key]) for r in rows):
+            ax.loglog(
+                xs,
+                [r[bound_key] for r in rows],
+                "--",
+                label=f"proven {bound_key}" + (f" ({gval})" if group_key else ""),
+            )
+    ax.set_xlabel(x_key)
+    ax.set_ylabel(y_key if not extra_keys else "error")
+    ax.set_title(title or sweep.name)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

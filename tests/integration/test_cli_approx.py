@@ -1,0 +1,70 @@
+"""``uatlab approx …`` end to end: JSON rows, slopes, CSV and figure, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from uatlab.cli import main
+
+
+def _run_json(capsys, args):
+    code = main(args + ["--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    "args,size_key",
+    [
+        (["approx", "truncated-linear", "--anchors", "11,21,41", "--points", "801"], "anchors"),
+        (["approx", "heads", "--heads", "1,2,4", "--points", "801"], "heads"),
+        (
+            [
+                "approx",
+                "relu-network",
+                "--nets",
+                "1",
+                "--anchors",
+                "17,33",
+                "--n",
+                "3",
+                "--d",
+                "2",
+                "--hidden",
+                "2",
+                "--samples",
+                "8",
+            ],
+            "anchors",
+        ),
+        (["approx", "universal", "--grids", "3,4", "--samples", "200"], "grid"),
+        (["approx", "gd-in-context", "--contexts", "8", "--eps", "0.01,0.001", "--d", "3", "--steps", "1"], "eps"),
+    ],
+)
+def test_commands_print_rows_and_slopes(capsys, tmp_path, args, size_key):
+    data = _run_json(capsys, args + ["--out", str(tmp_path)])
+    assert data["rows"] and all(
+        size_key in r and "sup_error" in r and "bound" in r and "params" in r for r in data["rows"]
+    )
+    assert isinstance(data["slope"], dict)
+    assert (tmp_path / data["csv"].split("/")[-1]).exists() and (tmp_path / data["figure"].split("/")[-1]).exists()
+
+
+def test_truncated_linear_slope_and_bound(capsys, tmp_path):
+    data = _run_json(
+        capsys, ["approx", "truncated-linear", "--anchors", "11,21,41,81", "--points", "2001", "--out", str(tmp_path)]
+    )
+    assert -1.1 <= data["slope"]["sup_error_vs_anchors"] <= -0.9
+    assert all(r["sup_error"] <= r["bound"] for r in data["rows"])
+
+
+def test_bad_input_is_one_line_error(capsys, tmp_path):
+    code = main(["approx", "truncated-linear", "--anchors", "x,y", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--anchors" in err and "Traceback" not in err
+    code = main(["approx", "truncated-linear", "--dtype", "float32", "--anchors", "81", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "float32" in err
