@@ -17,6 +17,7 @@ from uatlab.claims.registry import (
 # One module per area; each registers its claims on import. Add a line when adding an area.
 CLAIM_MODULES: list[str] = [
     "uatlab.claims.paper_a_theory",
+    "uatlab.claims.memorization",
     "uatlab.claims.approximation",
 ]
 

@@ -15,6 +15,7 @@ from uatlab.errors import UatlabError
 COMMAND_MODULES: list[str] = [
     "uatlab.cli.reproduce",
     "uatlab.cli.theory",
+    "uatlab.cli.compile",
     "uatlab.cli.approx",
 ]
 

@@ -1,0 +1,181 @@
+"""``uatlab compile``, ``uatlab certify`` and ``uatlab synth``: memorizing Transformers, compiled and proven.
+
+* ``compile DATA``: stream a CoNLL/JSONL file into a one-layer single-head rank-1 Transformer
+  (:mod:`uatlab.constructions.memorizer`), certify it in its dtype, print the figures, save the model.
+* ``certify MODEL DATA``: re-check any saved uatlab model (with a token encoding) on any data set.
+* ``synth OUT``: write a random labelled data set as JSONL (:mod:`uatlab.data.synthetic`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import typer
+
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json
+from uatlab.errors import InputError
+
+
+def _records(path: Path, fmt: str):
+    from uatlab.data.conll import iter_conll
+    from uatlab.data.jsonl import iter_jsonl
+
+    if fmt == "auto":
+        fmt = "jsonl" if str(path).endswith((".jsonl", ".json")) else "conll"
+    if fmt == "conll":
+        return iter_conll(path)
+    if fmt == "jsonl":
+        return iter_jsonl(path)
+    raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
+
+
+def _print_figures(title: str, fig: dict[str, Any]) -> None:
+    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions")}  # fmt: skip
+    console.print(key_value_table(title, rows))
+    if fig.get("min_margin_at"):
+        m = fig["min_margin_at"]
+        console.print(
+            f"smallest certified margin {fig['min_certified_margin']:.6g} at sequence {m['sequence']} "
+            f"(line {m['line']}), position {m['position']}, token {m['token']!r}",
+            highlight=False,
+        )
+    for c in fig.get("conflicts") or []:
+        console.print(
+            f"conflict: token {c['token']!r} at position {c['position']} of identical sequences {c['sequences']} "
+            f"(lines {c['lines']}): labels {c['label_counts']} → majority {c['majority']}",
+            highlight=False,
+        )
+    for ex in (fig.get("uncertified_examples") or [])[:10]:
+        console.print(f"not certified: {ex}", highlight=False)
+    if fig.get("stage_seconds"):
+        console.print(key_value_table("time per stage (s)", fig["stage_seconds"]))
+
+
+@app.command("compile")
+def compile_cmd(
+    data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
+    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
+    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32."),
+    dim: int = typer.Option(0, "--dim", help="Model dimension d (0 = the smallest that works)."),
+    out: Path = typer.Option(Path("model.safetensors"), "--out", help="Where to save the compiled model."),
+    causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
+    beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random key codes."),
+    code: str = typer.Option("auto", "--code", help="Word codes of the FF gate: binary, M-hot (e.g. 3-hot) or auto."),
+    no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT.partial.npz left by a data error."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Compile a labelled data set into a certified one-layer rank-1 Transformer."""
+    from uatlab.constructions.memorizer import (
+        EncodedData,
+        certify_chunks_with_progress,
+        compile_encoded,
+        encode_records,
+        save_compiled,
+        summarize,
+    )
+
+    torch.set_num_threads(1)
+    if dtype not in ("float64", "float32"):
+        raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
+    beta_value: float | str = beta if beta == "auto" else float(beta)
+    t0 = time.perf_counter()
+    partial = out.with_name(out.name + ".partial.npz")
+    enc, skip = None, 0
+    if resume:
+        if not partial.is_file():
+            raise InputError(f"--resume: no checkpoint {partial} to resume from")
+        enc, _ = EncodedData.load(partial)
+        skip = enc.sequences
+        err_console.print(f"resuming after {skip} sequences from {partial}")
+    meta = {"data": str(data), "causal": causal}
+    enc = encode_records(
+        _records(data, fmt), str(data), causal, enc=enc, skip=skip, progress=not json_out, checkpoint=partial, meta=meta
+    )
+    t_read = time.perf_counter() - t0
+    model, report = compile_encoded(
+        enc, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code
+    )
+    report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
+    cert = None
+    if not no_certify:
+        t = time.perf_counter()
+        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), enc.sequences, not json_out)
+        report["stage_seconds"]["certify"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fig = summarize(model, report, enc, cert)
+    save_compiled(model, out, fig)
+    fig["stage_seconds"]["save"] = time.perf_counter() - t
+    if partial.is_file():
+        partial.unlink()
+    fig["model_file"] = str(out)
+    fig["model_file_bytes"] = out.stat().st_size
+    fig["seconds"] = time.perf_counter() - t0
+    if cert is not None and not cert.certified:
+        fig["uncertified_examples"] = cert.uncertified_examples
+        fig["note"] = (
+            f"{dtype}: {cert.certified_tokens} of {cert.ceiling_tokens} winnable tokens certified "
+            f"({100 * cert.certified_fraction:.2f}%); the rest are not proven (see uncertified_examples)"
+        )
+    if json_out:
+        print_json(fig)
+        return
+    _print_figures(f"uatlab compile {data.name} ({dtype}{', causal' if causal else ''})", fig)
+    if fig.get("note"):
+        console.print(fig["note"], highlight=False)
+    console.print(f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total")
+
+
+@app.command("certify")
+def certify_cmd(
+    model_path: Path = typer.Argument(..., help="A uatlab model file (.safetensors) that stores its encoding."),
+    data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
+    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Prove in floating point which tokens of DATA a saved model classifies correctly."""
+    from uatlab.constructions.memorizer import certify_chunks_with_progress, load_compiled
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    model = load_compiled(model_path)
+    if getattr(model, "encoding", None) is None:
+        raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
+    cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, not json_out)
+    fig = cert.to_json()
+    fig["params_total"] = model.num_parameters()
+    fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
+    fig["seconds"] = time.perf_counter() - t0
+    if json_out:
+        print_json(fig)
+        return
+    _print_figures(f"uatlab certify {model_path.name} on {data.name}", fig)
+
+
+@app.command("synth")
+def synth_cmd(
+    out: Path = typer.Argument(..., help="JSONL file to write."),
+    sequences: int = typer.Option(1000, "-N", "--sequences", help="Number of sequences N."),
+    length: int = typer.Option(32, "-n", "--length", help="Tokens per sequence n."),
+    vocab: int = typer.Option(5000, "-V", "--vocab", help="Vocabulary size V."),
+    classes: int = typer.Option(10, "-C", "--classes", help="Number of labels C."),
+    no_repeats: bool = typer.Option(False, "--no-repeats", help="No token twice in a sequence (needs n ≤ V)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Write N random labelled sequences (uniform tokens and labels) as JSONL."""
+    from uatlab.data.synthetic import write_synthetic
+
+    t0 = time.perf_counter()
+    write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
+    fig = {"out": str(out), "sequences": sequences, "length": length, "vocab": vocab, "classes": classes,
+           "repeats": not no_repeats, "seed": seed, "tokens": sequences * length, "bytes": out.stat().st_size,
+           "seconds": time.perf_counter() - t0}  # fmt: skip
+    if json_out:
+        print_json(fig)
+        return
+    console.print(key_value_table(f"uatlab synth {out.name}", fig))

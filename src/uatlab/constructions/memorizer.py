@@ -1,0 +1,824 @@
+r"""Compile a labelled sequence data set into a one-layer, one-head, rank-1 softmax Transformer.
+
+The compiled model is an ordinary :class:`uatlab.models.Transformer` (token embedding, 'given'
+positional encoding, ONE block F^(FF)∘F^(SA) with ONE head whose W_Q, W_K, W_V, W_O have rank 1, a
+linear readout) that classifies every token whose label is not an inherent conflict correctly;
+:func:`uatlab.verify.certificate.certify` proves it in the model's floating-point format.
+
+Paper: Kajitsuka & Sato, ICLR 2024 ("paper A"), Theorem 2 (rank-1 attention is a contextual mapping via
+the Boltzmann operator), Corollary 1 (memorization by FF∘SA) and the positional-encoding corollary.
+The paper's literal weights need ~10^24 bits at CoNLL scale (spec §10); this construction keeps the
+paper's mechanism (rank-1 scores, value = key direction, Boltzmann link) but chooses codes and the
+feed-forward layer for floating point.
+
+Residual-stream layout (d = k + 3 + C coordinates; notation map paper → ours below)::
+
+    [0, k)        word code c(w): ±1 binary digits of the word id (k = ⌈log2 V⌉, default in float64)
+                  or an m-hot {0,1} code (k smallest with C(k, m) ≥ V; default "3-hot" in float32)
+    KEY  = k      key/value scalar  a = α_w + π_pos      (embedding + positional encoding)
+    QRY  = k + 1  query scalar      b = β (1 + ρ_pos)    (positional encoding only)
+    CTX  = k + 2  attention output  h                    (0 in embedding and positional encoding)
+    [k+3, k+3+C)  label coordinates: embedding holds e_{base label of w}; FF adds the corrections
+
+============================  =========================================================
+paper A (Theorem 2 / §6)       here
+============================  =========================================================
+w (projection direction)       e_KEY (W_K = W_V = e_KEYᵀ), so w^T x = a(x)
+c · w wᵀ (= W_Kᵀ W_Q)           W_Q = e_QRYᵀ: score(q, j) = b_q a_j (the query scale is per position)
+W_O = ε/(4 r_max) u'            W_O = e_CTX (writes h to its own coordinate; nothing else moves)
+boltz(c a_k a)/(c a_k)          h_q = Σ_j softmax_j(b_q a_j) a_j = boltz(b_q a)/b_q
+FF interpolant g(z) (§6 step 3) per-word piecewise-linear interpolant in h (below)
+positional encoding E           π (keys), ρ (queries) on the KEY/QRY coordinates only
+============================  =========================================================
+
+**Why distinct contexts get distinct Boltzmann values.** For a query at position k in a sequence with
+keys a_1..a_n, h = Σ softmax(b a_j) a_j = boltz(b a)/b. (i) Same word at two positions of one sequence:
+b differs (ρ is strictly increasing in the position) and dh/db = Var_p(a) > 0 unless all keys are equal,
+so h differs. (ii) Different sequences: h is a real-analytic, non-constant function of the key codes,
+so equal values for different inputs happen only on a measure-zero set of codes; codes are drawn at
+random (seeded) on a dyadic grid with all word codes α_w distinct. Paper A's Lemma 1 guarantees a gap of
+(log n)^2 e^{−2r} only in a regime (δ > 2 log n + 3) that floats cannot hold (spec §5.3); we instead
+*measure* every gap that matters (between differently-labelled neighbours of the same word) and choose
+the inverse temperature β among a few powers of two to maximise the smallest gap relative to the rounding
+error of h (``beta='auto'``). The certificate then proves the result; nothing rests on genericity.
+
+**Why the feed-forward layer separates them.** Sort the occurrences of word w by h; where the (majority)
+label changes between neighbours h_L < h_F (label A → B) put a ramp from e_A to e_B inside the gap, on
+[z_L, z_F] = [h_L + gap/4, h_F − gap/4], built from two ReLU units with knots z_L and z_F:
+
+    unit(x) = ReLU( G·(c(w)ᵀ x_code − k) + (x_CTX − z) )       W1 row: G c(w) on the code, 1 on CTX
+                                                               b1 = −G k − z
+    W2 column (label coordinates): +σ (e_B − e_A) for the unit at z_L, −σ (e_B − e_A) at z_F,
+    σ = 1/(z_F − z_L), so the pair adds (e_B − e_A)·clip((h − z_L)/(z_F − z_L), 0, 1).
+
+For word w, c(w)ᵀ x_code − k = 0; for every other word it is −2·Hamming ≤ −2 (codes are ±1, exact in any
+float format). With G = ⌈8 (a_max − a_min + 1/8)/2⌉/8 and every knot z ∈ [a_min, a_max] ⊇ range(h)
+(h is a convex combination of keys) the pre-activation of another word's unit is ≤ −2G + (a_max − a_min)
+≤ −1/8: the unit is off, whatever the context. With m-hot codes the gate is G·(c(w)ᵀx − m) ≤ −G for other
+words and G = ⌈8 (a_max − a_min + 1/8)⌉/8; its rounding error involves m terms instead of k (see
+:func:`word_codes`), which is what lets float32 resolve finer gaps. (G has ≤ 6 significant bits, so
+G·code and G·k are exact in float32.) The word's own units give base + Σ ramps = e_{label(h)} at
+every occurrence (each occurrence sits at least gap/4 from every ramp), so logits = label coordinates
+have margin 1 exactly. Units exist only where labels change; words with one label have none.
+
+**Bounds each weight satisfies.** |codes| ≤ 1; keys |a| ≤ 1 (α on the 2^-18 grid in [−15/16, 15/16], π on
+the 2^-22 grid in [−1/32, 1/32], so α + π is exact in float32 and float64); b = β(1 + k/2^m) ≤ 2β
+(scores |b a| ≤ 2β); G ≤ 1.125 (binary) or 2.125 (m-hot); |b1| ≤ G k + 1 (binary) or G m + 1 (m-hot); |W2| = σ = 1/(z_F − z_L) = 2/gap (the only large weights;
+log2 max|W2| is the number of bits of h the model relies on); readout = selection of label coordinates.
+
+**Positional encoding.** π (keys) makes h depend on order; ρ (queries) separates repeated words inside
+a sequence. Where a sequence repeats a word with different labels, (i) above applies.
+
+**Causal** (``causal=True``): the same construction with attention over the prefix; inputs are then
+identified by their prefix (``ceiling_report(..., context='prefix')``).
+
+**Conflicts.** Identical inputs with different labels get the same h; the majority label (ties: first
+seen) is assigned and the losers are counted and listed, never an error.
+
+**How the encoding is stored.** :func:`save_compiled` calls :func:`uatlab.models.save_model` with
+``extra = {"encoding": {"tokens": [...id order...], "labels": [...id order...]}, "construction": {...}}``;
+the safetensors header metadata key ``uatlab_extra`` holds it as JSON. :func:`load_compiled` returns the
+model with ``model.encoding`` (an :class:`uatlab.data.Encoding`) attached, which is what
+``uatlab certify`` and ``uatlab train --init`` need to map strings to ids. Token id i is embedding row i.
+
+**Streaming.** :func:`compile_stream` reads sequences one at a time (CoNLL or JSONL iterators) and keeps
+only integer ids per token (word, label, input key): ~20 bytes a token, never the text. It checkpoints
+the encoded prefix to ``<out>.partial.npz`` on a data error, naming file:line, and ``resume=True``
+continues from it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.errors import InputError
+from uatlab.models.io import load_model, save_model
+from uatlab.models.transformer import Transformer, TransformerConfig
+from uatlab.verify.certificate import Certificate, certify, input_keys
+
+CONSTRUCTION = "uatlab.memorizer.v1"
+ALPHA_GRID = 2.0**-18  # word key codes α_w: distinct multiples of 2^-18 in [−15/16, 15/16]
+PI_GRID = 2.0**-22  # positional key codes π_k: multiples of 2^-22 in [−1/32, 1/32]
+BETA_CANDIDATES = (0.5, 1.0, 2.0, 4.0, 8.0)
+OFF_MARGIN = 0.125  # every other word's unit has pre-activation ≤ −OFF_MARGIN
+
+
+@dataclass
+class Layout:
+    """Coordinates of the residual stream (see the module docstring)."""
+
+    k: int  # code bits
+    num_labels: int
+
+    @property
+    def key(self) -> int:
+        return self.k
+
+    @property
+    def query(self) -> int:
+        return self.k + 1
+
+    @property
+    def ctx(self) -> int:
+        return self.k + 2
+
+    @property
+    def labels(self) -> slice:
+        return slice(self.k + 3, self.k + 3 + self.num_labels)
+
+    @property
+    def d_model(self) -> int:
+        return self.k + 3 + self.num_labels
+
+
+@dataclass
+class EncodedData:
+    """What the compiler keeps of the data: integer ids only (streamable)."""
+
+    token_to_id: dict[str, int] = field(default_factory=dict)
+    label_to_id: dict[str, int] = field(default_factory=dict)
+    word: list[np.ndarray] = field(default_factory=list)  # per sequence: token ids (n,)
+    label: list[np.ndarray] = field(default_factory=list)  # per sequence: label ids (n,)
+    key: list[np.ndarray] = field(default_factory=list)  # per sequence: input keys (n,) int64
+    lines: list[int] = field(default_factory=list)
+    source: str = "<memory>"
+
+    @property
+    def sequences(self) -> int:
+        return len(self.word)
+
+    def add(self, tokens: list[str], labels: list[str], line: int, context: str) -> None:
+        if len(tokens) == 0:
+            raise InputError(f"{self.source}:{line}: empty sequence")
+        if len(tokens) != len(labels):
+            raise InputError(f"{self.source}:{line}: {len(tokens)} tokens but {len(labels)} labels (ragged)")
+        t2i, l2i = self.token_to_id, self.label_to_id
+        self.word.append(np.fromiter((t2i.setdefault(t, len(t2i)) for t in tokens), np.int64, len(tokens)))
+        self.label.append(np.fromiter((l2i.setdefault(y, len(l2i)) for y in labels), np.int64, len(labels)))
+        keys = np.array(input_keys(tokens, context), dtype=np.int64)
+        self.key.append(keys)
+        self.lines.append(line)
+
+    def save(self, path: Path, meta: dict[str, Any]) -> None:
+        """Checkpoint the encoded prefix (ids, keys, vocabularies) to ``path`` (npz)."""
+        lengths = np.array([len(w) for w in self.word], dtype=np.int64)
+        np.savez(
+            path,
+            lengths=lengths,
+            word=np.concatenate(self.word) if self.word else np.zeros(0, np.int64),
+            label=np.concatenate(self.label) if self.label else np.zeros(0, np.int64),
+            key=np.concatenate(self.key) if self.key else np.zeros(0, np.int64),
+            lines=np.array(self.lines, dtype=np.int64),
+            meta=np.array(json.dumps({**meta, "tokens": list(self.token_to_id), "labels": list(self.label_to_id)})),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> tuple[EncodedData, dict[str, Any]]:
+        z = np.load(path)
+        meta = json.loads(str(z["meta"]))
+        enc = cls()
+        enc.token_to_id = {t: i for i, t in enumerate(meta.pop("tokens"))}
+        enc.label_to_id = {y: i for i, y in enumerate(meta.pop("labels"))}
+        cuts = np.cumsum(z["lengths"])[:-1]
+        enc.word = list(np.split(z["word"], cuts))
+        enc.label = list(np.split(z["label"], cuts))
+        enc.key = list(np.split(z["key"], cuts))
+        enc.lines = z["lines"].tolist()
+        return enc, meta
+
+
+# ------------------------------------------------------------------------------------------------
+# attention codes
+
+
+def word_key_codes(num_words: int, seed: int) -> np.ndarray:
+    """α_w: distinct random multiples of 2^-18 in [−15/16, 15/16] (exact in float32), shape (V,)."""
+    rng = np.random.default_rng([seed, 1])
+    half = int((15 / 16) / ALPHA_GRID)
+    if num_words > 2 * half + 1:
+        raise InputError(f"vocabulary of {num_words} words exceeds the {2 * half + 1} distinct key codes")
+    ints = rng.choice(2 * half + 1, size=num_words, replace=False) - half
+    return ints.astype(np.float64) * ALPHA_GRID
+
+
+def positional_codes(max_len: int, beta: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """π_k (keys; random multiples of 2^-22 in [−1/32, 1/32]) and b_k = β(1 + k/2^m) (queries), (n,) each.
+
+    2^m ≥ max_len so b ∈ [β, 2β); β is a power of two, so every b is exact in float32.
+    """
+    rng = np.random.default_rng([seed, 2])
+    half = int((1 / 32) / PI_GRID)
+    pi = (rng.integers(-half, half + 1, size=max_len)).astype(np.float64) * PI_GRID
+    m = max(1, math.ceil(math.log2(max(max_len, 2))))
+    b = beta * (1.0 + np.arange(max_len, dtype=np.float64) / 2.0**m)
+    return pi, b
+
+
+def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray, b: np.ndarray, causal: bool,
+                      batch_tokens: int = 2_000_000) -> list[np.ndarray]:  # fmt: skip
+    """h for every token: h_q = Σ_j softmax_j(b_q a_j) a_j with a_j = α_{w_j} + π_j (float64 reference).
+
+    Sequences are bucketed by length (no padding). Returns one (n,) array per sequence.
+    """
+    out: list[np.ndarray | None] = [None] * len(words)
+    lengths = np.array([len(w) for w in words])
+    for n in np.unique(lengths):
+        idx = np.flatnonzero(lengths == n)
+        step = max(1, batch_tokens // (n * n))
+        for s in range(0, len(idx), step):
+            sel = idx[s : s + step]
+            ids = np.stack([words[i] for i in sel])  # (B, n)
+            a = alpha[ids] + pi[:n]  # (B, n) keys = values
+            S = b[:n][None, :, None] * a[:, None, :]  # (B, n_q, n_k)
+            if causal:
+                S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
+            S = S - S.max(axis=-1, keepdims=True)
+            P = np.exp(S)
+            P /= P.sum(axis=-1, keepdims=True)
+            h = np.einsum("bqk,bk->bq", P, a)  # (B, n)
+            for j, i in enumerate(sel):
+                out[i] = h[j]
+    return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------------------
+# per-word interpolation
+
+
+@dataclass
+class Occurrences:
+    """Tokens sorted by (word, h), grouped into distinct (word, h) points with majority labels."""
+
+    word: np.ndarray  # (G,) per point
+    h: np.ndarray  # (G,)
+    label: np.ndarray  # (G,) majority label
+    tokens: int
+    ceiling_tokens: int
+    conflicts: list[dict[str, Any]]
+    collision_tokens: int  # tokens lost because different inputs got exactly the same h
+
+
+def group_occurrences(enc: EncodedData, h: list[np.ndarray], max_listed: int = 50) -> Occurrences:
+    word = np.concatenate(enc.word)
+    lab = np.concatenate(enc.label)
+    key = np.concatenate(enc.key)
+    hh = np.concatenate(h)
+    T = len(word)
+    tok_index = np.arange(T)
+    order = np.lexsort((tok_index, hh, word))
+    w_s, h_s, l_s, k_s = word[order], hh[order], lab[order], key[order]
+    new = np.r_[True, (w_s[1:] != w_s[:-1]) | (h_s[1:] != h_s[:-1])]
+    gid = np.cumsum(new) - 1  # (T,) point id per sorted token
+    G = int(gid[-1]) + 1
+    # majority label per point: count (point, label) pairs; ties → label seen first in data order
+    pair = gid * (len(enc.label_to_id) + 1) + l_s
+    uniq, first_pos, counts = np.unique(pair, return_index=True, return_counts=True)
+    p_gid = uniq // (len(enc.label_to_id) + 1)
+    p_lab = uniq % (len(enc.label_to_id) + 1)
+    first_tok = order[first_pos]  # data-order index of the first token with this (point, label)
+    best = np.lexsort((first_tok, -counts, p_gid))  # per point: highest count, then earliest
+    is_first = np.r_[True, p_gid[best][1:] != p_gid[best][:-1]]
+    win = best[is_first]
+    label = np.empty(G, dtype=np.int64)
+    label[p_gid[win]] = p_lab[win]
+    ceiling = int(counts[win].sum())
+    # conflicts vs collisions: a point whose tokens have several labels
+    multi = np.bincount(p_gid, minlength=G) > 1
+    conflicts: list[dict[str, Any]] = []
+    collision = 0
+    if multi.any():
+        id2tok = list(enc.token_to_id)
+        id2lab = list(enc.label_to_id)
+        seq_of = np.repeat(np.arange(enc.sequences), [len(w) for w in enc.word])
+        pos_of = np.concatenate([np.arange(len(w)) for w in enc.word])
+        starts = np.r_[np.flatnonzero(new), T]
+        for g in np.flatnonzero(multi):
+            members = np.arange(starts[g], starts[g + 1])
+            keys = k_s[members]
+            if np.all(keys == keys[0]):  # identical inputs: an inherent conflict
+                t0 = order[members[0]]
+                counts_g = {}
+                for li in l_s[members]:
+                    counts_g[id2lab[li]] = counts_g.get(id2lab[li], 0) + 1
+                if len(conflicts) < max_listed:
+                    conflicts.append({
+                        "sequences": sorted({int(seq_of[order[m]]) for m in members})[:16],
+                        "lines": sorted({enc.lines[int(seq_of[order[m]])] for m in members})[:16],
+                        "position": int(pos_of[t0]), "token": id2tok[int(w_s[members[0]])],
+                        "label_counts": counts_g, "majority": id2lab[int(label[g])],
+                    })  # fmt: skip
+            else:  # different inputs, same h: the construction cannot separate them
+                wrong = int((l_s[members] != label[g]).sum())
+                collision += wrong - _conflict_losers(keys, l_s[members])
+    first = np.flatnonzero(new)
+    return Occurrences(w_s[first], h_s[first], label, T, ceiling, conflicts, collision)
+
+
+def _conflict_losers(keys: np.ndarray, labels: np.ndarray) -> int:
+    """Tokens that lose inside identical-input groups (inherent conflicts) among the given members."""
+    lost = 0
+    for k in np.unique(keys):
+        ls = labels[keys == k]
+        lost += len(ls) - np.bincount(ls).max()
+    return lost
+
+
+def label_boundaries(occ: Occurrences) -> tuple[np.ndarray, np.ndarray]:
+    """Indices i of points where point i and i+1 belong to the same word with different labels; gaps."""
+    same = occ.word[1:] == occ.word[:-1]
+    change = same & (occ.label[1:] != occ.label[:-1])
+    idx = np.flatnonzero(change)
+    return idx, occ.h[idx + 1] - occ.h[idx]
+
+
+def h_error_scale(beta: float, dtype: str) -> float:
+    """Rough size of the rounding error of h relative to u (scores ≤ 2β, keys ≤ 1), for choosing β."""
+    return 4.0 * (2.0 * beta) + 8.0
+
+
+def resolution_estimate(beta: float, dtype: str, gate_terms: int, gate_magnitude: float) -> float:
+    """Rough smallest label-boundary gap a model in ``dtype`` resolves (ramps sit gap/4 from points).
+
+    The feed-forward pre-activation sums ``gate_terms`` code terms of total size G·m (and a bias of the same
+    size), so its rounding is about γ_{terms+2}·(2 G m + 2); the softmax adds ~u·(score range + 8) to h.
+    Used only to *choose* β; the certificate decides.
+    """
+    from uatlab.verify.float_bounds import unit_roundoff
+
+    u = unit_roundoff(dtype)
+    return 4.0 * u * ((gate_terms + 2) * (2.0 * gate_magnitude + 2.0) + h_error_scale(beta, dtype))
+
+
+def gate_size(V: int, code: str, dtype: str) -> tuple[int, float]:
+    """(number of code terms, G·m) of a unit's gate for ``code`` (keys span < 2, see build_model)."""
+    if code == "auto":
+        code = "binary" if dtype == "float64" else "3-hot"
+    codes, m = word_codes(V, code)
+    k = codes.shape[1]
+    return (k, 1.125 * k) if m == 0 else (m, 2.125 * m)
+
+
+# ------------------------------------------------------------------------------------------------
+# building the model
+
+
+@dataclass
+class CompileResult:
+    model: Transformer
+    certificate: Certificate | None
+    encoding: Encoding
+    report: dict[str, Any]
+
+
+def _progress_bar(enabled: bool, total: int | None, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="seq", dynamic_ncols=True)
+
+
+def build_model(enc: EncodedData, occ: Occurrences, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray,
+                beta: float, max_len: int, dtype: str, causal: bool, seed: int,
+                d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Assemble embedding, positional encoding, rank-1 attention, FF and readout (see module doc).
+
+    ``d_model`` larger than the layout's k + 3 + C pads the residual stream with coordinates that are 0
+    in every weight (they change nothing); smaller is an error naming the minimum.
+    """
+    V, C = len(enc.token_to_id), len(enc.label_to_id)
+    if code == "auto":
+        code = "binary" if dtype == "float64" else "3-hot"
+    codes, m = word_codes(V, code)
+    k = codes.shape[1]
+    lay = Layout(k, C)
+    if d_model is not None and d_model < lay.d_model:
+        raise InputError(
+            f"--dim {d_model} is too small: this data needs d ≥ {lay.d_model} ({k} code coordinates + 3 attention "
+            f"coordinates + {C} labels)"
+        )
+    d = max(lay.d_model, d_model or 0)
+    np_dt = np.float32 if dtype == "float32" else np.float64
+
+    # ---- knots: two per label boundary, inside the gap --------------------------------------
+    bidx, gaps = label_boundaries(occ)
+    a_all = (alpha[:, None] + pi[None, :max_len]).ravel()
+    a_min, a_max = float(a_all.min()), float(a_all.max())
+    # G: every other word's unit has pre-activation ≤ −G·mismatch + (a_max − a_min) ≤ −1 (module doc);
+    # the gate G·(code(w)ᵀx − m) is 0 for w and ≤ −2G (binary ±1 codes) or ≤ −G (m-hot codes) otherwise
+    # G is a multiple of 1/8 (≤ 6 significant bits, so G·code and G·k are exact in float32); the margin
+    # OFF_MARGIN = 1/8 by which other words' units stay off only has to exceed the rounding (≤ 1e-4)
+    mismatch = 2.0 if m == 0 else 1.0
+    G = math.ceil(8.0 * (a_max - a_min + OFF_MARGIN) / mismatch) / 8.0
+    GK = G * (k if m == 0 else m)
+    zL = occ.h[bidx] + gaps / 4
+    zF = occ.h[bidx + 1] - gaps / 4
+    # knots are stored through the bias b1 = −G k − z; use the stored (rounded) values from here on
+    b1L = (-GK - zL).astype(np_dt).astype(np.float64)
+    b1F = (-GK - zF).astype(np_dt).astype(np.float64)
+    zL_s, zF_s = -b1L - GK, -b1F - GK  # exact in float64 (G k is a small integer times 2^e)
+    ok = (zL_s > occ.h[bidx]) & (zF_s < occ.h[bidx + 1]) & (zF_s > zL_s)
+    unresolved = int((~ok).sum())
+    bidx, zL_s, zF_s, b1L, b1F = bidx[ok], zL_s[ok], zF_s[ok], b1L[ok], b1F[ok]
+    sigma = (1.0 / (zF_s - zL_s)).astype(np_dt).astype(np.float64)  # ramp slope, |W2| entries
+    nb = len(bidx)
+    q = 2 * nb
+    words_b = occ.word[bidx]
+    lab_A, lab_B = occ.label[bidx].copy(), occ.label[bidx + 1]
+    first_point = np.r_[0, np.flatnonzero(occ.word[1:] != occ.word[:-1]) + 1]
+    base = np.zeros(V, dtype=np.int64)
+    base[occ.word[first_point]] = occ.label[first_point]
+    if unresolved:
+        # a boundary dropped for lack of precision must not shift the labels of everything above it:
+        # each kept ramp starts from the label the previous kept ramp of the same word ended on
+        prev_same = np.r_[False, words_b[1:] == words_b[:-1]]
+        lab_A = np.where(prev_same, np.r_[0, lab_B[:-1]], base[words_b])
+        keep = lab_A != lab_B
+        bidx, zL_s, zF_s, b1L, b1F, sigma = bidx[keep], zL_s[keep], zF_s[keep], b1L[keep], b1F[keep], sigma[keep]
+        words_b, lab_A, lab_B = words_b[keep], lab_A[keep], lab_B[keep]
+        nb = len(bidx)
+        q = 2 * nb
+
+    # ---- W1 (q, d), b1 (q,): unit 2i is the knot z_L of boundary i, unit 2i+1 the knot z_F -----------
+    W1 = np.zeros((q, d), dtype=np_dt)
+    W1[0::2, :k] = G * codes[words_b]
+    W1[1::2, :k] = G * codes[words_b]
+    W1[:, lay.ctx] = 1.0
+    b1 = np.empty(q, dtype=np_dt)
+    b1[0::2], b1[1::2] = b1L, b1F
+    # ---- W2 (d, q): ±σ (e_B − e_A) on the label coordinates ----------------------------------------
+    W2 = np.zeros((d, q), dtype=np_dt)
+    cols = np.arange(nb)
+    L0 = lay.labels.start
+    W2[L0 + lab_B, 2 * cols] += sigma
+    W2[L0 + lab_A, 2 * cols] -= sigma
+    W2[L0 + lab_B, 2 * cols + 1] -= sigma
+    W2[L0 + lab_A, 2 * cols + 1] += sigma
+
+    # ---- embedding (V, d): code, key code α_w, label of the word's lowest-h point ------------------
+    E = np.zeros((V, d), dtype=np_dt)
+    E[:, :k] = codes
+    E[:, lay.key] = alpha
+    E[np.arange(V), L0 + base] = 1.0
+    # ---- positional encoding (max_len, d): π on KEY, b = β(1 + ρ_k) on QRY --------------------------
+    Pz = np.zeros((max_len, d), dtype=np_dt)
+    Pz[:, lay.key] = pi[:max_len]
+    Pz[:, lay.query] = b[:max_len]
+
+    config = TransformerConfig(
+        d_model=d, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=q, vocab_size=V, num_labels=C,
+        max_len=max_len, positional="given", attention="softmax", beta=1.0, causal=causal, readout_bias=True,
+        dtype=dtype,
+        meta={"construction": CONSTRUCTION, "beta": beta, "seed": seed, "code": code, "code_bits": k, "G": G},
+    )  # fmt: skip
+    model = _new_transformer(config)
+    with torch.no_grad():
+        tdt = config.torch_dtype
+        model.embed.weight.copy_(torch.from_numpy(E).to(tdt))
+        model.pos.copy_(torch.from_numpy(Pz).to(tdt))
+        attn = model.blocks[0].attn
+
+        def unit(i: int) -> torch.Tensor:
+            e = torch.zeros(1, 1, d, dtype=tdt)
+            e[0, 0, i] = 1.0
+            return e
+
+        one = torch.ones(1, 1, 1, dtype=tdt)
+        attn.W_K.set_factors(one, unit(lay.key))  # a = x_KEY           (1, 1, d)
+        attn.W_V.set_factors(one, unit(lay.key))  # value = key (paper A: W_V = w^T)
+        attn.W_Q.set_factors(one, unit(lay.query))  # b = x_QRY
+        attn.W_O.set_factors(unit(lay.ctx).transpose(1, 2), one)  # writes h to CTX   (1, d, 1)
+        ff = model.blocks[0].ff
+        ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
+        ff.hidden.bias.copy_(torch.from_numpy(b1).to(tdt))
+        ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
+        ff.output.bias.zero_()
+        R = torch.zeros(C, d, dtype=tdt)
+        R[torch.arange(C), L0 + torch.arange(C)] = 1.0
+        model.readout.weight.copy_(R)
+        model.readout.bias.zero_()
+    ranks = attn.check_ranks()
+    if any(r != [1] for r in ranks.values()):
+        raise AssertionError(f"compiled attention is not rank 1: {ranks}")
+    info = {
+        "code": code, "code_bits": k, "code_weight": m, "G": G, "label_boundaries": int(len(label_boundaries(occ)[0])),
+        "unresolved_boundaries": unresolved, "ff_width": q, "d_model": d,
+        "min_gap": float(gaps.min()) if len(gaps) else None,
+        "max_abs_W2": float(sigma.max()) if len(sigma) else 0.0, "a_range": [a_min, a_max], "ranks": ranks,
+    }  # fmt: skip
+    return model, info
+
+
+def _new_transformer(config: TransformerConfig) -> Transformer:
+    """Transformer(config), silencing torch's warning about initialising a width-0 FF (no label changes)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        return Transformer(config)
+
+
+def word_codes(V: int, scheme: str) -> tuple[np.ndarray, int]:
+    """Word codes for the FF gate: (codes (V, k), m) with m = 0 for ±1 binary codes, m ones for m-hot codes.
+
+    * ``"binary"``: c(w) ∈ {−1, +1}^k, the binary digits of w (k = ⌈log2 V⌉). Another word's code agrees
+      in ≤ k − 1 places, so c(w')ᵀc(w) − k ≤ −2. Small d, but the gate sums k terms of size G.
+    * ``"m-hot"`` (e.g. ``"3-hot"``): c(w) ∈ {0, 1}^k with exactly m ones (the w-th m-subset of [k] in
+      lexicographic order; k the smallest with C(k, m) ≥ V). Another word shares ≤ m − 1 ones, so
+      c(w')ᵀc(w) − m ≤ −1. Larger d, but the gate sums only m terms: the pre-activation's rounding error
+      is γ_{m+2}(2Gm + 2) instead of γ_{k+2}(2Gk + 2), which is what float32 needs.
+    """
+    if scheme == "binary":
+        k = max(1, math.ceil(math.log2(max(V, 2))))
+        return np.where(((np.arange(V)[:, None] >> np.arange(k)[None, :]) & 1) == 1, 1.0, -1.0), 0
+    if scheme.endswith("-hot") and scheme[:-4].isdigit() and int(scheme[:-4]) >= 1:
+        m = int(scheme[:-4])
+        k = m
+        while math.comb(k, m) < V:
+            k += 1
+        codes = np.zeros((V, k))
+        for w, subset in enumerate(itertools.islice(itertools.combinations(range(k), m), V)):
+            codes[w, list(subset)] = 1.0
+        return codes, m
+    raise InputError(f"unknown code scheme {scheme!r}: use 'binary', 'M-hot' (e.g. '3-hot') or 'auto'")
+
+
+def encoding_of(enc: EncodedData) -> Encoding:
+    return Encoding(dict(enc.token_to_id), dict(enc.label_to_id))
+
+
+def _choose_beta(enc, alpha, code, max_len, causal, dtype, seed, candidates) -> tuple[float, list, dict]:
+    """Pick β: fewest label-boundary gaps below the dtype's resolution, then the largest smallest gap
+    relative to the rounding-error scale of h."""
+    scores = {}
+    best = None
+    terms, magnitude = gate_size(len(enc.token_to_id), code, dtype)
+    for beta in candidates:
+        pi, b = positional_codes(max_len, beta, seed)
+        h = boltzmann_context(enc.word, alpha, pi, b, causal)
+        occ = group_occurrences(enc, h)
+        _, gaps = label_boundaries(occ)
+        g = float(gaps.min()) if len(gaps) else math.inf
+        # first: fewest boundaries below the dtype's resolution; then: the largest smallest gap
+        too_small = int((gaps < resolution_estimate(beta, dtype, terms, magnitude)).sum())
+        score = (-too_small, g / h_error_scale(beta, dtype))
+        scores[beta] = {"min_gap": g, "gaps_below_resolution": too_small}
+        if best is None or score > best[0]:
+            best = (score, beta, h, occ)
+    assert best is not None
+    return best[1], best[2], {"candidates": scores, "occ": best[3]}
+
+
+def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
+                    seed: int = 0, max_len: int | None = None, progress: bool = False,
+                    d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Compile already-encoded data (see :class:`EncodedData`) into a model; returns (model, report)."""
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
+    if enc.sequences == 0:
+        raise InputError(f"{enc.source}: no sequences to compile")
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    data_max = max(len(w) for w in enc.word)
+    max_len = max(max_len or 0, data_max)
+    V = len(enc.token_to_id)
+    alpha = word_key_codes(V, seed)
+    if beta == "auto":
+        beta, h, chosen = _choose_beta(enc, alpha, code, max_len, causal, dtype, seed, BETA_CANDIDATES)
+        occ = chosen["occ"]
+        beta_scores = chosen["candidates"]
+    else:
+        beta = float(beta)
+        if not (beta > 0 and math.frexp(beta)[0] == 0.5):
+            raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
+        pi, b = positional_codes(max_len, beta, seed)
+        h = boltzmann_context(enc.word, alpha, pi, b, causal)
+        occ = group_occurrences(enc, h)
+        beta_scores = {}
+    times["attention (h per token)"] = time.perf_counter() - t
+    t = time.perf_counter()
+    pi, b = positional_codes(max_len, beta, seed)
+    model, info = build_model(enc, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+    model.encoding = encoding_of(enc)
+    times["feed-forward construction"] = time.perf_counter() - t
+    report = {
+        "sequences": enc.sequences,
+        "tokens": occ.tokens,
+        "distinct_contexts": int(len(occ.h)),
+        "ceiling_tokens": occ.ceiling_tokens,
+        "conflict_tokens": occ.tokens - occ.ceiling_tokens - occ.collision_tokens,
+        "conflicts": occ.conflicts,
+        "collision_tokens": occ.collision_tokens,
+        "vocabulary": V,
+        "labels": list(enc.label_to_id),
+        "max_len": max_len,
+        "beta": beta,
+        "beta_search": beta_scores,
+        "causal": causal,
+        "dtype": dtype,
+        **info,
+        "stage_seconds": times,
+    }
+    # the true ceiling also counts collision tokens as winnable (only conflicts are inherent)
+    report["ceiling_tokens"] = occ.ceiling_tokens + occ.collision_tokens
+    return model, report
+
+
+def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
+    """Paper A's memorization parameter count 4(s+d) + d(2nN + d) (spec §6)."""
+    return 4 * (s + d) + d * (2 * n * N + d)
+
+
+def label_information_bits(enc: EncodedData) -> float:
+    """Σ over tokens of −log2 p(label) with p the empirical label distribution (bits of label information)."""
+    counts = np.bincount(np.concatenate(enc.label), minlength=len(enc.label_to_id)).astype(np.float64)
+    p = counts / counts.sum()
+    nz = counts > 0
+    return float(-(counts[nz] * np.log2(p[nz])).sum())
+
+
+def summarize(model: Transformer, report: dict[str, Any], enc: EncodedData, cert: Certificate | None) -> dict:
+    """The figures the issue asks for, as one flat dict (JSON contract fields first)."""
+    p_total = model.num_parameters()
+    p_ne = model.num_parameters(non_embedding=True)
+    paper = paper_a_param_count(model.config.d_model, report["max_len"], enc.sequences)
+    max_w = max(float(t.detach().abs().max()) for t in model.state_dict().values() if t.numel())
+    bits = label_information_bits(enc)
+    out = {
+        "sequences": report["sequences"],
+        "tokens": report["tokens"],
+        "conflict_tokens": report["conflict_tokens"],
+        "ceiling_tokens": report["ceiling_tokens"],
+        "correct_tokens": cert.correct_tokens if cert else None,
+        "certified": cert.certified if cert else None,
+        "certified_fraction": cert.certified_fraction if cert else None,
+        "certified_tokens": cert.certified_tokens if cert else None,
+        "min_certified_margin": cert.min_certified_margin if cert else None,
+        "min_margin_at": cert.min_margin_at if cert else None,
+        "params_total": p_total,
+        "params_non_embedding": p_ne,
+        "paper_a_param_count": paper,
+        "non_embedding_vs_paper_a": p_ne / paper,
+        "ff_width": model.config.layer_ff_width(0),
+        "d_model": model.config.d_model,
+        "max_abs_weight": max_w,
+        # log2(largest |W2| × largest pre-activation term sum / margin 1/2): bits of h the model relies on
+        "bits_of_precision_relied_on": math.log2(
+            max(report["max_abs_W2"], 1.0) * 2 * (2 * report["G"] * (report["code_weight"] or report["code_bits"]) + 2)
+        ),
+        "code": report["code"],
+        "dtype": report["dtype"],
+        "distinct_contexts": report["distinct_contexts"],
+        "conflicts": report["conflicts"],
+        "torch_spot_check": cert.torch_spot_check if cert else None,
+        "collision_tokens": report["collision_tokens"],
+        "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
+        "ceiling_accuracy": report["ceiling_tokens"] / report["tokens"],
+        "label_information_bits": bits,
+        "bits_per_param_non_embedding": bits / max(p_ne, 1),
+        "bits_per_param_total": bits / max(p_total, 1),
+        "beta": report["beta"],
+        "causal": report["causal"],
+        "min_gap": report["min_gap"],
+        "unresolved_boundaries": report["unresolved_boundaries"],
+        "vocabulary": report["vocabulary"],
+        "max_len": report["max_len"],
+        "stage_seconds": report["stage_seconds"],
+    }  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# public entry points
+
+
+def encode_records(records: Iterable[tuple[list[str], list[str], int]], source: str, causal: bool,
+                   enc: EncodedData | None = None, skip: int = 0, progress: bool = False,
+                   checkpoint: Path | None = None, meta: dict | None = None) -> EncodedData:  # fmt: skip
+    """Stream (tokens, labels, line) records into integer ids; on a data error checkpoint what was done."""
+    enc = enc or EncodedData(source=source)
+    enc.source = source
+    context = "prefix" if causal else "sequence"
+    bar = _progress_bar(progress, None, "reading")
+    it: Iterator = iter(records)
+    seen = 0
+    try:
+        for toks, labs, line in it:
+            seen += 1
+            if seen <= skip:
+                continue
+            enc.add(toks, labs, line, context)
+            bar.update(1)
+    except InputError as exc:
+        if checkpoint is not None and enc.sequences:
+            enc.save(checkpoint, meta or {})
+            raise InputError(
+                f"{exc}\n{enc.sequences} sequences read before the error were saved to {checkpoint}; fix the data "
+                f"and re-run with --resume to continue from sequence {enc.sequences + 1}"
+            ) from None
+        raise
+    finally:
+        bar.close()
+    return enc
+
+
+def encode_dataset(data: SequenceDataset, causal: bool = False) -> EncodedData:
+    return encode_records(
+        ((t, y, data.lines[i] if i < len(data.lines) else i + 1) for i, (t, y) in enumerate(data)), data.source, causal
+    )
+
+
+def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
+                    beta: float | str = "auto", seed: int = 0, run_certificate: bool = True,
+                    progress: bool = False, d_model: int | None = None, code: str = "auto") -> CompileResult:  # fmt: skip
+    """Compile ``data`` and (by default) certify the result; returns model, certificate and all figures."""
+    t0 = time.perf_counter()
+    enc = encode_dataset(data, causal)
+    t_read = time.perf_counter() - t0
+    model, report = compile_encoded(
+        enc, dtype=dtype, causal=causal, beta=beta, seed=seed, progress=progress, d_model=d_model, code=code
+    )
+    report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
+    cert = None
+    if run_certificate:
+        t = time.perf_counter()
+        cert = certify_with_progress(model, data, progress)
+        report["stage_seconds"]["certify"] = time.perf_counter() - t
+    report["seconds"] = time.perf_counter() - t0
+    return CompileResult(
+        model, cert, model.encoding, {**summarize(model, report, enc, cert), "seconds": report["seconds"]}
+    )
+
+
+def certify_with_progress(model: Transformer, data: SequenceDataset, progress: bool) -> Certificate:
+    bar = _progress_bar(progress, len(data), "certify")
+    done = [0]
+
+    def cb(n: int, total: int) -> None:
+        bar.update(n - done[0])
+        done[0] = n
+
+    try:
+        return certify(model, data, progress=cb)
+    finally:
+        bar.close()
+
+
+def compile_memorizer(dataset: SequenceDataset, dtype: str = "float64", causal: bool = False,
+                      beta: float | str = "auto", seed: int = 0) -> tuple[Transformer, Certificate]:  # fmt: skip
+    """Compile ``dataset`` into a one-layer single-head rank-1 Transformer and certify it.
+
+    Returns:
+        (model, certificate); ``model.encoding`` maps token/label strings to ids.
+    """
+    res = compile_dataset(dataset, dtype=dtype, causal=causal, beta=beta, seed=seed)
+    assert res.certificate is not None
+    return res.model, res.certificate
+
+
+def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
+    """Save a compiled model with its encoding (see module doc, 'How the encoding is stored')."""
+    enc: Encoding = model.encoding
+    extra = {
+        "encoding": {"tokens": enc.id_to_token, "labels": enc.id_to_label},
+        "construction": {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")},
+    }
+    return save_model(model, path, extra=extra)
+
+
+def load_compiled(path: str | os.PathLike) -> Transformer:
+    """Load any uatlab model; attach ``model.encoding`` if the file stores one."""
+    with warnings.catch_warnings():  # a compiled model may have a width-0 FF (see _new_transformer)
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        model, extra = load_model(path)
+    e = extra.get("encoding")
+    if e is not None:
+        model.encoding = Encoding({t: i for i, t in enumerate(e["tokens"])}, {y: i for i, y in enumerate(e["labels"])})
+    return model
+
+
+def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[list[str], list[str], int]],
+                                 source: str, total: int | None, progress: bool) -> Certificate:  # fmt: skip
+    """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, with a progress bar."""
+    from uatlab.verify.certificate import certify_chunks, stream_chunks
+
+    bar = _progress_bar(progress, total, "certify")
+    done = [0]
+
+    def cb(n: int, _total: int) -> None:
+        bar.update(n - done[0])
+        done[0] = n
+
+    try:
+        return certify_chunks(model, stream_chunks(records, source), total, progress=cb)
+    finally:
+        bar.close()

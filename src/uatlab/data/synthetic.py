@@ -1,0 +1,73 @@
+"""Synthetic labelled sequences: N sequences of length n over V tokens with C classes, seeded.
+
+Labels are drawn uniformly at random per token, independently of everything (so the data set carries
+N·n·log2 C bits that no rule can compress). Tokens are drawn uniformly; with ``repeats=False`` each
+sequence has n distinct tokens (paper A's no-duplicate hypothesis; needs n ≤ V).
+
+Token strings are ``t0 … t{V−1}``, labels ``c0 … c{C−1}``. :func:`write_synthetic` streams the JSONL format
+of :mod:`uatlab.data.jsonl` (``{"tokens": [...], "labels": [...]}`` per line) without holding the data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from uatlab.data.dataset import SequenceDataset
+from uatlab.errors import InputError
+
+
+def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
+    if min(N, n, V, C) < 1:
+        raise InputError(f"N, n, V and C must be positive, got N={N}, n={n}, V={V}, C={C}")
+    if not repeats and n > V:
+        raise InputError(f"sequences of n={n} distinct tokens need a vocabulary V ≥ n, got V={V}")
+
+
+def iter_synthetic(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0,
+                   block: int = 4096) -> Iterator[tuple[list[str], list[str]]]:  # fmt: skip
+    """Yield (tokens, labels) for N random sequences, generated in blocks (constant memory)."""
+    _check(N, n, V, C, repeats)
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < N:
+        m = min(block, N - done)
+        if repeats:
+            toks = rng.integers(0, V, size=(m, n))
+        else:
+            toks = np.argsort(rng.random((m, V)), axis=1)[:, :n] if V <= 4 * n else _distinct(rng, m, n, V)
+        labs = rng.integers(0, C, size=(m, n))
+        for i in range(m):
+            yield [f"t{t}" for t in toks[i]], [f"c{y}" for y in labs[i]]
+        done += m
+
+
+def _distinct(rng: np.random.Generator, m: int, n: int, V: int) -> np.ndarray:
+    out = np.empty((m, n), dtype=np.int64)
+    for i in range(m):
+        out[i] = rng.choice(V, size=n, replace=False)
+    return out
+
+
+def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0) -> SequenceDataset:
+    """The same sequences as :func:`iter_synthetic`, in memory."""
+    toks, labs = [], []
+    for t, y in iter_synthetic(N, n, V, C, repeats, seed):
+        toks.append(t)
+        labs.append(y)
+    return SequenceDataset(toks, labs, source=f"<synthetic N={N} n={n} V={V} C={C} repeats={repeats} seed={seed}>")
+
+
+def write_synthetic(path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True,
+                    seed: int = 0) -> Path:  # fmt: skip
+    """Write the sequences of :func:`iter_synthetic` as JSONL; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for t, y in iter_synthetic(N, n, V, C, repeats, seed):
+            fh.write(json.dumps({"tokens": t, "labels": y}) + "\n")
+    return path

@@ -1,0 +1,724 @@
+"""Rigorous floating-point certificate that a token-classifying uatlab Transformer gets each token right.
+
+What is proved, per token t with true label c (the "target")::
+
+    for every label o ≠ c:   L_c(t) − L_o(t) > 0      in ANY evaluation of the model in its dtype
+
+where an "evaluation" is PyTorch's forward pass with any summation order / blocking / FMA use, with or
+without padding masks. The proof is a forward error analysis (Higham's model, see
+:mod:`uatlab.verify.float_bounds`):
+
+1. The **exact model** is the network evaluated in real arithmetic on the stored weights (a low-rank
+   weight W = A B is the exact product of its stored factors).
+2. We evaluate the model once more in float64 with our own code (the **reference**, structured to skip
+   provably-zero ReLU units) and carry, for every intermediate quantity z, a radius r(z) with
+   ``|z_run − z_exact| ≤ r(z)`` for every run in the model's dtype (u = 2^-53 or 2^-24). Since
+   u(float64) ≤ u(dtype), the same radius bounds the reference's own deviation from the exact model.
+3. So ``L_c − L_o ≥ ref_c − ref_o − 2 (r_c + r_o)`` for every run; the token is certified when this lower
+   bound is positive for every o ≠ c. It is reported as the token's *certified margin*.
+
+Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bound on |x| in any run):
+
+* embedding + positional encoding: a rounding u|x| unless the sum is exact (checked by TwoSum);
+* matrix-vector products: ``r_out = |W| r_in + r_W X + γ_n (|W| + r_W) X`` (n = non-zero weights per
+  row, + 1 for a bias) — exact zeros cost no rounding;
+* scores ``β q·k``: product errors plus γ_s, plus one rounding if β is not a power of two;
+* softmax (both PyTorch code paths: ``exp(s − max)·(1/Σ)`` and ``exp(s − max)/Σ``): with
+  ``T_j = max − s_j`` every weight obeys ``p_run/p_exact ∈ [e^{−2ρ}(1−u)²/(1+γ), e^{2ρ}(1+u)²/((1−u)(1−γ))]``,
+  ``ρ = max_j (r(s_j)·2 + u T_j) + exp error``; rows where exp could leave the normal range are
+  **not** certified (never claimed);
+* ``h = Σ p_j v_j``: ``r_h = ε_p Σp|v| + Σ p r_v + γ_n Σ p |v|``;
+* ReLU is 1-Lipschitz; a unit whose pre-activation satisfies ``ẑ + 2 r(z) ≤ 0`` is exactly 0 in every
+  run and is skipped (it contributes neither value nor rounding).
+
+Structure used to scale (the "gated" fast path, checked exactly, never assumed): if some coordinates J
+(read by the first FF) carry codes in the embedding, 0 in the positional encoding and 0 in every row of
+W_O, then at the first feed-forward layer those coordinates are exactly the token's code. Two kinds are
+recognised: ±1 codes (a unit with weights G_u·σ_u, σ_u ∈ {±1}^J, receives at most G_u(|J| − 2) from J for
+every token whose code differs from σ_u) and constant-weight {0,1} codes with m ones (a unit with weight
+G_u on exactly m coordinates receives at most G_u(m − 1) from a different code). With a box over the
+other coordinates of the chunk this proves the unit is off for all such tokens, in O(q·d) work instead
+of O(q·d·tokens). Units where the check fails are evaluated densely. Models without such structure
+(e.g. trained ones) use the dense path throughout.
+
+Only assumption beyond IEEE 754: the exp implementation is accurate to EXP_ULPS ulp (reported).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.errors import InputError
+from uatlab.models.transformer import Transformer
+from uatlab.verify.float_bounds import (
+    EXP_ULPS,
+    exp_relative_error,
+    exp_underflow_threshold,
+    gamma,
+    is_power_of_two,
+    product_radius,
+    unit_roundoff,
+)
+
+U64 = 2.0**-53
+
+
+@dataclass
+class Certificate:
+    """The outcome of :func:`certify` (all counts are tokens)."""
+
+    dtype: str
+    sequences: int
+    tokens: int
+    ceiling_tokens: int
+    conflict_tokens: int
+    correct_tokens: int
+    certified_tokens: int
+    certified: bool
+    certified_fraction: float
+    min_certified_margin: float | None
+    min_margin_at: dict[str, Any] | None
+    max_logit_error_bound: float
+    method: str
+    seconds: float
+    uncertified_examples: list[dict[str, Any]] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    torch_spot_check: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# weights as float64 numpy arrays, with radii for rounded low-rank products
+
+
+@dataclass
+class _Linear:
+    W: np.ndarray  # (out, in)
+    b: np.ndarray  # (out,)
+    absW: np.ndarray
+    terms: np.ndarray  # (out,) number of possibly non-zero terms per row (weights + bias)
+    gam: np.ndarray | None = None  # (out,) γ_terms(u) of the model's dtype, set by _BoundedModel
+
+
+def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int) -> _Linear:
+    if layer is None:
+        W = np.zeros((out_dim, in_dim))
+        b = np.zeros(out_dim)
+    else:
+        W = layer.weight.detach().to(torch.float64).numpy().copy()
+        b = layer.bias.detach().to(torch.float64).numpy().copy() if layer.bias is not None else np.zeros(W.shape[0])
+    terms = (W != 0).sum(axis=1) + (b != 0)
+    return _Linear(W, b, np.abs(W), terms.astype(np.int64))
+
+
+@dataclass
+class _Attention:
+    WQ: np.ndarray  # (h, s, d)
+    WK: np.ndarray
+    WV: np.ndarray
+    WO: np.ndarray  # (h, d, s)
+    rQ: np.ndarray
+    rK: np.ndarray
+    rV: np.ndarray
+    rO: np.ndarray
+    scale: float
+    causal: bool
+
+
+def _attention_weights(attn, dtype: str) -> _Attention:
+    mats, radii = {}, {}
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        maps = getattr(attn, name)
+        if maps.left is None:
+            w = maps.full.detach().to(torch.float64).numpy().copy()
+            r = np.zeros_like(w)
+        else:
+            left = maps.left.detach().to(torch.float64).numpy()
+            right = maps.right.detach().to(torch.float64).numpy()
+            w = left @ right
+            r = product_radius(left, right, dtype)
+        mats[name], radii[name] = w, r
+    return _Attention(
+        mats["W_Q"], mats["W_K"], mats["W_V"], mats["W_O"],
+        radii["W_Q"], radii["W_K"], radii["W_V"], radii["W_O"],
+        float(attn.score_scale), bool(attn.causal),
+    )  # fmt: skip
+
+
+def _matvec_bound(x, r, W, rW, u):
+    """y = x Wᵀ for x (..., in), W (out, in): reference value and radius."""
+    absW = np.abs(W)
+    X = np.abs(x) + 2 * r
+    terms = np.maximum((W != 0).sum(axis=-1) + (rW != 0).sum(axis=-1), 1)
+    y = x @ W.T
+    ry = r @ absW.T + X @ rW.T + gamma(terms, u) * (X @ (absW + rW).T)
+    return y, ry
+
+
+def _row_keys(packed: np.ndarray) -> np.ndarray:
+    """One fixed-width bytes key per row of a uint8 matrix (for np.unique / searchsorted)."""
+    packed = np.ascontiguousarray(packed)
+    return packed.view(np.dtype((np.void, packed.shape[1]))).ravel()
+
+
+def _exact_sum_mask(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    """True where fl_dtype(a + b) == a + b exactly (TwoSum in float64; float32 sums checked directly)."""
+    s = a + b
+    bb = s - a
+    exact64 = ((a - (s - bb)) + (b - bb)) == 0  # Knuth's TwoSum: the exact rounding error of s
+    if dtype == "float32":
+        s32 = (a.astype(np.float32) + b.astype(np.float32)).astype(np.float64)
+        return exact64 & (s32 == s)
+    return exact64
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class _BoundedModel:
+    """A uatlab Transformer as float64 arrays, evaluated with error radii for runs in ``dtype``."""
+
+    def __init__(self, model: Transformer) -> None:
+        cfg = model.config
+        if model.embed is None:
+            raise InputError("certify needs a model with a token embedding (vocab_size set)")
+        if model.readout is None:
+            raise InputError("certify needs a model with a label readout (num_labels set)")
+        if cfg.attention != "softmax":
+            raise InputError("certify supports softmax attention only (hardmax is discontinuous in its scores)")
+        self.cfg = cfg
+        self.dtype = cfg.dtype
+        self.u = unit_roundoff(cfg.dtype)
+        self.E = model.embed.weight.detach().to(torch.float64).numpy().copy()  # (V, d)
+        self.P = model.pos.detach().to(torch.float64).numpy().copy() if model.pos is not None else None
+        d = cfg.d_model
+        self.input_ff = (
+            (
+                _linear(model.input_ff.hidden, model.input_ff.width, d),
+                _linear(model.input_ff.output, d, model.input_ff.width),
+            )
+            if model.input_ff is not None
+            else None
+        )
+        self.layers = []
+        for block in model.blocks:
+            self.layers.append(
+                (
+                    _attention_weights(block.attn, cfg.dtype),
+                    _linear(block.ff.hidden, block.ff.width, d),
+                    _linear(block.ff.output, d, block.ff.width),
+                )
+            )
+        self.readout = _linear(model.readout, cfg.num_labels, d)
+        for lin in self._linears():
+            lin.gam = gamma(np.maximum(lin.terms, 1), self.u)
+        self.gate = self._detect_gate()
+
+    def _linears(self) -> list[_Linear]:
+        out = [self.readout, *(self.input_ff or ())]
+        for _, hid, o in self.layers:
+            out += [hid, o]
+        return out
+
+    # ---------------------------------------------------------------- gated structure
+    def _detect_gate(self):
+        """Code coordinates J and gated units of the first FF (see module docstring), or None."""
+        if self.input_ff is not None or not self.layers:
+            return None
+        attn, ff1, _ = self.layers[0]
+        E = self.E
+        untouched = np.all(attn.WO == 0.0, axis=(0, 2)) & np.all(attn.rO == 0.0, axis=(0, 2))
+        if self.P is not None:
+            untouched &= np.all(self.P == 0.0, axis=0)
+        untouched &= np.any(ff1.W != 0.0, axis=0)  # coordinates the first FF actually reads
+        q = ff1.W.shape[0]
+        J = np.flatnonzero(untouched & np.all(np.abs(E) == 1.0, axis=0))
+        if len(J):  # ±1 codes: another word's code agrees in at most |J| − 1 places
+            WJ = ff1.W[:, J]  # (q, |J|)
+            G = np.abs(WJ[:, 0])
+            gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
+            cap = G * (len(J) - 2)
+        else:  # constant-weight {0,1} codes: another word's code shares at most m − 1 ones
+            J = np.flatnonzero(untouched & np.all((E == 0.0) | (E == 1.0), axis=0))
+            if len(J) == 0:
+                return None
+            weights = (E[:, J] == 1.0).sum(axis=1)
+            m = int(weights[0])
+            if m < 1 or np.any(weights != m):
+                return None
+            WJ = ff1.W[:, J]
+            G = WJ.max(axis=1)
+            gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
+            cap = G * (m - 1)
+        if not gated.any():
+            return None
+        cap = np.where(gated, cap, np.inf)
+        code_abs = np.abs(WJ).sum(axis=1)  # Σ_J |W1| (for the float64 slack of the bound)
+        del q
+        # codes as byte strings → integer ids (vectorised: np.unique over fixed-width void views)
+        word_bytes = _row_keys(np.packbits(E[:, J] > 0, axis=1))
+        unit_bytes = _row_keys(np.packbits(WJ > 0, axis=1))
+        uniq, word_cid = np.unique(word_bytes, return_inverse=True)
+        pos = np.searchsorted(uniq, unit_bytes)
+        pos_c = np.minimum(pos, len(uniq) - 1)
+        found = uniq[pos_c] == unit_bytes
+        # -1: not gated; -2: gated with a code that no word has (then never active, proven below)
+        unit_cid = np.where(gated, np.where(found, pos_c, -2), -1).astype(np.int64)
+        others = np.setdiff1d(np.arange(E.shape[1]), J)
+        # permute the FF's units by code id (a sum over units is order-free, and so is its error bound):
+        # the candidate units of one code are then a contiguous slice, read without gathering
+        order = np.argsort(unit_cid, kind="stable")
+        ff2 = self.layers[0][2]
+        for lin in (ff1,):
+            lin.W, lin.b, lin.absW, lin.terms = lin.W[order], lin.b[order], lin.absW[order], lin.terms[order]
+            if lin.gam is not None:
+                lin.gam = lin.gam[order]
+        ff2.W, ff2.absW = np.ascontiguousarray(ff2.W[:, order]), np.ascontiguousarray(ff2.absW[:, order])
+        unit_cid, gated, cap, code_abs, G = unit_cid[order], gated[order], cap[order], code_abs[order], G[order]
+        Wo = ff1.W[:, others]
+        return {"J": J, "others": others, "G": G, "cap": cap, "code_abs": code_abs, "gated": gated,
+                "unit_cid": unit_cid, "word_cid": word_cid.astype(np.int64), "sorted_cid": unit_cid,
+                "Wpos": np.maximum(Wo, 0.0), "Wneg": np.minimum(Wo, 0.0), "absWo": np.abs(Wo)}  # fmt: skip
+
+    # ---------------------------------------------------------------- stages
+    def embed(self, ids: np.ndarray):
+        """ids (B, n) → x, r (B, n, d)."""
+        e = self.E[ids]
+        if self.P is None:
+            return e, np.zeros_like(e)
+        n = ids.shape[1]
+        if n > self.P.shape[0]:
+            raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
+        p = np.broadcast_to(self.P[:n], e.shape)
+        x = e + p
+        exact = _exact_sum_mask(e, p, self.dtype)
+        r = np.where(exact, 0.0, self.u * np.abs(x) * (1 + self.u))
+        return x, r
+
+    def ff_dense(self, x, r, hid: _Linear, out: _Linear):
+        u = self.u
+        X = np.abs(x) + 2 * r
+        z = x @ hid.W.T + hid.b
+        rz = r @ hid.absW.T + gamma(np.maximum(hid.terms, 1), u) * (X @ hid.absW.T + np.abs(hid.b))
+        return self._ff_tail(x, r, z, rz, out.W, out.absW, out.b)
+
+    def _ff_tail(self, x, r, z, rz, W2, absW2, b2):
+        """Given pre-activations of the evaluated units: output y = x + W2 relu(z) + b2 and its radius."""
+        u = self.u
+        live = (z + 2 * rz) > 0  # units that may be non-zero in some run
+        a = np.maximum(z, 0.0)
+        A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
+        ra = np.where(live, rz, 0.0)
+        nnz = live.sum(axis=-1, keepdims=True) + 1.0
+        o = a @ W2.T + b2
+        ro = ra @ absW2.T + (nnz * u / (1 - nnz * u)) * (A @ absW2.T + np.abs(b2))  # γ_nnz
+        return self._add(x, r, o, ro)
+
+    def _add(self, x, r, y, ry):
+        u = self.u
+        X, Y = np.abs(x) + 2 * r, np.abs(y) + 2 * ry
+        s = x + y
+        rounding = np.where((X > 0) & (Y > 0), u * (X + Y), 0.0)
+        return s, r + ry + rounding
+
+    def attention(self, x, r, att: _Attention, mask_causal: bool):
+        """x, r (B, n, d) → x + SA(x), radius; also a (B, n) flag of rows that are not certifiable."""
+        u = self.u
+        B, n, d = x.shape
+        upd = np.zeros_like(x)
+        rupd_lin = np.zeros_like(x)
+        Hb_acc = []
+        bad = np.zeros((B, n), dtype=bool)
+        if mask_causal:
+            allowed = np.tril(np.ones((n, n), dtype=bool))[None]
+        else:
+            allowed = np.ones((1, n, n), dtype=bool)
+        nkeys = allowed.sum(axis=-1)  # (1, n)
+        scale_exact = is_power_of_two(att.scale)
+        heads = []
+        for i in range(att.WQ.shape[0]):
+            q, rq = _matvec_bound(x, r, att.WQ[i], att.rQ[i], u)  # (B, n, s)
+            k, rk = _matvec_bound(x, r, att.WK[i], att.rK[i], u)
+            v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u)
+            Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
+            s_dim = q.shape[-1]
+            S = att.scale * (q @ k.transpose(0, 2, 1))  # (B, n_q, n_k)
+            QK = Qb @ Kb.transpose(0, 2, 1)
+            rS = abs(att.scale) * (rq @ Kb.transpose(0, 2, 1) + Qb @ rk.transpose(0, 2, 1) + gamma(s_dim, u) * QK)
+            if not scale_exact:
+                rS = rS + u * (np.abs(S) + rS)
+            Sm = np.where(allowed, S, -np.inf)
+            M = Sm.max(axis=-1, keepdims=True)  # (B, n, 1)
+            e = np.where(allowed, np.exp(Sm - M), 0.0)
+            P = e / e.sum(axis=-1, keepdims=True)  # (B, n, n)
+            rSmax = np.where(allowed, rS, 0.0).max(axis=-1, keepdims=True)
+            T = np.where(allowed, (M - S) + 4 * rSmax, 0.0)
+            rho = np.where(allowed, 2 * rS + u * T, 0.0).max(axis=-1) + exp_relative_error(u)  # (B, n)
+            # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
+            rho = rho + u * (np.log(nkeys) + 2.0)
+            bad |= (T.max(axis=-1) + rho) > exp_underflow_threshold(self.dtype)
+            g = gamma(np.maximum(nkeys - 1, 1), u)  # (1, n)
+            eps_p = np.exp(2 * rho) * (1 + u) ** 2 / ((1 - u) * (1 - g)) - 1.0  # (B, n)
+            PV = (1 + eps_p)[..., None] * (P @ Vb)  # bound on Σ p_exact |v|   (B, n, s)
+            h = P @ v
+            rh = (
+                eps_p[..., None] * PV
+                + (1 + eps_p)[..., None] * (P @ rv)
+                + gamma(nkeys, u)[..., None] * (1 + eps_p[..., None]) * PV
+            )
+            heads.append((h, rh))
+            Hb_acc.append(np.abs(h) + 2 * rh)
+        # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
+        hs_terms = np.maximum(((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2)), 1)  # (d,)
+        g_o = gamma(hs_terms, u)
+        rounding = np.zeros_like(x)
+        for i, (h, rh) in enumerate(heads):
+            WO, rO = att.WO[i], att.rO[i]  # (d, s)
+            upd += h @ WO.T
+            rupd_lin += rh @ np.abs(WO).T + Hb_acc[i] @ rO.T
+            rounding += Hb_acc[i] @ (np.abs(WO) + rO).T
+        rupd = rupd_lin + g_o * rounding
+        y, ry = self._add(x, r, upd, rupd)
+        return y, ry, bad
+
+    def readout_bound(self, y, ry):
+        ro = self.readout
+        Y = np.abs(y) + 2 * ry
+        L = y @ ro.W.T + ro.b
+        rL = ry @ ro.absW.T + gamma(np.maximum(ro.terms, 1), self.u) * (Y @ ro.absW.T + np.abs(ro.b))
+        return L, rL
+
+    # ---------------------------------------------------------------- first FF, gated fast path
+    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear):
+        """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids."""
+        g = self.gate
+        others = g["others"]
+        # box of the chunk over the non-code coordinates
+        lo = (x[:, others] - r[:, others]).min(axis=0)
+        hi = (x[:, others] + r[:, others]).max(axis=0)
+        Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
+        Mr = r.max(axis=0)
+        upper = g["cap"] + g["Wpos"] @ hi + g["Wneg"] @ lo + hid.b  # bound on z_exact (other codes)
+        aWM = hid.absW @ Mx
+        rz = hid.absW @ Mr + hid.gam * (aWM + np.abs(hid.b))
+        slack = gamma(hid.W.shape[1] + 3, U64) * (
+            g["code_abs"] + aWM + g["absWo"] @ (np.abs(lo) + np.abs(hi)) + np.abs(hid.b)
+        )
+        # gated units proven off for every token whose code differs from theirs; all others are dense
+        proven_off = g["gated"] & (upper + rz + slack <= 0)
+        dense_units = np.flatnonzero(~proven_off)
+        # tokens grouped by code id; gated units with the same code are candidates
+        cid = g["word_cid"][ids]
+        yv = np.empty_like(x)
+        ry = np.empty_like(r)
+        order = np.argsort(cid, kind="stable")
+        cids_sorted = cid[order]
+        starts = np.flatnonzero(np.r_[True, cids_sorted[1:] != cids_sorted[:-1]])
+        ends = np.r_[starts[1:], len(order)]
+        sorted_unit_cid = g["sorted_cid"]
+        no_unit_tokens = []
+        for s0, e0 in zip(starts, ends, strict=True):
+            c = cids_sorted[s0]
+            lo_u = np.searchsorted(sorted_unit_cid, c, side="left")
+            hi_u = np.searchsorted(sorted_unit_cid, c, side="right")
+            toks = order[s0:e0]
+            if hi_u == lo_u:
+                no_unit_tokens.append(toks)
+                continue
+            if len(dense_units) == 0 and proven_off[lo_u:hi_u].all():
+                sel = slice(lo_u, hi_u)  # a view: no copy of the unit rows
+            else:
+                units = np.arange(lo_u, hi_u)
+                sel = np.concatenate([units[proven_off[units]], dense_units])  # the rest are in dense_units
+            yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], sel, hid, out)
+        if no_unit_tokens:
+            toks = np.concatenate(no_unit_tokens)
+            yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
+        return yv, ry
+
+    def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
+        W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]
+        X = np.abs(x) + 2 * r
+        z = x @ W1.T + b1
+        rz = r @ aW1.T + hid.gam[units] * (X @ aW1.T + np.abs(b1))
+        return self._ff_tail(x, r, z, rz, out.W[:, units], out.absW[:, units], out.b)
+
+    # ---------------------------------------------------------------- whole forward
+    def forward_bounds(self, ids: np.ndarray):
+        """ids (B, n) → logits L, radii rL (B, n, C) and a (B, n) flag of uncertifiable rows."""
+        x, r = self.embed(ids)
+        B, n, d = x.shape
+        bad = np.zeros((B, n), dtype=bool)
+        if self.input_ff is not None:
+            x, r = self.ff_dense(x, r, *self.input_ff)
+        for li, (att, hid, out) in enumerate(self.layers):
+            x, r, b = self.attention(x, r, att, att.causal)
+            bad |= b
+            if li == 0 and self.gate is not None:
+                xf, rf = self.ff_gated(x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1), hid, out)
+                x, r = xf.reshape(B, n, d), rf.reshape(B, n, d)
+            else:
+                x, r = self._ff_dense_chunked(x, r, hid, out)
+        L, rL = self.readout_bound(x, r)
+        return L, rL, bad
+
+    def _ff_dense_chunked(self, x, r, hid, out):
+        B, n, d = x.shape
+        xf, rf = x.reshape(-1, d), r.reshape(-1, d)
+        q = max(hid.W.shape[0], 1)
+        step = max(1, int(2e7 // q))
+        ys, rs = [], []
+        for s in range(0, len(xf), step):
+            y, ry = self.ff_dense(xf[s : s + step], rf[s : s + step], hid, out)
+            ys.append(y)
+            rs.append(ry)
+        return np.concatenate(ys).reshape(B, n, d), np.concatenate(rs).reshape(B, n, d)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _encoding_of(model: Transformer, encoding: Encoding | dict | None) -> Encoding:
+    if encoding is None:
+        encoding = getattr(model, "encoding", None)
+    if encoding is None:
+        raise InputError(
+            "the model carries no token encoding (token → id, label list); compiled models store it in the "
+            "model file's metadata under 'encoding' — pass encoding=... for other models"
+        )
+    if isinstance(encoding, dict):
+        encoding = Encoding(
+            {t: i for i, t in enumerate(encoding["tokens"])}, {y: i for i, y in enumerate(encoding["labels"])}
+        )
+    return encoding
+
+
+def _chunks(data: SequenceDataset, tokens_per_chunk: int) -> Iterator[tuple[int, SequenceDataset]]:
+    start, count = 0, 0
+    for i, seq in enumerate(data.tokens):
+        count += len(seq)
+        if count >= tokens_per_chunk:
+            yield start, data.subset(range(start, i + 1))
+            start, count = i + 1, 0
+    if start < len(data):
+        yield start, data.subset(range(start, len(data)))
+
+
+def _token_hash(tok: str) -> int:
+    return int.from_bytes(hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+_MASK64 = (1 << 64) - 1
+_MUL = 0x9E3779B97F4A7C15  # odd 64-bit multiplier of the rolling hash
+
+
+def input_keys(tokens: list[str], context: str) -> list[int]:
+    """One 63-bit key per position identifying the model's input there (sequence+position or prefix).
+
+    Deterministic across processes (BLAKE2b of each token, combined by a rolling hash mod 2^64), so keys
+    stored in a checkpoint stay valid after ``--resume``. Equal inputs always get equal keys; different
+    inputs collide with probability ~2^-63 per pair (keys are only used to count conflicts).
+    """
+    acc, prefix = 0, []
+    for tok in tokens:
+        acc = (acc * _MUL + _token_hash(tok) + 1) & _MASK64
+        prefix.append(acc >> 1)
+    if context == "prefix":
+        return prefix
+    base = prefix[-1] if prefix else 0
+    # positions enter through a large odd multiplier, so keys of one sequence stay distinct after >> 1
+    return [((base * _MUL + (k + 1) * 0xC2B2AE3D27D4EB4F) & _MASK64) >> 1 for k in range(len(tokens))]
+
+
+def certify(
+    model: Transformer,
+    data: SequenceDataset,
+    encoding: Encoding | dict | None = None,
+    *,
+    chunk_tokens: int = 200_000,
+    progress: Callable[[int, int], None] | None = None,
+    max_examples: int = 20,
+) -> Certificate:
+    """Prove, token by token, that ``model`` (in its own dtype) predicts each token's label.
+
+    Args:
+        model: any uatlab Transformer with a token embedding and a readout (softmax attention).
+        data: the labelled sequences to check.
+        encoding: token/label ids; default: ``model.encoding`` (set by the compiler and by loading a
+            compiled model with :func:`uatlab.constructions.memorizer.load_compiled`).
+        chunk_tokens: tokens processed at a time (memory ~ 1 kB per token).
+        progress: callback(done_sequences, total_sequences).
+
+    Returns:
+        A :class:`Certificate`; ``certified`` is True iff every token that a perfect model can get right
+        (the ceiling: majority label per identical input) is proven correct.
+
+    Raises:
+        InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
+            than the model's positional encoding, unsupported models.
+    """
+    return certify_chunks(
+        model, _chunks(data, chunk_tokens), len(data), encoding, progress=progress, max_examples=max_examples
+    )
+
+
+def _encode_ids(chunk: SequenceDataset, start: int, mapping: dict[str, int], what: str, rows) -> list[np.ndarray]:
+    out = []
+    for i, seq in enumerate(rows):
+        ids = np.empty(len(seq), dtype=np.int64)
+        for k, item in enumerate(seq):
+            j = mapping.get(item)
+            if j is None:
+                raise InputError(
+                    f"{chunk.where(i)}: {what} {item!r} (sequence {start + i}, position {k}) is not in the model's "
+                    f"{'vocabulary' if what == 'token' else 'label set'}"
+                )
+            ids[k] = j
+        out.append(ids)
+    return out
+
+
+def certify_chunks(
+    model: Transformer,
+    chunks: Iterable[tuple[int, SequenceDataset]],
+    total: int | None = None,
+    encoding: Encoding | dict | None = None,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    max_examples: int = 20,
+    spot_check_flops: float = 3e8,
+) -> Certificate:
+    """:func:`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory)."""
+    t0 = time.perf_counter()
+    enc = _encoding_of(model, encoding)
+    bm = _BoundedModel(model)
+    if bm.cfg.num_labels != len(enc.label_to_id):
+        raise InputError(f"the model has {bm.cfg.num_labels} labels but its encoding lists {len(enc.label_to_id)}")
+    context = "prefix" if bm.cfg.causal else "sequence"
+    groups: dict[int, dict[int, int]] = {}
+    certified_tokens = correct = 0
+    min_margin, min_at = np.inf, None
+    max_err = 0.0
+    examples: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    n_seq = n_tok = 0
+    # budget for the PyTorch spot check (multiply-adds of the dense forward pass)
+    cost_per_token = max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - bm.E.size)
+    spot_budget = int(spot_check_flops)
+    spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
+    for start, chunk in chunks:
+        tok_ids = _encode_ids(chunk, start, enc.token_to_id, "token", chunk.tokens)
+        lab_ids = _encode_ids(chunk, start, enc.label_to_id, "label", chunk.labels)
+        n_seq += len(chunk)
+        n_tok += chunk.num_tokens
+        for toks, labs in zip(chunk.tokens, lab_ids, strict=True):
+            for key, y in zip(input_keys(toks, context), labs.tolist(), strict=True):
+                g = groups.setdefault(key, {})
+                g[y] = g.get(y, 0) + 1
+        lengths = np.array([len(t) for t in tok_ids])
+        for n in np.unique(lengths):
+            idx = np.flatnonzero(lengths == n)
+            ids = np.stack([tok_ids[i] for i in idx])  # (B, n)
+            ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
+            L, rL, bad = bm.forward_bounds(ids)
+            C = L.shape[-1]
+            Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
+            rc = np.take_along_axis(rL, ys[..., None], axis=-1)
+            lower = Lc - L - 2 * (rc + rL)  # (B, n, C) certified lower bound of L_c − L_o
+            onehot = np.arange(C)[None, None, :] == ys[..., None]
+            lower = np.where(onehot, np.inf, lower).min(axis=-1)
+            lower = np.where(bad, -np.inf, lower)
+            pred = L.argmax(axis=-1)
+            correct += int((pred == ys).sum())
+            ok = lower > 0
+            if spot_budget > 0:  # PyTorch's own forward on a few sequences: certified tokens must be right
+                take = max(1, min(len(idx), spot_budget // (n * cost_per_token)))
+                with torch.no_grad():
+                    run = model(torch.from_numpy(ids[:take])).argmax(-1).numpy()
+                spot["tokens"] += int(take * n)
+                spot["certified"] += int(ok[:take].sum())
+                spot["certified_but_wrong"] += int((ok[:take] & (run != ys[:take])).sum())
+                spot["torch_agrees_with_reference"] += int((run == pred[:take]).sum())
+                spot_budget -= take * n * cost_per_token
+            certified_tokens += int(ok.sum())
+            max_err = max(max_err, float(rL.max()))
+            if ok.any():
+                b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
+                if lower[b, k] < min_margin:
+                    min_margin = float(lower[b, k])
+                    si = int(idx[b])
+                    min_at = {"sequence": start + si, "position": int(k), "token": chunk.tokens[si][k],
+                              "line": chunk.lines[si], "reference_margin": float(
+                                  Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max())}  # fmt: skip
+            if len(examples) < max_examples and not ok.all():
+                for b, k in zip(*np.nonzero(~ok), strict=True):
+                    if len(examples) >= max_examples:
+                        break
+                    si = int(idx[b])
+                    examples.append({"sequence": start + si, "position": int(k), "token": chunk.tokens[si][k],
+                                     "label": chunk.labels[si][k], "line": chunk.lines[si],
+                                     "certified_margin_lower_bound": float(lower[b, k]),
+                                     "softmax_range_exceeded": bool(bad[b, k])})  # fmt: skip
+        if progress is not None:
+            progress(n_seq, total or n_seq)
+    ceiling = sum(max(g.values()) for g in groups.values())
+    tokens = n_tok
+    return Certificate(
+        dtype=bm.dtype,
+        sequences=n_seq,
+        tokens=tokens,
+        ceiling_tokens=ceiling,
+        conflict_tokens=tokens - ceiling,
+        correct_tokens=correct,
+        certified_tokens=certified_tokens,
+        certified=certified_tokens >= ceiling,
+        certified_fraction=certified_tokens / ceiling if ceiling else 1.0,
+        min_certified_margin=None if min_at is None else min_margin,
+        min_margin_at=min_at,
+        max_logit_error_bound=max_err,
+        method="gated-sparse" if bm.gate is not None else "dense",
+        seconds=time.perf_counter() - t0,
+        uncertified_examples=examples,
+        torch_spot_check=spot,
+        assumptions=[
+            f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), no overflow",
+            f"exp accurate to {EXP_ULPS:g} ulp for normal results (softmax rows that could underflow are not certified)",
+            "any summation order, blocking or FMA use; padding masks allowed",
+        ],
+    )
+
+
+def stream_chunks(records: Iterable[tuple[list[str], list[str], int]], source: str,
+                  tokens_per_chunk: int = 200_000) -> Iterator[tuple[int, SequenceDataset]]:  # fmt: skip
+    """Group streamed (tokens, labels, line) records into (start index, SequenceDataset) chunks."""
+    buf: list = []
+    start = count = 0
+    for rec in records:
+        buf.append(rec)
+        count += len(rec[0])
+        if count >= tokens_per_chunk:
+            count = 0
+            yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
+            start += len(buf)
+            buf = []
+    if buf:
+        yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
+
+
+def logit_bounds(model: Transformer, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference logits, radii and uncertifiable-row flags for token ids (B, n) of one length.
+
+    For every run of ``model`` in its dtype and every token: |L_run − L_exact| ≤ radius, and the float64
+    reference obeys the same bound (the quantities :func:`certify` compares).
+    """
+    return _BoundedModel(model).forward_bounds(np.asarray(ids, dtype=np.int64))

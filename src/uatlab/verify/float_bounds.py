@@ -1,0 +1,92 @@
+"""A-priori floating-point error bounds (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.).
+
+Model of arithmetic (IEEE 754, round to nearest, no underflow): for each basic operation
+``fl(a op b) = (a op b)(1 + δ)`` with ``|δ| ≤ u``, u the unit roundoff (2^-53 for float64, 2^-24 for
+float32). A fused multiply-add rounds once, which only helps, so every bound below also holds with FMAs.
+
+Bounds used by :mod:`uatlab.verify.certificate` (all hold for **any** summation order, i.e. for whatever
+blocking or vectorisation PyTorch/BLAS picks):
+
+* dot product of n terms (Higham Lemma 3.1 / eq. 3.5): ``|fl(xᵀy) − xᵀy| ≤ γ_n Σ|x_i y_i|`` with
+  ``γ_n = n u / (1 − n u)``. Terms that are exactly zero (a zero weight, a ReLU that is exactly off) add
+  nothing and cost no rounding, so n may be taken as the number of terms that can be non-zero.
+* propagation of input errors through an exact linear map: ``|W x̂ − W x| ≤ |W| |x̂ − x|``.
+* ``exp``: we **assume** the library's ``exp`` has relative error at most ``EXP_ULPS`` units in the last
+  place, i.e. ``≤ 2·EXP_ULPS·u`` relative (PyTorch's CPU kernels use SLEEF ``*_u10`` functions: ≤ 1.0 ulp;
+  glibc's exp is below 1 ulp). This is the only assumption not derived from IEEE 754 itself; it is
+  reported in every certificate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24}
+#: smallest positive normal number per dtype (below it relative-error bounds do not hold)
+TINY = {"float64": float(np.finfo(np.float64).tiny), "float32": float(np.finfo(np.float32).tiny)}
+#: ulps of error assumed for exp (see module docstring)
+EXP_ULPS = 1.0
+
+
+def unit_roundoff(dtype: str) -> float:
+    """u for 'float64' or 'float32'."""
+    return UNIT_ROUNDOFF[dtype]
+
+
+def gamma(n: int | np.ndarray, u: float) -> float | np.ndarray:
+    """γ_n = n u / (1 − n u) (Higham eq. 3.8); n may be an array of term counts."""
+    n_arr = np.asarray(n, dtype=np.float64)
+    nu = n_arr * u
+    if np.any(nu >= 0.5):
+        raise ArithmeticError(f"γ_n is only meaningful for n·u < 1/2 (n = {int(np.max(n_arr))}, u = {u})")
+    out = nu / (1.0 - nu)
+    return float(out) if out.ndim == 0 else out
+
+
+def exp_relative_error(u: float) -> float:
+    """Bound on |log(fl(exp t)/exp t)| for normal results: 2·EXP_ULPS·u, padded by 1 %."""
+    return 2.0 * EXP_ULPS * u * 1.01
+
+
+def exp_underflow_threshold(dtype: str) -> float:
+    """t such that exp(−t') stays a normal number for every t' ≤ t (with a margin of 1)."""
+    return -math.log(TINY[dtype]) - 1.0
+
+
+def is_power_of_two(x: float) -> bool:
+    """True for ±2^k (scaling by it is exact barring overflow/underflow)."""
+    if x == 0 or not math.isfinite(x):
+        return False
+    m, _ = math.frexp(abs(x))
+    return m == 0.5
+
+
+def representable(values: np.ndarray, dtype: str) -> bool:
+    """True if every float64 value is exactly representable in ``dtype``."""
+    values = np.asarray(values, dtype=np.float64)
+    if dtype == "float64":
+        return True
+    return bool(np.all(values.astype(np.float32).astype(np.float64) == values))
+
+
+def product_radius(left: np.ndarray, right: np.ndarray, dtype: str) -> np.ndarray:
+    """Bound on |fl(left @ right) − left @ right| for the stored factors of a low-rank weight.
+
+    ``left``: (h, rows, r), ``right``: (h, r, cols) in float64 holding the stored values. With r = 1 every
+    entry is a single product: it is exact when it is exactly representable in the model's dtype (for
+    float32 factors the float64 product is exact, so this is decidable) or when a factor is ±2^k or 0.
+    Otherwise the bound is γ_r(u) |left| @ |right|.
+    """
+    u = unit_roundoff(dtype)
+    bound = gamma(left.shape[-1], u) * (np.abs(left) @ np.abs(right))
+    if left.shape[-1] != 1:
+        return bound
+    prod = left @ right
+    if dtype == "float32":
+        exact = prod.astype(np.float32).astype(np.float64) == prod
+    else:
+        pow2 = np.vectorize(lambda v: v == 0 or is_power_of_two(float(v)), otypes=[bool])
+        exact = np.broadcast_to(pow2(left), prod.shape) | np.broadcast_to(pow2(right), prod.shape)
+    return np.where(exact, 0.0, bound)

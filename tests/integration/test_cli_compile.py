@@ -1,0 +1,125 @@
+"""``uatlab compile / certify / synth`` end to end on fixtures made here: figures, files, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from uatlab.cli import main
+
+CONLL = """-DOCSTART- -X- -X- O
+
+EU NNP B-NP B-ORG
+rejects VBZ B-VP O
+German JJ B-NP B-MISC
+call NN I-NP O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+German JJ B-NP B-MISC
+rejects VBZ B-VP O
+EU NNP B-NP O
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP I-PER
+
+Peter NNP B-NP B-PER
+Blackburn NNP I-NP B-PER
+"""
+
+CONTRACT = ["sequences", "tokens", "conflict_tokens", "ceiling_tokens", "correct_tokens", "certified",
+            "certified_fraction", "min_certified_margin", "params_total", "params_non_embedding",
+            "paper_a_param_count", "ff_width", "max_abs_weight", "dtype", "seconds"]  # fmt: skip
+
+
+def _run(capsys, args, code=0):
+    got = main(args)
+    cap = capsys.readouterr()
+    assert got == code, cap.out + cap.err
+    return cap
+
+
+def _json(capsys, args):
+    return json.loads(_run(capsys, args + ["--json"]).out)
+
+
+@pytest.fixture
+def conll(tmp_path):
+    path = tmp_path / "tiny.conll"
+    path.write_text(CONLL)
+    return path
+
+
+def test_compile_conll_prints_contract_and_lists_conflict(capsys, tmp_path, conll):
+    out = tmp_path / "m.safetensors"
+    fig = _json(capsys, ["compile", str(conll), "--out", str(out)])
+    assert all(k in fig for k in CONTRACT)
+    assert fig["sequences"] == 5 and fig["tokens"] == 13
+    # 'Blackburn' after 'Peter' is I-PER twice and B-PER once in identical sentences: one conflict token
+    assert fig["conflict_tokens"] == 1 and fig["ceiling_tokens"] == 12
+    (conf,) = fig["conflicts"]
+    assert conf["token"] == "Blackburn" and conf["majority"] == "I-PER"
+    assert fig["certified"] is True and fig["correct_tokens"] == 12 and fig["certified_fraction"] == 1.0
+    assert fig["dtype"] == "float64" and out.is_file() and fig["model_file_bytes"] == out.stat().st_size
+    # certify the saved model on the same data: same verdict
+    cert = _json(capsys, ["certify", str(out), str(conll)])
+    assert cert["certified"] is True and cert["certified_tokens"] == 12 and cert["conflict_tokens"] == 1
+
+
+def test_compile_tables_and_progress(capsys, tmp_path, conll):
+    cap = _run(capsys, ["compile", str(conll), "--out", str(tmp_path / "m.safetensors")])
+    for word in ("certified", "params_non_embedding", "conflict", "time per stage", "smallest certified margin"):
+        assert word in cap.out
+
+
+def test_synth_then_compile_causal_float32(capsys, tmp_path):
+    data = tmp_path / "s.jsonl"
+    syn = _json(capsys, ["synth", str(data), "-N", "60", "-n", "6", "-V", "15", "-C", "3", "--seed", "2"])
+    assert syn["tokens"] == 360 and data.is_file()
+    fig = _json(capsys, ["compile", str(data), "--causal", "--out", str(tmp_path / "c.safetensors")])
+    assert fig["causal"] is True and fig["certified"] is True
+    f32 = _json(capsys, ["compile", str(data), "--dtype", "float32", "--out", str(tmp_path / "f.safetensors")])
+    assert f32["dtype"] == "float32" and 0 < f32["certified_fraction"] <= 1
+    if not f32["certified"]:
+        assert "note" in f32 and f32["uncertified_examples"]
+
+
+def test_malformed_line_checkpoint_and_resume(capsys, tmp_path):
+    good = "".join(f"w{i} O\nv{i} B-X\n\n" for i in range(30))
+    path = tmp_path / "bad.conll"
+    path.write_text(good + "broken\n")
+    out = tmp_path / "m.safetensors"
+    cap = _run(capsys, ["compile", str(path), "--out", str(out)], code=2)
+    assert f"{path}:91" in cap.err and "--resume" in cap.err
+    partial = tmp_path / "m.safetensors.partial.npz"
+    assert partial.is_file()
+    path.write_text(good + "fixed O\n")
+    fig = _json(capsys, ["compile", str(path), "--out", str(out), "--resume"])
+    assert fig["sequences"] == 31 and fig["certified"] is True and not partial.exists()
+
+
+def test_bad_inputs_are_clear_errors(capsys, tmp_path, conll):
+    ragged = tmp_path / "r.jsonl"
+    ragged.write_text('{"tokens": ["a", "b"], "labels": ["X"]}\n')
+    assert "ragged" in _run(capsys, ["compile", str(ragged), "--out", str(tmp_path / "x.safetensors")], 2).err
+    empty = tmp_path / "e.jsonl"
+    empty.write_text('{"tokens": [], "labels": []}\n')
+    assert "empty" in _run(capsys, ["compile", str(empty), "--out", str(tmp_path / "x.safetensors")], 2).err
+    model = tmp_path / "m.safetensors"
+    _run(capsys, ["compile", str(conll), "--out", str(model), "--json"])
+    unknown = tmp_path / "u.conll"
+    unknown.write_text("EU NNP B-NP B-ORG\nzebra NN I-NP O\n")
+    err = _run(capsys, ["certify", str(model), str(unknown)], 2).err
+    assert "zebra" in err and "position 1" in err
+    badlab = tmp_path / "l.conll"
+    badlab.write_text("EU NNP B-NP B-FOO\n")
+    assert "B-FOO" in _run(capsys, ["certify", str(model), str(badlab)], 2).err
+    notmodel = tmp_path / "n.safetensors"
+    notmodel.write_bytes(b"not a model at all")
+    assert "not a readable safetensors" in _run(capsys, ["certify", str(notmodel), str(conll)], 2).err
+    truncated = tmp_path / "t.safetensors"
+    truncated.write_bytes(model.read_bytes()[:-100])
+    assert "error" in _run(capsys, ["certify", str(truncated), str(conll)], 2).err
+    assert "float64 or float32" in _run(capsys, ["compile", str(conll), "--dtype", "half"], 2).err
