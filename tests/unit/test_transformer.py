@@ -92,3 +92,11 @@ def test_model_files_are_checked(tmp_path):
         load_model(other)
     meta = read_metadata(good)
     assert json.loads(meta["uatlab_config"])["d_model"] == 6
+
+
+def test_zero_width_feed_forward_is_the_identity_plus_bias():
+    from uatlab.models import FeedForward
+
+    ff = FeedForward(4, 0, dtype=torch.float64)  # must not warn (warnings are errors in the tests)
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    torch.testing.assert_close(ff(x), x + ff.output.bias)

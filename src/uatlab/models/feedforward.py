@@ -9,6 +9,8 @@ Paper A: W^(1) ∈ R^{q×d}, b^(1) ∈ R^q, W^(2) ∈ R^{d×q}, b^(2) ∈ R^d. u
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -23,8 +25,11 @@ class FeedForward(nn.Module):
         if d_model < 1 or width < 0:
             raise InputError(f"feed-forward needs d_model ≥ 1 and width ≥ 0, got d={d_model}, width={width}")
         self.d_model, self.width = d_model, width
-        self.hidden = nn.Linear(d_model, width, dtype=dtype)  # W1: (q, d), b1: (q,)
-        self.output = nn.Linear(width, d_model, dtype=dtype)  # W2: (d, q), b2: (d,)
+        with warnings.catch_warnings():
+            # width 0 (no hidden units) is legitimate: torch warns that initialising empty tensors is a no-op
+            warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+            self.hidden = nn.Linear(d_model, width, dtype=dtype)  # W1: (q, d), b1: (q,)
+            self.output = nn.Linear(width, d_model, dtype=dtype)  # W2: (d, q), b2: (d,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, n, d) -> (B, n, d)."""
