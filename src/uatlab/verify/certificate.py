@@ -30,6 +30,11 @@ Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bou
 * ``h = Σ p_j v_j``: ``r_h = ε_p Σp|v| + Σ p r_v + γ_n Σ p |v|``;
 * ReLU is 1-Lipschitz; a unit whose pre-activation satisfies ``ẑ + 2 r(z) ≤ 0`` is exactly 0 in every
   run and is skipped (it contributes neither value nor rounding).
+* gradual underflow: every product that can be non-zero adds ETA (the smallest subnormal) to its radius;
+  softmax rows are flagged unless every exp(s − max) and every weight exp(·)/Σ (Σ ≤ n) stays normal; a
+  row flagged in one layer also flags every later-layer query that attends to it;
+* overflow: a batch in which any product or partial sum could exceed max/4 of the dtype is not certified;
+* a PyTorch spot-check run that contradicts a certified token makes ``certified`` False.
 
 Structure used to scale (the "gated" fast path, checked exactly, never assumed): if some coordinates J
 (read by the first FF) carry codes in the embedding, 0 in the positional encoding and 0 in every row of
@@ -65,6 +70,8 @@ from uatlab.verify.float_bounds import (
     gamma,
     is_power_of_two,
     product_radius,
+    representable,
+    underflow_eta,
     unit_roundoff,
 )
 
@@ -155,13 +162,14 @@ def _attention_weights(attn, dtype: str) -> _Attention:
     )  # fmt: skip
 
 
-def _matvec_bound(x, r, W, rW, u):
-    """y = x Wᵀ for x (..., in), W (out, in): reference value and radius."""
+def _matvec_bound(x, r, W, rW, u, eta):
+    """y = x Wᵀ for x (..., in), W (out, in): reference value and radius (eta: underflow per product)."""
     absW = np.abs(W)
     X = np.abs(x) + 2 * r
-    terms = np.maximum((W != 0).sum(axis=-1) + (rW != 0).sum(axis=-1), 1)
+    count = (W != 0).sum(axis=-1) + (rW != 0).sum(axis=-1)  # products that can be non-zero (ETA each)
+    terms = np.maximum(count, 1)
     y = x @ W.T
-    ry = r @ absW.T + X @ rW.T + gamma(terms, u) * (X @ (absW + rW).T)
+    ry = r @ absW.T + X @ rW.T + gamma(terms, u) * (X @ (absW + rW).T) + count * eta
     return y, ry
 
 
@@ -199,6 +207,7 @@ class _BoundedModel:
         self.cfg = cfg
         self.dtype = cfg.dtype
         self.u = unit_roundoff(cfg.dtype)
+        self.eta = underflow_eta(cfg.dtype)  # absolute error of one underflowing product
         self.E = model.embed.weight.detach().to(torch.float64).numpy().copy()  # (V, d)
         self.P = model.pos.detach().to(torch.float64).numpy().copy() if model.pos is not None else None
         d = cfg.d_model
@@ -309,7 +318,8 @@ class _BoundedModel:
         u = self.u
         X = np.abs(x) + 2 * r
         z = x @ hid.W.T + hid.b
-        rz = r @ hid.absW.T + gamma(np.maximum(hid.terms, 1), u) * (X @ hid.absW.T + np.abs(hid.b))
+        g1 = gamma(np.maximum(hid.terms, 1), u)
+        rz = r @ hid.absW.T + g1 * (X @ hid.absW.T + (np.abs(hid.b) + hid.terms * (self.eta / g1)))  # + terms·η
         return self._ff_tail(x, r, z, rz, out.W, out.absW, out.b)
 
     def _ff_tail(self, x, r, z, rz, W2, absW2, b2):
@@ -321,7 +331,7 @@ class _BoundedModel:
         ra = np.where(live, rz, 0.0)
         nnz = live.sum(axis=-1, keepdims=True) + 1.0
         o = a @ W2.T + b2
-        ro = ra @ absW2.T + (nnz * u / (1 - nnz * u)) * (A @ absW2.T + np.abs(b2))  # γ_nnz
+        ro = ra @ absW2.T + (nnz * u / (1 - nnz * u)) * (A @ absW2.T + np.abs(b2)) + (nnz - 1) * self.eta  # γ_nnz
         return self._add(x, r, o, ro)
 
     def _add(self, x, r, y, ry):
@@ -347,16 +357,22 @@ class _BoundedModel:
         scale_exact = is_power_of_two(att.scale)
         heads = []
         for i in range(att.WQ.shape[0]):
-            q, rq = _matvec_bound(x, r, att.WQ[i], att.rQ[i], u)  # (B, n, s)
-            k, rk = _matvec_bound(x, r, att.WK[i], att.rK[i], u)
-            v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u)
+            q, rq = _matvec_bound(x, r, att.WQ[i], att.rQ[i], u, self.eta)  # (B, n, s)
+            k, rk = _matvec_bound(x, r, att.WK[i], att.rK[i], u, self.eta)
+            v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u, self.eta)
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
             s_dim = q.shape[-1]
             S = att.scale * (q @ k.transpose(0, 2, 1))  # (B, n_q, n_k)
             QK = Qb @ Kb.transpose(0, 2, 1)
-            rS = abs(att.scale) * (rq @ Kb.transpose(0, 2, 1) + Qb @ rk.transpose(0, 2, 1) + gamma(s_dim, u) * QK)
+            rS = abs(att.scale) * (
+                rq @ Kb.transpose(0, 2, 1) + Qb @ rk.transpose(0, 2, 1) + gamma(s_dim, u) * QK + s_dim * self.eta
+            )
             if not scale_exact:
-                rS = rS + u * (np.abs(S) + rS)
+                # PyTorch first rounds the Python scalar to the model's dtype (opmath of float32 is float32),
+                # then rounds the product: two roundings unless the scale is representable in the dtype
+                once = representable(np.array([att.scale]), self.dtype)
+                rS = rS + (u if once else 2 * u + u * u) * (np.abs(S) + rS)
+            rS = rS + self.eta  # scaling (even by 2^k) may underflow
             Sm = np.where(allowed, S, -np.inf)
             M = Sm.max(axis=-1, keepdims=True)  # (B, n, 1)
             e = np.where(allowed, np.exp(Sm - M), 0.0)
@@ -366,20 +382,24 @@ class _BoundedModel:
             rho = np.where(allowed, 2 * rS + u * T, 0.0).max(axis=-1) + exp_relative_error(u)  # (B, n)
             # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
             rho = rho + u * (np.log(nkeys) + 2.0)
-            bad |= (T.max(axis=-1) + rho) > exp_underflow_threshold(self.dtype)
+            # every exp(s − max) AND every weight exp(·)/Σ (Σ ≤ nkeys) must stay normal for the relative bounds
+            bad |= (T.max(axis=-1) + rho + np.log(nkeys)) > exp_underflow_threshold(self.dtype)
             g = gamma(np.maximum(nkeys - 1, 1), u)  # (1, n)
-            eps_p = np.exp(2 * rho) * (1 + u) ** 2 / ((1 - u) * (1 - g)) - 1.0  # (B, n)
+            # e^{2ρ}(1+u)²/((1−u)(1−γ)) − 1, via expm1/log1p: in float64 (1 + 2^-53) rounds to 1
+            eps_p = np.expm1(2 * rho + 2 * np.log1p(u) - np.log1p(-u) - np.log1p(-g))  # (B, n)
             PV = (1 + eps_p)[..., None] * (P @ Vb)  # bound on Σ p_exact |v|   (B, n, s)
             h = P @ v
             rh = (
                 eps_p[..., None] * PV
                 + (1 + eps_p)[..., None] * (P @ rv)
                 + gamma(nkeys, u)[..., None] * (1 + eps_p[..., None]) * PV
+                + nkeys[..., None] * self.eta
             )
             heads.append((h, rh))
             Hb_acc.append(np.abs(h) + 2 * rh)
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
-        hs_terms = np.maximum(((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2)), 1)  # (d,)
+        hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
+        hs_terms = np.maximum(hs_count, 1)
         g_o = gamma(hs_terms, u)
         rounding = np.zeros_like(x)
         for i, (h, rh) in enumerate(heads):
@@ -387,7 +407,7 @@ class _BoundedModel:
             upd += h @ WO.T
             rupd_lin += rh @ np.abs(WO).T + Hb_acc[i] @ rO.T
             rounding += Hb_acc[i] @ (np.abs(WO) + rO).T
-        rupd = rupd_lin + g_o * rounding
+        rupd = rupd_lin + g_o * rounding + hs_count * self.eta
         y, ry = self._add(x, r, upd, rupd)
         return y, ry, bad
 
@@ -395,7 +415,11 @@ class _BoundedModel:
         ro = self.readout
         Y = np.abs(y) + 2 * ry
         L = y @ ro.W.T + ro.b
-        rL = ry @ ro.absW.T + gamma(np.maximum(ro.terms, 1), self.u) * (Y @ ro.absW.T + np.abs(ro.b))
+        rL = (
+            ry @ ro.absW.T
+            + gamma(np.maximum(ro.terms, 1), self.u) * (Y @ ro.absW.T + np.abs(ro.b))
+            + ro.terms * self.eta
+        )
         return L, rL
 
     # ---------------------------------------------------------------- first FF, gated fast path
@@ -410,7 +434,7 @@ class _BoundedModel:
         Mr = r.max(axis=0)
         upper = g["cap"] + g["Wpos"] @ hi + g["Wneg"] @ lo + hid.b  # bound on z_exact (other codes)
         aWM = hid.absW @ Mx
-        rz = hid.absW @ Mr + hid.gam * (aWM + np.abs(hid.b))
+        rz = hid.absW @ Mr + hid.gam * (aWM + np.abs(hid.b)) + hid.terms * self.eta
         slack = gamma(hid.W.shape[1] + 3, U64) * (
             g["code_abs"] + aWM + g["absWo"] @ (np.abs(lo) + np.abs(hi)) + np.abs(hid.b)
         )
@@ -450,7 +474,8 @@ class _BoundedModel:
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]
         X = np.abs(x) + 2 * r
         z = x @ W1.T + b1
-        rz = r @ aW1.T + hid.gam[units] * (X @ aW1.T + np.abs(b1))
+        g1 = hid.gam[units]
+        rz = r @ aW1.T + g1 * (X @ aW1.T + (np.abs(b1) + hid.terms[units] * (self.eta / g1)))  # + terms·η
         return self._ff_tail(x, r, z, rz, out.W[:, units], out.absW[:, units], out.b)
 
     # ---------------------------------------------------------------- whole forward
@@ -459,18 +484,51 @@ class _BoundedModel:
         x, r = self.embed(ids)
         B, n, d = x.shape
         bad = np.zeros((B, n), dtype=bool)
+        overflow = self._may_overflow(x, r, "embed")
         if self.input_ff is not None:
+            overflow |= self._may_overflow(x, r, "ff", self.input_ff)
             x, r = self.ff_dense(x, r, *self.input_ff)
         for li, (att, hid, out) in enumerate(self.layers):
+            if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
+                bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
+            overflow |= self._may_overflow(x, r, "attention", att)
             x, r, b = self.attention(x, r, att, att.causal)
             bad |= b
+            overflow |= self._may_overflow(x, r, "ff", (hid, out))
             if li == 0 and self.gate is not None:
                 xf, rf = self.ff_gated(x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1), hid, out)
                 x, r = xf.reshape(B, n, d), rf.reshape(B, n, d)
             else:
                 x, r = self._ff_dense_chunked(x, r, hid, out)
+        overflow |= self._may_overflow(x, r, "readout", self.readout)
         L, rL = self.readout_bound(x, r)
+        if overflow:  # some run of this batch might overflow: nothing in it is certified
+            bad[:] = True
         return L, rL, bad
+
+    def _may_overflow(self, x, r, stage: str, params=None) -> bool:
+        """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
+        batch's largest |input| per coordinate). Given finite inputs, each bound S = Σ|terms| also bounds
+        every product and every partial sum (times 1 + γ < 2), in any order."""
+        lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
+        Xm = (np.abs(x) + 2 * r).reshape(-1, x.shape[-1]).max(axis=0)  # (d,)
+        if stage == "embed":
+            sizes = [Xm]
+        elif stage == "attention":
+            sizes = [Xm]
+            for i in range(params.WQ.shape[0]):
+                Q, K, V = ((np.abs(W[i]) + R[i]) @ Xm for W, R in
+                           ((params.WQ, params.rQ), (params.WK, params.rK), (params.WV, params.rV)))  # fmt: skip
+                U = (np.abs(params.WO[i]) + params.rO[i]) @ (2 * V)  # |h| ≤ (1+ε)·max|v| < 2 max|v|
+                sizes += [params.WQ[i], params.WK[i], params.WV[i], params.WO[i], Q, K, V,
+                          abs(params.scale) * (Q @ K) * 2, params.WO.shape[0] * U + Xm]  # fmt: skip
+        elif stage == "ff":
+            hid, out = params
+            Sh = hid.absW @ Xm + np.abs(hid.b)
+            sizes = [Sh, out.absW @ (2 * Sh) + np.abs(out.b) + Xm]
+        else:
+            sizes = [params.absW @ Xm + np.abs(params.b)]
+        return not all(np.all(np.isfinite(v)) and np.max(v, initial=0.0) <= lim for v in sizes)
 
     def _ff_dense_chunked(self, x, r, hid, out):
         B, n, d = x.shape
@@ -681,7 +739,8 @@ def certify_chunks(
         conflict_tokens=tokens - ceiling,
         correct_tokens=correct,
         certified_tokens=certified_tokens,
-        certified=certified_tokens >= ceiling,
+        # a PyTorch run contradicting a certified token would mean the proof is wrong: never claim success then
+        certified=certified_tokens >= ceiling and spot["certified_but_wrong"] == 0,
         certified_fraction=certified_tokens / ceiling if ceiling else 1.0,
         min_certified_margin=None if min_at is None else min_margin,
         min_margin_at=min_at,
@@ -691,7 +750,8 @@ def certify_chunks(
         uncertified_examples=examples,
         torch_spot_check=spot,
         assumptions=[
-            f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), no overflow",
+            f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), no overflow, gradual "
+            "underflow (subnormals not flushed to zero: PyTorch's default, torch.set_flush_denormal(False))",
             f"exp accurate to {EXP_ULPS:g} ulp for normal results (softmax rows that could underflow are not certified)",
             "any summation order, blocking or FMA use; padding masks allowed",
         ],

@@ -1,14 +1,15 @@
 """A-priori floating-point error bounds (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed.).
 
-Model of arithmetic (IEEE 754, round to nearest, no underflow): for each basic operation
-``fl(a op b) = (a op b)(1 + δ)`` with ``|δ| ≤ u``, u the unit roundoff (2^-53 for float64, 2^-24 for
-float32). A fused multiply-add rounds once, which only helps, so every bound below also holds with FMAs.
+Model of arithmetic (IEEE 754, round to nearest, gradual underflow): for each basic operation
+``fl(a op b) = (a op b)(1 + δ) + η`` with ``|δ| ≤ u``, u the unit roundoff (2^-53 for float64, 2^-24 for
+float32), η = 0 for additions and ``|η| ≤ ETA`` (:data:`UNDERFLOW_ETA`) for products that underflow.
+A fused multiply-add rounds once, which only helps, so every bound below also holds with FMAs.
 
 Bounds used by :mod:`uatlab.verify.certificate` (all hold for **any** summation order, i.e. for whatever
 blocking or vectorisation PyTorch/BLAS picks):
 
-* dot product of n terms (Higham Lemma 3.1 / eq. 3.5): ``|fl(xᵀy) − xᵀy| ≤ γ_n Σ|x_i y_i|`` with
-  ``γ_n = n u / (1 − n u)``. Terms that are exactly zero (a zero weight, a ReLU that is exactly off) add
+* dot product of n terms (Higham Lemma 3.1 / eq. 3.5): ``|fl(xᵀy) − xᵀy| ≤ γ_n Σ|x_i y_i| + n·ETA`` with
+  ``γ_n = n u / (1 − n u)`` (the n·ETA, from underflowing products, is ~1e-43 or less). Terms that are exactly zero (a zero weight, a ReLU that is exactly off) add
   nothing and cost no rounding, so n may be taken as the number of terms that can be non-zero.
 * propagation of input errors through an exact linear map: ``|W x̂ − W x| ≤ |W| |x̂ − x|``.
 * ``exp``: we **assume** the library's ``exp`` has relative error at most ``EXP_ULPS`` units in the last
@@ -28,6 +29,15 @@ UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24}
 TINY = {"float64": float(np.finfo(np.float64).tiny), "float32": float(np.finfo(np.float32).tiny)}
 #: ulps of error assumed for exp (see module docstring)
 EXP_ULPS = 1.0
+#: absolute error bound of one multiplication whose result underflows (Higham §2.1: fl(xy) = xy(1+δ) + η,
+#: |η| ≤ half the smallest subnormal); we use the whole smallest subnormal (exactly representable).
+#: Additions whose result is subnormal are exact, so a dot product of n terms costs at most n·ETA more.
+UNDERFLOW_ETA = {"float64": 2.0**-1074, "float32": 2.0**-149}
+
+
+def underflow_eta(dtype: str) -> float:
+    """Absolute error a single product may add through gradual underflow (subnormals not flushed)."""
+    return UNDERFLOW_ETA[dtype]
 
 
 def unit_roundoff(dtype: str) -> float:
@@ -80,7 +90,7 @@ def product_radius(left: np.ndarray, right: np.ndarray, dtype: str) -> np.ndarra
     Otherwise the bound is γ_r(u) |left| @ |right|.
     """
     u = unit_roundoff(dtype)
-    bound = gamma(left.shape[-1], u) * (np.abs(left) @ np.abs(right))
+    bound = gamma(left.shape[-1], u) * (np.abs(left) @ np.abs(right)) + left.shape[-1] * underflow_eta(dtype)
     if left.shape[-1] != 1:
         return bound
     prod = left @ right
@@ -88,5 +98,10 @@ def product_radius(left: np.ndarray, right: np.ndarray, dtype: str) -> np.ndarra
         exact = prod.astype(np.float32).astype(np.float64) == prod
     else:
         pow2 = np.vectorize(lambda v: v == 0 or is_power_of_two(float(v)), otypes=[bool])
-        exact = np.broadcast_to(pow2(left), prod.shape) | np.broadcast_to(pow2(right), prod.shape)
+        zero = np.broadcast_to(left == 0, prod.shape) | np.broadcast_to(right == 0, prod.shape)
+        # scaling by ±2^k is exact only while the product stays normal (no underflow)
+        exact = zero | (
+            (np.broadcast_to(pow2(left), prod.shape) | np.broadcast_to(pow2(right), prod.shape))
+            & (np.abs(prod) >= TINY[dtype])
+        )
     return np.where(exact, 0.0, bound)
