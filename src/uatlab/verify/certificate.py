@@ -77,6 +77,11 @@ from uatlab.verify.float_bounds import (
 
 U64 = 2.0**-53
 
+# The radii themselves are computed in float64 with round-to-nearest; their relative error is below
+# ~1e-11 (a few dozen roundings of positive terms). Every decision (a unit may be live, a gated unit is
+# off, a margin is positive) inflates the radius by 1 + 2^-30 ≈ 1 + 9.3e-10, which covers it.
+RADIUS_SAFETY = 1.0 + 2.0**-30
+
 
 @dataclass
 class Certificate:
@@ -325,7 +330,7 @@ class _BoundedModel:
     def _ff_tail(self, x, r, z, rz, W2, absW2, b2):
         """Given pre-activations of the evaluated units: output y = x + W2 relu(z) + b2 and its radius."""
         u = self.u
-        live = (z + 2 * rz) > 0  # units that may be non-zero in some run
+        live = (z + 2 * rz * RADIUS_SAFETY) > 0  # units that may be non-zero in some run
         a = np.maximum(z, 0.0)
         A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
         ra = np.where(live, rz, 0.0)
@@ -439,7 +444,7 @@ class _BoundedModel:
             g["code_abs"] + aWM + g["absWo"] @ (np.abs(lo) + np.abs(hi)) + np.abs(hid.b)
         )
         # gated units proven off for every token whose code differs from theirs; all others are dense
-        proven_off = g["gated"] & (upper + rz + slack <= 0)
+        proven_off = g["gated"] & (upper + (rz + slack) * RADIUS_SAFETY <= 0)
         dense_units = np.flatnonzero(~proven_off)
         # tokens grouped by code id; gated units with the same code are candidates
         cid = g["word_cid"][ids]
@@ -692,7 +697,7 @@ def certify_chunks(
             C = L.shape[-1]
             Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
             rc = np.take_along_axis(rL, ys[..., None], axis=-1)
-            lower = Lc - L - 2 * (rc + rL)  # (B, n, C) certified lower bound of L_c − L_o
+            lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
             onehot = np.arange(C)[None, None, :] == ys[..., None]
             lower = np.where(onehot, np.inf, lower).min(axis=-1)
             lower = np.where(bad, -np.inf, lower)
