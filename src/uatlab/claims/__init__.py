@@ -19,6 +19,7 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.paper_a_theory",
     "uatlab.claims.memorization",
     "uatlab.claims.approximation",
+    "uatlab.claims.training",
 ]
 
 _loaded = False

@@ -14,6 +14,8 @@ from uatlab.errors import UatlabError
 # One module per area; each adds its commands to ``app`` on import.
 COMMAND_MODULES: list[str] = [
     "uatlab.cli.reproduce",
+    "uatlab.cli.experiment",
+    "uatlab.cli.train",
     "uatlab.cli.theory",
     "uatlab.cli.compile",
     "uatlab.cli.approx",

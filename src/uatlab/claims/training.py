@@ -1,0 +1,76 @@
+"""Claims about trained rank-1 Transformers (paper A, Section 5; spec ONE_LAYER_CONTEXTUAL_MAPPING §8).
+
+The data is CoNLL-2003 train when it is found (``$UATLAB_CONLL_TRAIN``, else
+``/work/shared/data/conll2003/train.txt``), otherwise synthetic random labels (the note says which).
+Quick mode trains on a small subset; the full mode on a larger one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+
+DEFAULT_CONLL = "/work/shared/data/conll2003/train.txt"
+
+
+@register_claim(
+    id="A.sec5.rank1-trained-memorization",
+    statement=(
+        "A one-layer, single-head, rank-1 softmax Transformer trained by gradient descent memorizes "
+        "its training sentences up to the data set's ceiling, beyond the context-free per-word baseline."
+    ),
+    paper="Kajitsuka & Sato, ICLR 2024",
+    theorem="Section 5 (experiment), Corollary 1 (memorization)",
+)
+def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
+    import torch
+
+    from uatlab.data import baselines, read_conll
+    from uatlab.experiments.capacity import synthetic_random_labels
+    from uatlab.training.trainer import TrainConfig, train
+
+    path = Path(os.environ.get("UATLAB_CONLL_TRAIN", DEFAULT_CONLL))
+    n = 40 if ctx.quick else 1000
+    if path.is_file():
+        data = read_conll(path)
+        data = data.subset(range(min(n, len(data))))
+        source = f"first {len(data)} sentences of {path}"
+    else:
+        data = synthetic_random_labels(n // 4, length=8, vocab=16, labels=2, seed=ctx.seed)
+        source = f"synthetic random labels ({path} not found)"
+    base = baselines(data)
+    cfg = TrainConfig(
+        layers=1, rank=1, heads=1, head_dim=1, dim=32 if ctx.quick else 128, ff_mult=4,
+        lr=1e-2 if ctx.quick else 3e-3, batch_size=8 if ctx.quick else 32, warmup_steps=10 if ctx.quick else 100,
+        embed_std=0.1, epochs=80 if ctx.quick else 100, seed=ctx.seed,
+    )  # fmt: skip
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            r = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
+    finally:
+        torch.set_num_threads(threads)
+    acc = r.train_accuracy
+    reached = r.status == "ceiling"
+    beats = acc > base["per_word_majority"] or base["per_word_majority"] >= base["ceiling"]
+    return ClaimResult(
+        verdict="pass" if (reached and beats) else "fail",
+        figures={
+            "sentences": len(data),
+            "tokens": data.num_tokens,
+            "train_accuracy": acc,
+            "ceiling": base["ceiling"],
+            "per_word_majority": base["per_word_majority"],
+            "all_majority_label": base["all_majority_label"],
+            "epochs": r.epochs,
+            "epochs_to_ceiling": r.epochs_to.get("ceiling"),
+            "parameters_non_embedding": r.parameters["non_embedding"],
+            "parameters_total": r.parameters["total"],
+            "seconds_per_epoch": r.seconds_per_epoch,
+        },
+        note=f"data: {source}; d={cfg.dim}, FF {cfg.feedforward_width}, AdamW lr {cfg.lr}, batch {cfg.batch_size}",
+    )

@@ -1,0 +1,291 @@
+"""``uatlab train`` and ``uatlab data-report``; the training experiments live in ``uatlab experiment``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import typer
+from rich.table import Table
+
+from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
+from uatlab.data import read_sequences
+from uatlab.data.conll import iob1_to_iob2
+from uatlab.data.dataset import SequenceDataset
+from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
+
+
+def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDataset:
+    """Read CoNLL/JSONL; ``scheme='iob2'`` converts IOB1 labels to IOB2."""
+    data = read_sequences(path, fmt)
+    if scheme == "iob2":
+        data = SequenceDataset(
+            data.tokens, [iob1_to_iob2(y) for y in data.labels], source=data.source, lines=data.lines
+        )
+    return data
+
+
+def _parse_rank(rank: str) -> int | None:
+    return None if rank.lower() in ("full", "none") else int(rank)
+
+
+@app.command("train")
+def train_command(
+    data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
+    valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
+    out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
+    layers: int = typer.Option(1, "--layers", help="Number of blocks L."),
+    rank: str = typer.Option("1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none)."),
+    dim: int = typer.Option(128, "--dim", help="Token dimension d."),
+    heads: int = typer.Option(1, "--heads", help="Attention heads per layer."),
+    head_dim: int = typer.Option(1, "--head-dim", help="Head size s."),
+    ff_width: int | None = typer.Option(None, "--ff-width", help="Feed-forward width (default: ff-mult × dim)."),
+    ff_mult: int = typer.Option(4, "--ff-mult", help="Feed-forward width as a multiple of dim."),
+    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1))."),
+    epochs: int = typer.Option(20, "--epochs", help="Epochs to train."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch (length-bucketed)."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help="'adamw' or 'sgd'."),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate."),
+    schedule: str = typer.Option("cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'."),
+    warmup_steps: int = typer.Option(200, "--warmup-steps", help="Linear warmup steps."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", help="Weight decay (0 for memorization)."),
+    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of initialisation and batch order."),
+    init: Path | None = typer.Option(None, "--init", help="Start from a uatlab model file (e.g. uatlab compile)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
+    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Checkpoint and stop after this long."),
+    threads: int = typer.Option(1, "--threads", help="torch CPU threads (results depend on it)."),
+    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'."),
+    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'."),
+    no_f1: bool = typer.Option(False, "--no-f1", help="Skip the per-epoch entity F1 (faster)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Train a rank-r Transformer to memorize token labels; checkpoints, resumes, logs per-epoch metrics."""
+    torch.set_num_threads(threads)
+    train_data = load_data(data, fmt, scheme)
+    valid_data = load_data(valid, fmt, scheme) if valid is not None else None
+    cfg = TrainConfig(
+        layers=layers,
+        rank=_parse_rank(rank),
+        dim=dim,
+        heads=heads,
+        head_dim=head_dim,
+        ff_width=ff_width,
+        ff_mult=ff_mult,
+        embed_std=embed_std if embed_std > 0 else None,
+        epochs=epochs,
+        batch_size=batch_size,
+        optimizer=optimizer,
+        lr=lr,
+        schedule=schedule,
+        warmup_steps=warmup_steps,
+        weight_decay=weight_decay,
+        clip=clip,
+        seed=seed,
+        init=str(init) if init is not None else None,
+    )
+    result = train(
+        train_data,
+        cfg,
+        out,
+        valid_data=valid_data,
+        resume=resume,
+        max_minutes=max_minutes,
+        targets=DEFAULT_TARGETS,
+        progress=True,
+        with_f1=not no_f1,
+        log=lambda m: err_console.print(m, highlight=False),
+    )
+    summary = result.summary()
+    if json_out:
+        print_json(summary)
+    else:
+        rows = {k: v for k, v in summary.items() if k not in ("history", "config", "model_config", "files", "data")}
+        rows["ceiling_accuracy"] = summary["data"]["ceiling_accuracy"]
+        console.print(key_value_table(f"uatlab train {data}", rows))
+        table = Table(title="per-epoch full-pass metrics", header_style="bold")
+        cols = ["epoch", "train_loss", "train_accuracy", "train_errors", "lr", "seconds_train"]
+        if valid_data is not None:
+            cols.append("valid_accuracy")
+        for c in cols:
+            table.add_column(c)
+        for row in summary["history"][-15:]:
+            table.add_row(*(format_value(row.get(c)) for c in cols))
+        console.print(table)
+        console.print(f"files: {', '.join(f'{k}={v}' for k, v in summary['files'].items())}")
+    if result.status not in ("completed", "ceiling"):
+        err_console.print(f"stopped ({result.status}); continue with the same command plus --resume")
+        raise typer.Exit(code=130 if result.status == "interrupted" else 3)
+
+
+@app.command("data-report")
+def data_report_command(
+    data: Path = typer.Argument(..., help="CoNLL or JSONL file."),
+    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'."),
+    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'."),
+    conflicts: int = typer.Option(10, "--conflicts", help="How many inherent conflicts to list."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Duplicates, inherent conflicts, accuracy ceiling, baselines and bit budgets of a data file."""
+    from uatlab.data.report import data_report
+
+    rep = data_report(load_data(data, fmt, scheme), max_conflicts=conflicts)
+    if json_out:
+        print_json(rep)
+        return
+    rows = {k: v for k, v in rep.items() if k not in ("conflicts", "labels")}
+    console.print(key_value_table(f"uatlab data-report {data}", rows))
+    labels = Table(title="labels", header_style="bold")
+    labels.add_column("label")
+    labels.add_column("count")
+    for k, v in rep["labels"].items():
+        labels.add_row(k, str(v))
+    console.print(labels)
+    if rep["conflicts"]:
+        ct = Table(title="inherent conflicts (same sentence, same position, different labels)", header_style="bold")
+        for c in ("where", "position", "token", "label counts", "majority"):
+            ct.add_column(c, overflow="fold")
+        for c in rep["conflicts"]:
+            ct.add_row(", ".join(c["where"]), str(c["position"]), c["token"], str(c["label_counts"]), c["majority"])
+        console.print(ct)
+
+
+# ---------------------------------------------------------------------------------------------- experiments
+from uatlab.cli.experiment import experiment  # noqa: E402
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+
+
+@experiment.command("depth-ablation")
+def depth_ablation_command(
+    data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
+    out: Path = typer.Option(Path("uatlab-runs/depth-ablation"), "--out", help="Output folder (resumable)."),
+    layers: str = typer.Option("1,3,6", "--layers", help="Depths to train, comma-separated."),
+    epochs: int = typer.Option(20, "--epochs", help="Epochs per depth."),
+    sentences: int | None = typer.Option(None, "--sentences", help="Use only the first N sentences."),
+    dim: int = typer.Option(128, "--dim", help="Token dimension d."),
+    ff_mult: int = typer.Option(4, "--ff-mult", help="Feed-forward width as a multiple of d."),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch."),
+    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings."),
+    seed: int = typer.Option(0, "--seed", help="Seed."),
+    quick: bool = typer.Option(False, "--quick", help="200 sentences, d=64, batch 8, lr 5e-3, 20 epochs (minutes)."),
+    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'."),
+    workers: int = typer.Option(1, "--workers", help="Parallel trials (local executor)."),
+    threads: int = typer.Option(1, "--threads", help="torch threads per trial."),
+    report_only: bool = typer.Option(
+        False, "--report-only", help="Train nothing: figure and table from finished and partial runs."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Paper A's depth ablation: 1/3/6-layer rank-1 models, accuracy vs epoch, epochs to 0.9872/0.999/ceiling."""
+    from uatlab.experiments.depth_ablation import run_depth_ablation
+
+    if quick:
+        sentences, dim, epochs, batch_size, lr = sentences or 200, 64, 20, 8, 5e-3
+    cfg = {"dim": dim, "ff_mult": ff_mult, "lr": lr, "batch_size": batch_size, "embed_std": embed_std}
+    cfg |= {"epochs": epochs, "seed": seed, "warmup_steps": 50 if quick else 200}
+    summary = run_depth_ablation(
+        data,
+        out,
+        _ints(layers),
+        sentences,
+        cfg,
+        executor=executor,
+        workers=workers,
+        threads=threads,
+        report_only=report_only,
+    )
+    if json_out:
+        print_json(summary)
+        return
+    console.print(key_value_table("baselines and ceiling (train)", {k: v for k, v in summary["baselines"].items()}))
+    table = Table(title=f"depth ablation on {summary['sentences']} sentences", header_style="bold")
+    cols = list(summary["table"][0]) if summary["table"] else []
+    for c in cols:
+        table.add_column(c)
+    for row in summary["table"]:
+        table.add_row(*(format_value(row[c]) for c in cols))
+    console.print(table)
+    if summary["failed"]:
+        err_console.print(f"failed trials: {summary['failed']}")
+    console.print("files: " + ", ".join(summary["files"]))
+
+
+@experiment.command("capacity")
+def capacity_command(
+    kind: str = typer.Option("synthetic", "--kind", help="'synthetic' (random labels) or 'conll' (subsets of --data)."),
+    data: Path | None = typer.Option(None, "--data", help="CoNLL/JSONL file for --kind conll."),
+    out: Path = typer.Option(Path("uatlab-runs/capacity"), "--out", help="Output folder (finished trials reused)."),
+    ns: str = typer.Option("16,32,64,128,256", "--ns", help="Data sizes N (sequences), comma-separated."),
+    axis: str = typer.Option("dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed)."),
+    grid: str = typer.Option("", "--grid", help="Sizes to search (default: a geometric grid)."),
+    fixed: int = typer.Option(4, "--fixed", help="FF multiple (axis dim) or d (axis ff)."),
+    length: int = typer.Option(8, "--length", help="Synthetic sequence length n."),
+    vocab: int = typer.Option(16, "--vocab", help="Synthetic vocabulary size."),
+    labels: int = typer.Option(2, "--labels", help="Synthetic label count."),
+    max_steps: int = typer.Option(3000, "--max-steps", help="Optimizer steps allowed per trial."),
+    lr: float = typer.Option(1e-2, "--lr", help="Peak AdamW learning rate."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sequences per batch."),
+    seed: int = typer.Option(0, "--seed", help="Seed of data subsets and models."),
+    quick: bool = typer.Option(
+        False, "--quick", help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes)."
+    ),
+    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'."),
+    workers: int = typer.Option(1, "--workers", help="Parallel trials (local executor)."),
+    threads: int = typer.Option(1, "--threads", help="torch threads per trial."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Smallest 1-layer rank-1 model reaching the ceiling vs N: log-log slope with CI, bits per parameter."""
+    from uatlab.experiments.capacity import run_capacity
+
+    n_list, grid_t = _ints(ns), _ints(grid) or None
+    if quick:
+        kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)
+        max_steps, lr = 800, 2e-2
+    summary = run_capacity(
+        out,
+        kind=kind,
+        ns=n_list,
+        data=str(data) if data else None,
+        axis=axis,
+        grid=grid_t,
+        fixed=fixed,
+        length=length,
+        vocab=vocab,
+        labels=labels,
+        max_steps=max_steps,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        executor=executor,
+        workers=workers,
+        threads=threads,
+    )
+    if json_out:
+        print_json(summary)
+        return
+    table = Table(title=f"capacity sweep ({kind}, axis {axis})", header_style="bold")
+    cols = ["N", "reached", "d", "ff_width", "parameters_non_embedding", "parameters_total", "epochs", "bits"]
+    cols += ["bits_per_parameter_non_embedding", "bits_per_parameter_total"]
+    for c in cols:
+        table.add_column(c)
+    for row in summary["rows"]:
+        table.add_row(*(format_value(row.get(c)) for c in cols))
+    console.print(table)
+    for name, fit in summary["fits"].items():
+        if fit:
+            console.print(
+                f"slope of log(params {name}) on log N: {fit['slope']:.3f} "
+                f"(95% CI [{fit['ci_low']:.3f}, {fit['ci_high']:.3f}], {fit['points']} points)"
+            )
+        else:
+            console.print(f"slope ({name}): fewer than 3 sizes reached the ceiling")
+    if summary["failed"]:
+        err_console.print(f"failed trials: {list(summary['failed'])}")
+    console.print("files: " + ", ".join(summary["files"]))

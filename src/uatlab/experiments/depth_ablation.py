@@ -1,0 +1,211 @@
+"""Paper A's depth ablation (Section 5; spec ONE_LAYER_CONTEXTUAL_MAPPING §8): 1, 3 and 6 blocks, rank 1.
+
+Each depth is one trial of :func:`uatlab.experiments.executor.run_trials` (finished trials are
+never recomputed; a killed trial resumes from its own training checkpoint). Outputs in ``out``:
+
+* ``depth_ablation.csv``: one row per (layers, epoch) with full-pass train loss/accuracy/errors;
+* ``depth_table.csv``: per depth, epochs to 0.9872 (the paper's figure), to 0.999 and to the ceiling;
+* ``depth_ablation.png`` / ``.svg``: accuracy and errors against epoch, with the paper's 0.9872,
+  the all-O and per-word-majority baselines and the ceiling drawn;
+* ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.data import baselines, ceiling_report, read_sequences
+from uatlab.data.dataset import SequenceDataset
+from uatlab.experiments.executor import Trial, run_trials
+from uatlab.experiments.plots import hline, save_figure
+from uatlab.training.batching import Vocab
+from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, build_model, epochs_to_targets, train
+
+TARGETS = (PAPER_ACCURACY, 0.999)
+
+
+def load_subset(path: str, sentences: int | None) -> SequenceDataset:
+    """The first ``sentences`` sequences of ``path`` (all if None)."""
+    data = read_sequences(path)
+    if sentences is not None and sentences < len(data):
+        data = data.subset(range(sentences))
+    return data
+
+
+def depth_trial(params: dict[str, Any]) -> dict[str, Any]:
+    """Train one depth (top-level so that process pools can pickle it)."""
+    torch.set_num_threads(int(params.get("threads", 1)))
+    data = load_subset(params["data"], params.get("sentences"))
+    cfg = TrainConfig(**params["config"])
+    out = Path(params["out_dir"])
+    resume = (out / "checkpoint.pt").is_file()
+    result = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False)
+    if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
+        raise KeyboardInterrupt
+    s = result.summary()
+    return {
+        k: s[k]
+        for k in ("status", "epochs", "train_accuracy", "epochs_to", "seconds_per_epoch", "parameters", "history")
+    }
+
+
+def _partial_result(t: Trial, data: SequenceDataset) -> dict[str, Any] | None:
+    """A finished trial's stored result, else what its run wrote so far (status 'partial'), else None."""
+    out_dir = Path(t.params["out_dir"])
+    stored = out_dir.parent.parent / "trials" / f"{t.id}.json"
+    if stored.is_file():
+        return json.loads(stored.read_text())
+    metrics = out_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    cfg = TrainConfig(**t.params["config"])
+    model = build_model(cfg, Vocab.fit(data), data.max_len)
+    return {
+        "status": f"partial ({len(history)} of {cfg.epochs} epochs)",
+        "epochs": len(history),
+        "train_accuracy": history[-1]["train_accuracy"] if history else None,
+        "epochs_to": epochs_to_targets(history, TARGETS, ceiling_report(data).conflict_tokens),
+        "seconds_per_epoch": float(np.median([r["seconds_train"] for r in history])) if history else None,
+        "parameters": {"total": model.num_parameters(), "non_embedding": model.num_parameters(non_embedding=True)},
+        "history": history,
+    }
+
+
+def run_depth_ablation(
+    data_path: str | os.PathLike,
+    out: str | os.PathLike,
+    layers: tuple[int, ...] = (1, 3, 6),
+    sentences: int | None = None,
+    config: dict[str, Any] | None = None,
+    executor: str = "local",
+    workers: int = 1,
+    threads: int = 1,
+    report_only: bool = False,
+) -> dict[str, Any]:
+    """Train one model per depth and write the CSVs, the figure and the summary (see module doc).
+
+    ``report_only=True`` trains nothing: it draws the figure and table from the finished trials and,
+    for unfinished ones, from the metrics their (interrupted) runs have written so far, marked partial.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base_cfg = dict(config or {})
+    data = load_subset(str(data_path), sentences)
+    base = baselines(data)
+    trials = [
+        Trial(
+            f"layers={L}",
+            {
+                "data": str(data_path),
+                "sentences": sentences,
+                "config": {**base_cfg, "layers": L},
+                "out_dir": str(out / "runs" / f"layers={L}"),
+                "threads": threads,
+            },
+        )
+        for L in layers
+    ]
+    if report_only:
+        results, failed, reused = {}, {}, []
+        for t in trials:
+            partial = _partial_result(t, data)
+            if partial is not None:
+                results[t.params["config"]["layers"]] = partial
+    else:
+        sweep = run_trials(trials, depth_trial, out, executor=executor, workers=workers, retries=1, desc="depths")
+        results = {t.params["config"]["layers"]: sweep.results[t.id] for t in trials if t.id in sweep.results}
+        failed, reused = sweep.failed, sweep.reused
+    ceiling_key = "ceiling"
+    with (out / "depth_ablation.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["layers", "epoch", "train_loss", "train_accuracy", "train_errors", "seconds_train"])
+        for L, r in results.items():
+            for row in r["history"]:
+                w.writerow(
+                    [
+                        L,
+                        row["epoch"],
+                        row["train_loss"],
+                        row["train_accuracy"],
+                        row["train_errors"],
+                        row["seconds_train"],
+                    ]
+                )
+    table = []
+    for L, r in results.items():
+        table.append(
+            {
+                "layers": L,
+                "status": r["status"],
+                "parameters_total": r["parameters"]["total"],
+                "parameters_non_embedding": r["parameters"]["non_embedding"],
+                "epochs_run": r["epochs"],
+                "final_train_accuracy": r["train_accuracy"],
+                "epochs_to_0.9872": r["epochs_to"].get(f"{PAPER_ACCURACY:g}"),
+                "epochs_to_0.999": r["epochs_to"].get("0.999"),
+                "epochs_to_ceiling": r["epochs_to"].get(ceiling_key),
+                "seconds_per_epoch": r["seconds_per_epoch"],
+            }
+        )
+    with (out / "depth_table.csv").open("w", newline="") as fh:
+        if table:
+            w = csv.DictWriter(fh, fieldnames=list(table[0]))
+            w.writeheader()
+            w.writerows(table)
+    figures = plot_depth_ablation(results, base, out / "depth_ablation")
+    summary = {
+        "data": str(data_path),
+        "sentences": len(data),
+        "tokens": data.num_tokens,
+        "baselines": base,
+        "config": base_cfg,
+        "table": table,
+        "failed": failed,
+        "reused": reused,
+        "files": [str(out / "depth_ablation.csv"), str(out / "depth_table.csv"), *figures, str(out / "summary.json")],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+def plot_depth_ablation(results: dict[int, dict[str, Any]], base: dict[str, Any], stem: Path) -> list[str]:
+    """Accuracy (top) and errors left (bottom, log scale) against epoch, one curve per depth."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True)
+    tokens = base["tokens"]
+    for L, r in sorted(results.items()):
+        ep = [row["epoch"] for row in r["history"]]
+        ax.plot(ep, [row["train_accuracy"] for row in r["history"]], marker=".", label=f"{L} layer{'s' * (L > 1)}")
+        ax2.plot(
+            ep, [max(row["train_errors"], 0.5) for row in r["history"]], marker=".", label=f"{L} layer{'s' * (L > 1)}"
+        )
+    hline(ax, PAPER_ACCURACY, f"paper A: {PAPER_ACCURACY} (800 epochs)", color="red")
+    hline(ax, base["per_word_majority"], f"per-word majority {base['per_word_majority']:.4f}", color="tab:brown")
+    hline(
+        ax, base["all_majority_label"], f"all-{base['majority_label']} {base['all_majority_label']:.4f}", ":", "black"
+    )
+    hline(ax, base["ceiling"], f"ceiling {base['ceiling']:.6f}", "-.", "green")
+    ax.set_ylim(max(0.0, base["all_majority_label"] - 0.02), 1.002)
+    ax.set_ylabel("train token accuracy (full pass)")
+    ax.set_title("Rank-1 Transformers memorizing the training set: depth ablation")
+    ax.legend(fontsize=8, loc="lower right")
+    for y, lab, c in (
+        ((1 - PAPER_ACCURACY) * tokens, "paper A 0.9872", "red"),
+        ((1 - base["per_word_majority"]) * tokens, "per-word majority", "tab:brown"),
+        (max((1 - base["ceiling"]) * tokens, 0.5), "ceiling (inherent conflicts)", "green"),
+    ):
+        hline(ax2, y, lab, "--", c)
+    ax2.set_yscale("log")
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("tokens wrong (log)")
+    ax2.legend(fontsize=8, loc="upper right")
+    return save_figure(fig, stem)

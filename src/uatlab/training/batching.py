@@ -1,0 +1,142 @@
+"""Vocabulary, encoding and length-bucketed batches with key-padding masks.
+
+Ids: token id 0 is ``<unk>`` (unknown words at evaluation) and also fills padded positions (they
+are masked as keys and ignored by the loss, so their embedding never matters). Label id
+:data:`IGNORE` (-100) marks padding in the targets.
+
+Batch order is a pure function of ``(seed, epoch)`` (:func:`epoch_batches`): a resumed run that
+skips the first k batches of an epoch sees exactly the batches an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from uatlab.data import SequenceDataset
+from uatlab.errors import InputError
+
+UNK = "<unk>"
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Token and label vocabularies in first-seen order; ``tokens[0]`` is ``<unk>``."""
+
+    tokens: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    @classmethod
+    def fit(cls, data: SequenceDataset) -> Vocab:
+        toks = [UNK] + [t for t in data.vocabulary() if t != UNK]
+        return cls(tuple(toks), tuple(data.label_set()))
+
+    @property
+    def token_ids(self) -> dict[str, int]:
+        return {t: i for i, t in enumerate(self.tokens)}
+
+    @property
+    def label_ids(self) -> dict[str, int]:
+        return {y: i for i, y in enumerate(self.labels)}
+
+
+@dataclass
+class EncodedData:
+    """A data set as id arrays: ``ids[i]`` (n_i,) int64 tokens, ``targets[i]`` (n_i,) int64 labels."""
+
+    ids: list[np.ndarray]
+    targets: list[np.ndarray]
+    lengths: np.ndarray  # (N,) int64
+    source: SequenceDataset
+    unknown_tokens: int
+    gold_spans: list[set[tuple[str, int, int]]] | None = None  # entity spans of the targets, cached by evaluate
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def encode(data: SequenceDataset, vocab: Vocab, role: str = "training") -> EncodedData:
+    """Encode ``data``; unknown words become ``<unk>``; an unknown label is an :class:`InputError`.
+
+    Raises:
+        InputError: naming the file:line, sequence, position and label when a label is missing from
+            the label set the model was trained with.
+    """
+    tok_ids, lab_ids = vocab.token_ids, vocab.label_ids
+    ids, targets, unknown = [], [], 0
+    for i, (toks, labs) in enumerate(data):
+        row = np.fromiter((tok_ids.get(t, 0) for t in toks), dtype=np.int64, count=len(toks))
+        unknown += int(sum(1 for t in toks if t not in tok_ids))
+        tgt = np.empty(len(labs), dtype=np.int64)
+        for k, lab in enumerate(labs):
+            j = lab_ids.get(lab)
+            if j is None:
+                raise InputError(
+                    f"{data.where(i)}: label {lab!r} (sequence {i}, position {k}) of the {role} data was never "
+                    f"seen in training; the model knows only {list(vocab.labels)}"
+                )
+            tgt[k] = j
+        ids.append(row)
+        targets.append(tgt)
+    lengths = np.array([len(r) for r in ids], dtype=np.int64)
+    return EncodedData(ids, targets, lengths, data, unknown)
+
+
+@dataclass
+class Batch:
+    """One padded batch: ``inputs`` (B, n) ids, ``targets`` (B, n) with IGNORE on padding, ``mask`` (B, n)."""
+
+    indices: np.ndarray  # (B,) positions in the data set
+    inputs: torch.Tensor  # (B, n) int64
+    targets: torch.Tensor  # (B, n) int64
+    mask: torch.Tensor  # (B, n) bool, True for real tokens
+
+
+def collate(data: EncodedData, indices: Sequence[int]) -> Batch:
+    """Pad the sequences ``indices`` to their longest length."""
+    idx = np.asarray(indices, dtype=np.int64)
+    n = int(data.lengths[idx].max())
+    inputs = np.zeros((len(idx), n), dtype=np.int64)  # (B, n)
+    targets = np.full((len(idx), n), IGNORE, dtype=np.int64)  # (B, n)
+    for r, i in enumerate(idx):
+        m = int(data.lengths[i])
+        inputs[r, :m] = data.ids[i]
+        targets[r, :m] = data.targets[i]
+    t_inputs = torch.from_numpy(inputs)
+    t_targets = torch.from_numpy(targets)
+    return Batch(idx, t_inputs, t_targets, t_targets != IGNORE)
+
+
+def epoch_batches(lengths: np.ndarray, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """The training batches of one epoch: length-bucketed, shuffled, a pure function of (seed, epoch).
+
+    A random permutation is stably sorted by length (sentences of equal length stay in random
+    order), cut into batches of ``batch_size`` similar-length sentences, and the batch order is
+    shuffled. Padding is therefore small and every epoch sees different batch compositions.
+    """
+    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(epoch))
+    perm = torch.randperm(len(lengths), generator=g).numpy()  # (N,)
+    perm = perm[np.argsort(lengths[perm], kind="stable")]
+    chunks = [perm[i : i + batch_size] for i in range(0, len(perm), batch_size)]
+    order = torch.randperm(len(chunks), generator=g).numpy()
+    return [chunks[j] for j in order]
+
+
+def eval_batches(lengths: np.ndarray, max_tokens: int = 8192) -> Iterator[np.ndarray]:
+    """Fixed evaluation batches (sorted by length, at most ``max_tokens`` padded tokens each)."""
+    order = np.argsort(lengths, kind="stable")
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop + 1 - start) * int(lengths[order[stop]]) <= max_tokens:
+            stop += 1
+        yield order[start:stop]
+        start = stop

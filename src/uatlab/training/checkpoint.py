@@ -1,0 +1,71 @@
+"""Atomic training checkpoints: everything needed to continue to the same numbers.
+
+A checkpoint holds the model config and weights, the optimizer state, the training config, the
+vocabulary, the position in the run (completed epochs, batches done in the current epoch, global
+step), the history of per-epoch metrics and the torch RNG state. The learning-rate schedule is a
+pure function of the step (:func:`uatlab.training.trainer.learning_rate`), so it needs no state.
+
+Files are written to a temporary file in the same folder and renamed (``os.replace``), so a
+SIGKILL during a save leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from uatlab.errors import ModelFileError
+
+CHECKPOINT_FORMAT = "uatlab-train-checkpoint-v1"
+
+
+class CheckpointError(ModelFileError):
+    """A checkpoint that cannot be used: missing, truncated, corrupt, or for another model shape."""
+
+
+def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write ``state`` (plain containers and tensors) atomically to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save({"format": CHECKPOINT_FORMAT, **state}, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        CheckpointError: if the file is missing, truncated or corrupt, or not a uatlab checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist (nothing to resume)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError/EOFError/UnpicklingError for damaged files
+        raise CheckpointError(
+            f"checkpoint {path} is unreadable (truncated or corrupt?): {type(exc).__name__}: {exc}"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a uatlab training checkpoint (no '{CHECKPOINT_FORMAT}' tag)")
+    return state
+
+
+def config_differences(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """Human-readable ``field: saved → wanted`` lines for every field that differs."""
+    out = []
+    for k in sorted(set(saved) | set(wanted)):
+        if saved.get(k) != wanted.get(k):
+            out.append(f"{k}: checkpoint has {saved.get(k)!r}, this run asks for {wanted.get(k)!r}")
+    return out

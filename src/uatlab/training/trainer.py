@@ -1,0 +1,545 @@
+"""Training uatlab Transformers on labelled token sequences (token classification).
+
+The model is :class:`uatlab.models.Transformer` with a token embedding, a learned positional
+encoding, L blocks F^(FF)∘F^(SA) of rank-r attention (paper A: r = 1, one head) and a linear
+readout. The loss is the mean cross-entropy over real tokens (padding excluded).
+
+Determinism and resumption: the model is initialised from ``seed``; batch order is a function of
+(seed, epoch) (:func:`uatlab.training.batching.epoch_batches`); the learning rate is a function of
+the global step (:func:`learning_rate`); the checkpoint stores weights, optimizer state, the
+position (epoch, batch) and the history. Nothing else is random (no dropout), so a run resumed
+from any checkpoint reaches the same weights and metrics as an uninterrupted run (on the same
+machine and thread count; CPU kernels are deterministic for a fixed thread count).
+
+Files in ``out_dir``: ``checkpoint.pt`` (after every epoch and on SIGINT/SIGTERM/time budget),
+``metrics.csv`` and ``metrics.jsonl`` (one row per epoch, rewritten atomically),
+``model.safetensors`` (final weights + vocabulary), ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from uatlab.data import SequenceDataset, ceiling_report
+from uatlab.errors import InputError, UatlabError
+from uatlab.models import Transformer, TransformerConfig, load_model, save_model
+from uatlab.training.batching import IGNORE, Vocab, collate, encode, epoch_batches
+from uatlab.training.checkpoint import (
+    CheckpointError,
+    config_differences,
+    load_checkpoint,
+    save_checkpoint,
+)
+from uatlab.training.metrics import evaluate
+
+PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epochs (spec §8, unverified [B])
+DEFAULT_TARGETS = (PAPER_ACCURACY, 0.999, 0.9995)
+
+
+class TrainingError(UatlabError):
+    """Training cannot go on (non-finite loss...); the last good checkpoint is kept."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of one training run (all are CLI flags of ``uatlab train``).
+
+    Model: ``layers`` blocks, ``heads`` heads of size ``head_dim``, attention ``rank`` (None = full),
+    token dimension ``dim``, feed-forward width ``ff_width`` (default ``ff_mult * dim``), learned
+    positional encoding, token embeddings drawn from N(0, ``embed_std``²) (None = PyTorch's N(0, 1)). Optimisation: ``optimizer`` 'adamw' or 'sgd' (with ``momentum``), peak
+    ``lr``, ``schedule`` 'cosine' (linear warmup then cosine decay to ``min_lr_ratio * lr``) or
+    'constant' (linear warmup then flat), gradient-norm clipping ``clip`` (0 = off).
+    """
+
+    layers: int = 1
+    rank: int | None = 1
+    dim: int = 128
+    heads: int = 1
+    head_dim: int = 1
+    ff_width: int | None = None
+    ff_mult: int = 4
+    positional: str = "learned"
+    beta: float = 1.0
+    embed_std: float | None = None
+    epochs: int = 20
+    batch_size: int = 32
+    optimizer: str = "adamw"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    schedule: str = "cosine"
+    warmup_steps: int = 200
+    min_lr_ratio: float = 0.02
+    clip: float = 1.0
+    seed: int = 0
+    dtype: str = "float32"
+    init: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adamw", "sgd"):
+            raise InputError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
+        if self.schedule not in ("cosine", "constant"):
+            raise InputError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}")
+        if self.epochs < 1 or self.batch_size < 1 or not (self.lr > 0):
+            raise InputError(
+                f"need epochs ≥ 1, batch size ≥ 1, lr > 0 (got {self.epochs}, {self.batch_size}, {self.lr})"
+            )
+
+    @property
+    def feedforward_width(self) -> int:
+        return self.ff_width if self.ff_width is not None else self.ff_mult * self.dim
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def learning_rate(step: int, total_steps: int, cfg: TrainConfig) -> float:
+    """Learning rate at global ``step`` (0-based): linear warmup, then cosine decay or constant."""
+    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return cfg.lr
+    span = max(total_steps - cfg.warmup_steps, 1)
+    progress = min(max(step - cfg.warmup_steps, 0) / span, 1.0)
+    floor = cfg.min_lr_ratio * cfg.lr
+    return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass
+class TrainResult:
+    """What ``uatlab train --json`` prints (see :meth:`summary`)."""
+
+    status: str  # 'completed', 'ceiling', 'time budget', 'interrupted'
+    epochs: int
+    history: list[dict[str, Any]]
+    epochs_to: dict[str, int | None]
+    seconds_per_epoch: float | None
+    out_dir: str
+    config: dict[str, Any]
+    model_config: dict[str, Any]
+    parameters: dict[str, int]
+    data: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def train_accuracy(self) -> float | None:
+        return self.history[-1]["train_accuracy"] if self.history else None
+
+    def summary(self) -> dict[str, Any]:
+        last = self.history[-1] if self.history else {}
+        return {
+            "status": self.status,
+            "epochs": self.epochs,
+            "train_accuracy": self.train_accuracy,
+            "train_errors": last.get("train_errors"),
+            "train_entity_f1": last.get("train_entity_f1"),
+            "valid_accuracy": last.get("valid_accuracy"),
+            "valid_entity_f1": last.get("valid_entity_f1"),
+            "epochs_to": self.epochs_to,
+            "seconds_per_epoch": self.seconds_per_epoch,
+            "parameters": self.parameters,
+            "data": self.data,
+            "config": self.config,
+            "model_config": self.model_config,
+            "out_dir": self.out_dir,
+            "files": self.files,
+            "history": [
+                {k: row[k] for k in ("epoch", "train_loss", "train_accuracy", "train_errors", "lr", "seconds_train")}
+                | ({"valid_accuracy": row["valid_accuracy"]} if "valid_accuracy" in row else {})
+                for row in self.history
+            ],
+        }
+
+
+def _threshold_key(t: float) -> str:
+    return f"{t:g}"
+
+
+def epochs_to_targets(
+    history: list[dict[str, Any]], targets: tuple[float, ...], ceiling_errors: int | None = None
+) -> dict[str, int | None]:
+    """First epoch whose full-pass train accuracy reaches each target (None = not reached).
+
+    The key ``"ceiling"`` (if ``ceiling_errors`` is given) is the first epoch with at most that many
+    errors, i.e. the data set's ceiling (inherent conflicts cannot be learned).
+    """
+    out: dict[str, int | None] = {}
+    for t in targets:
+        out[_threshold_key(t)] = next((r["epoch"] for r in history if r["train_accuracy"] >= t), None)
+    if ceiling_errors is not None:
+        out["ceiling"] = next((r["epoch"] for r in history if r["train_errors"] <= ceiling_errors), None)
+    return out
+
+
+def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
+    """Rewrite metrics.csv and metrics.jsonl from the whole history (atomic; safe under resume)."""
+    if not history:
+        return
+    keys = list(dict.fromkeys(k for row in history for k in row))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=keys)
+    w.writeheader()
+    for row in history:
+        w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in keys})
+    for name, text in (
+        ("metrics.csv", buf.getvalue()),
+        ("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history)),
+    ):
+        tmp = out_dir / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, out_dir / name)
+
+
+def _load_init(path: str) -> tuple[Transformer, Vocab]:
+    """A model saved by ``uatlab compile`` or ``uatlab train`` plus its token/label encoding.
+
+    The encoding is read from the model's metadata (``tokens`` and ``labels`` lists in id order, at
+    the top level as ``uatlab train`` writes them or under ``encoding`` as ``uatlab compile`` does),
+    or from a sidecar ``<model>.encoding.json`` with the same two keys.
+    """
+    with warnings.catch_warnings():  # a compiled model may have a width-0 feed-forward layer
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        model, extra = load_model(path)
+    enc = extra if ("tokens" in extra and "labels" in extra) else extra.get("encoding")  # train / compile
+    if enc is None:
+        for side in (Path(str(path) + ".encoding.json"), Path(path).with_suffix(".encoding.json")):
+            if side.is_file():
+                enc = json.loads(side.read_text())
+                break
+    if enc is None or "tokens" not in enc or "labels" not in enc:
+        raise InputError(
+            f"{path}: no token/label encoding found (expected 'tokens' and 'labels' in the model metadata or a "
+            f"sidecar {path}.encoding.json)"
+        )
+    if model.config.vocab_size is None or model.config.num_labels is None:
+        raise InputError(f"{path}: the model has no token embedding or no readout; it cannot be trained on tokens")
+    vocab = Vocab(tuple(str(t) for t in enc["tokens"]), tuple(str(y) for y in enc["labels"]))
+    if len(vocab.tokens) != model.config.vocab_size or len(vocab.labels) != model.config.num_labels:
+        raise InputError(
+            f"{path}: encoding lists {len(vocab.tokens)} tokens / {len(vocab.labels)} labels but the model has "
+            f"vocab_size {model.config.vocab_size} / num_labels {model.config.num_labels}"
+        )
+    return model, vocab
+
+
+def build_model(cfg: TrainConfig, vocab: Vocab, max_len: int) -> Transformer:
+    """A fresh model for ``cfg`` (seeded), sized for ``vocab`` and sequences up to ``max_len``."""
+    mc = TransformerConfig(
+        d_model=cfg.dim,
+        n_layers=cfg.layers,
+        n_heads=cfg.heads,
+        head_dim=cfg.head_dim,
+        rank=cfg.rank,
+        ff_width=cfg.feedforward_width,
+        vocab_size=len(vocab.tokens),
+        num_labels=len(vocab.labels),
+        max_len=max_len,
+        positional=cfg.positional,
+        beta=cfg.beta,
+        dtype=cfg.dtype,
+        meta={"trained_by": "uatlab.training"},
+    )
+    torch.manual_seed(cfg.seed)
+    model = Transformer(mc)
+    if cfg.embed_std is not None and model.embed is not None:
+        with torch.no_grad():  # smaller token embeddings let Adam's ~lr-sized steps move rare words
+            model.embed.weight.normal_(0.0, cfg.embed_std)
+    return model
+
+
+class _StopFlag:
+    """Set by SIGINT/SIGTERM; the loop checks it between batches and checkpoints."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.signal = signal.Signals(signum).name
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def train(
+    train_data: SequenceDataset,
+    cfg: TrainConfig,
+    out_dir: str | os.PathLike,
+    valid_data: SequenceDataset | None = None,
+    resume: bool = False,
+    max_minutes: float | None = None,
+    targets: tuple[float, ...] = DEFAULT_TARGETS,
+    progress: bool = True,
+    with_f1: bool = True,
+    log: Callable[[str], None] | None = None,
+    stop_after_steps: int | None = None,
+    stop_at_ceiling: bool = False,
+    checkpoint_every: int = 1,
+    eval_every: int = 1,
+) -> TrainResult:
+    """Train (or resume) a model on ``train_data``; see the module docstring for the files written.
+
+    Args:
+        train_data: the sequences to memorize.
+        cfg: hyperparameters; with ``resume`` they must equal the checkpoint's.
+        out_dir: folder for checkpoint, metrics, final model and summary.
+        valid_data: optional held-out data evaluated after every epoch (labels must be known).
+        resume: continue from ``out_dir/checkpoint.pt``.
+        max_minutes: wall-clock budget; on expiry the run checkpoints and stops (resumable).
+        targets: accuracies for ``epochs_to`` (the ceiling is always added).
+        progress: show a progress bar (stderr) with live loss and running accuracy.
+        with_f1: compute seqeval entity F1 each epoch (IOB labels only).
+        log: where to send one-line messages (default: nowhere).
+        stop_after_steps: testing hook: behave as if SIGINT arrived after this many steps.
+        stop_at_ceiling: end the run (status 'ceiling') after the first epoch whose full pass has no
+            errors beyond the inherent conflicts (used by the capacity sweep).
+        checkpoint_every: write the checkpoint and metrics files every this many epochs (and at the
+            end, at interruption and at the ceiling); 1 = every epoch.
+        eval_every: run the full evaluation pass (and record a history row) every this many epochs
+            and after the last; the capacity sweep uses it when an epoch is a single step.
+
+    Raises:
+        CheckpointError: unreadable checkpoint, or one for another model/config/data.
+        TrainingError: non-finite loss (names epoch, batch and its first sentence).
+        InputError: labels of ``valid_data`` unseen in training, bad init model.
+    """
+    say = log or (lambda _msg: None)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_path = out / "checkpoint.pt"
+    t_start = time.monotonic()
+
+    # ---- model and vocabulary ------------------------------------------------------------------
+    if cfg.init:
+        model, vocab = _load_init(cfg.init)
+        model.train()
+        known = vocab.token_ids  # a dict built once (the property builds a new one on every call)
+        unknown = [(i, t) for i, seq in enumerate(train_data.tokens) for t in seq if t not in known]
+        if unknown:
+            i, t = unknown[0]
+            raise InputError(
+                f"{train_data.where(i)}: token {t!r} is not in the vocabulary of the init model {cfg.init} "
+                f"({len(unknown)} such tokens)"
+            )
+    else:
+        vocab = Vocab.fit(train_data)
+        max_len = max(train_data.max_len, valid_data.max_len if valid_data is not None else 0)
+        model = build_model(cfg, vocab, max_len)
+    enc_train = encode(train_data, vocab, role="training")
+    enc_valid = encode(valid_data, vocab, role="validation") if valid_data is not None else None
+    rep = ceiling_report(train_data)
+    data_info = {
+        "source": train_data.source,
+        "sequences": len(train_data),
+        "tokens": train_data.num_tokens,
+        "ceiling_accuracy": rep.ceiling_accuracy,
+        "conflict_tokens": rep.conflict_tokens,
+        "vocab_size": len(vocab.tokens),
+        "labels": list(vocab.labels),
+    }
+    if valid_data is not None:
+        data_info["valid_sequences"] = len(valid_data)
+        data_info["valid_unknown_tokens"] = enc_valid.unknown_tokens
+
+    if cfg.optimizer == "adamw":
+        # fused=True: one kernel for the whole update (3x faster on CPU when the embedding dominates)
+        opt: torch.optim.Optimizer = torch.optim.AdamW(
+            model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98), fused=True
+        )
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+
+    steps_per_epoch = math.ceil(len(enc_train) / cfg.batch_size)
+    total_steps = steps_per_epoch * cfg.epochs
+    fingerprint = {
+        "train_source": train_data.source,
+        "train_sequences": len(train_data),
+        "train_tokens": train_data.num_tokens,
+        "valid_sequences": len(valid_data) if valid_data is not None else None,
+    }
+    history: list[dict[str, Any]] = []
+    epoch, batch_in_epoch, step, epoch_seconds = 0, 0, 0, 0.0
+    if resume:
+        state = load_checkpoint(ckpt_path)
+        diffs = config_differences(state.get("train_config", {}), cfg.as_dict())
+        diffs += config_differences(state.get("data", {}), fingerprint)
+        saved_model_cfg = state.get("model_config")
+        if saved_model_cfg != model.config.to_json():
+            diffs.append(f"model shape: checkpoint has {saved_model_cfg}, this run builds {model.config.to_json()}")
+        if diffs:
+            raise CheckpointError(f"{ckpt_path} was written for a different run:\n  " + "\n  ".join(diffs))
+        try:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"{ckpt_path}: weights do not fit the model: {exc}") from None
+        torch.set_rng_state(state["rng"])
+        epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
+        epoch_seconds = state.get("epoch_seconds", 0.0)
+        history = list(state["history"])
+        say(f"resumed from {ckpt_path}: epoch {epoch + 1}, batch {batch_in_epoch}, step {step}")
+    elif ckpt_path.exists():
+        raise CheckpointError(
+            f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out folder"
+        )
+
+    def checkpoint(ep: int, bi: int, st: int, secs: float) -> None:
+        save_checkpoint(
+            {
+                "train_config": cfg.as_dict(),
+                "data": fingerprint,
+                "model_config": model.config.to_json(),
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "rng": torch.get_rng_state(),
+                "epoch": ep,
+                "batch_in_epoch": bi,
+                "step": st,
+                "epoch_seconds": secs,
+                "history": history,
+                "vocab_tokens": list(vocab.tokens),
+                "vocab_labels": list(vocab.labels),
+            },
+            ckpt_path,
+        )
+
+    status = "completed"
+    model.train()
+    with _StopFlag() as stop:
+        while epoch < cfg.epochs and status == "completed":
+            batches = epoch_batches(enc_train.lengths, cfg.batch_size, cfg.seed, epoch)
+            bar = tqdm(
+                total=len(batches),
+                initial=batch_in_epoch,
+                desc=f"epoch {epoch + 1}/{cfg.epochs}",
+                disable=not progress,
+                leave=False,
+                mininterval=0.5 if os.isatty(2) else 10.0,
+                dynamic_ncols=True,
+            )
+            run_loss, run_right, run_tokens = 0.0, 0, 0
+            t0 = time.perf_counter()
+            while batch_in_epoch < len(batches):
+                over_time = max_minutes is not None and (time.monotonic() - t_start) > 60.0 * max_minutes
+                hook = stop_after_steps is not None and step >= stop_after_steps
+                if stop.signal or over_time or hook:
+                    status = "time budget" if over_time else "interrupted"
+                    checkpoint(epoch, batch_in_epoch, step, epoch_seconds + time.perf_counter() - t0)
+                    say(f"{status}: checkpoint at epoch {epoch + 1}, batch {batch_in_epoch} → {ckpt_path}")
+                    break
+                b = collate(enc_train, batches[batch_in_epoch])
+                lr = learning_rate(step, total_steps, cfg)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                logits = model(b.inputs, key_padding_mask=b.mask)  # (B, n, labels)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=IGNORE)
+                if not torch.isfinite(loss):
+                    first = int(b.indices[0])
+                    raise TrainingError(
+                        f"loss became {float(loss.detach())} at epoch {epoch + 1}, batch {batch_in_epoch + 1}/{len(batches)} "
+                        f"(step {step + 1}, first sentence {train_data.where(first)}); the last good checkpoint "
+                        f"{ckpt_path if ckpt_path.exists() else '(none yet)'} was kept. Lower --lr or keep --clip on."
+                    )
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                opt.step()
+                step += 1
+                batch_in_epoch += 1
+                with torch.no_grad():
+                    ntok = int(b.mask.sum())
+                    run_loss += float(loss.detach()) * ntok
+                    run_right += int(((logits.argmax(-1) == b.targets) & b.mask).sum())
+                    run_tokens += ntok
+                if progress and (batch_in_epoch % 10 == 0 or batch_in_epoch == len(batches)):
+                    bar.set_postfix(
+                        loss=f"{run_loss / run_tokens:.4f}", acc=f"{run_right / run_tokens:.4f}", refresh=False
+                    )
+                bar.update(1)
+            bar.close()
+            if status != "completed":
+                break
+            seconds_train = epoch_seconds + time.perf_counter() - t0
+            if (epoch + 1) % eval_every != 0 and epoch + 1 < cfg.epochs:
+                epoch, batch_in_epoch, epoch_seconds = epoch + 1, 0, 0.0
+                continue
+            t1 = time.perf_counter()
+            ev = evaluate(model, enc_train, vocab.labels, with_f1=with_f1)
+            row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr}
+            row |= ev.as_dict("train")
+            if enc_valid is not None:
+                row |= evaluate(model, enc_valid, vocab.labels, with_f1=with_f1).as_dict("valid")
+            row["seconds_train"] = seconds_train
+            row["seconds_eval"] = time.perf_counter() - t1
+            history.append(row)
+            epoch, batch_in_epoch, epoch_seconds = epoch + 1, 0, 0.0
+            if stop_at_ceiling and row["train_errors"] <= rep.conflict_tokens:
+                status = "ceiling"
+            if epoch % checkpoint_every == 0 or epoch == cfg.epochs or status != "completed":
+                checkpoint(epoch, 0, step, 0.0)
+                _write_metrics(out, history)
+            say(
+                f"epoch {epoch}: train loss {row['train_loss']:.5f} acc {row['train_accuracy']:.5f} "
+                f"errors {row['train_errors']} ({seconds_train:.1f}s train)"
+            )
+
+    ceiling_errors = rep.conflict_tokens
+    result = TrainResult(
+        status=status,
+        epochs=len(history),
+        history=history,
+        epochs_to=epochs_to_targets(history, targets, ceiling_errors),
+        seconds_per_epoch=float(np.median([r["seconds_train"] for r in history])) if history else None,
+        out_dir=str(out),
+        config=cfg.as_dict(),
+        model_config=json.loads(model.config.to_json()),
+        parameters={
+            "total": model.num_parameters(),
+            "non_embedding": model.num_parameters(non_embedding=True),
+        },
+        data=data_info,
+        files={
+            "checkpoint": str(ckpt_path),
+            "metrics_csv": str(out / "metrics.csv"),
+            "metrics_jsonl": str(out / "metrics.jsonl"),
+        },
+    )
+    if status in ("completed", "ceiling"):
+        model_path = save_model(
+            model,
+            out / "model.safetensors",
+            extra={"tokens": list(vocab.tokens), "labels": list(vocab.labels), "train_config": cfg.as_dict()},
+        )
+        result.files["model"] = str(model_path)
+    summary = result.summary()
+    tmp = out / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, default=str))
+    os.replace(tmp, out / "summary.json")
+    result.files["summary"] = str(out / "summary.json")
+    return result

@@ -1,0 +1,65 @@
+"""``uatlab train`` / ``data-report`` end to end through the CLI entry point (in-process)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from uatlab.cli import main
+from uatlab.data import from_lists, write_conll
+
+
+@pytest.fixture
+def conll_file(tmp_path):
+    rng = random.Random(0)
+    toks, labs = [], []
+    for _ in range(16):
+        n = rng.randint(2, 6)
+        toks.append([f"w{rng.randint(0, 9)}" for _ in range(n)])
+        labs.append([rng.choice(["O", "O", "B-PER", "B-LOC"]) for _ in range(n)])
+    toks.append(toks[0])  # a duplicate sentence with one conflicting label
+    labs.append(["B-ORG" if labs[0][0] != "B-ORG" else "O"] + labs[0][1:])
+    path = tmp_path / "train.conll"
+    write_conll(from_lists(toks, labs, source=str(path)), path)
+    return path
+
+
+def run_json(capsys, argv):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def test_train_json_fields_and_resume_error(tmp_path, capsys, conll_file):
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--out", str(out), "--epochs", "3", "--dim", "16", "--lr", "1e-2"]
+    code, data, _ = run_json(capsys, [*argv, "--batch-size", "4", "--warmup-steps", "2", "--json"])
+    assert code == 0
+    assert data["epochs"] == 3 and len(data["history"]) == 3
+    assert 0 <= data["train_accuracy"] <= 1 and data["seconds_per_epoch"] > 0
+    assert set(data["epochs_to"]) == {"0.9872", "0.999", "0.9995", "ceiling"}
+    assert data["data"]["conflict_tokens"] == 1
+    # same folder again without --resume: a clear error, exit code 2, nothing overwritten
+    code, _, err = run_json(capsys, [*argv, "--batch-size", "4", "--warmup-steps", "2", "--json"])
+    assert code == 2 and "already exists: pass --resume" in err
+    # --resume with another shape: names the differing field
+    code, _, err = run_json(capsys, [*argv, "--batch-size", "8", "--warmup-steps", "2", "--resume", "--json"])
+    assert code == 2 and "batch_size: checkpoint has 4, this run asks for 8" in err
+
+
+def test_data_report_json(capsys, conll_file):
+    code, data, _ = run_json(capsys, ["data-report", str(conll_file), "--json"])
+    assert code == 0
+    assert data["sequences"] == 17 and data["duplicate_sequences"] == 1 and data["conflict_tokens"] == 1
+    assert data["ceiling_accuracy"] == pytest.approx((data["tokens"] - 1) / data["tokens"])
+    assert data["conflicts"][0]["position"] == 0
+    assert data["baseline_all_majority_label"] <= data["baseline_per_word_majority"] <= data["ceiling_accuracy"]
+
+
+def test_malformed_file_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.conll"
+    bad.write_text("a O\nb\n")
+    code, _, err = run_json(capsys, ["train", str(bad), "--out", str(tmp_path / "r"), "--json"])
+    assert code == 2 and "bad.conll:2" in err

@@ -1,0 +1,70 @@
+"""Capacity sweep: synthetic data, slope fit with CI, bit budgets, and a tiny resumable sweep."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from uatlab.data import from_lists
+from uatlab.data.report import bit_budgets, data_report
+from uatlab.experiments.capacity import fit_slope, information_bits, run_capacity, synthetic_random_labels
+
+
+def test_synthetic_random_labels_are_seeded_and_carry_log2k_bits_per_token():
+    a = synthetic_random_labels(10, length=5, vocab=7, labels=4, seed=1)
+    b = synthetic_random_labels(10, length=5, vocab=7, labels=4, seed=1)
+    assert a.tokens == b.tokens and a.labels == b.labels
+    assert a.tokens != synthetic_random_labels(10, length=5, vocab=7, labels=4, seed=2).tokens
+    assert len(a) == 10 and a.num_tokens == 50 and set(a.label_set()) <= {"c0", "c1", "c2", "c3"}
+    assert information_bits(a, "synthetic", 4)["bits"] == 100.0
+
+
+def test_fit_slope_recovers_a_power_law_and_its_interval_covers_noise():
+    ns = [10, 20, 40, 80, 160]
+    exact = fit_slope(ns, [3.0 * n**0.5 for n in ns])
+    assert exact["slope"] == pytest.approx(0.5) and exact["ci_high"] - exact["ci_low"] < 1e-9
+    rng = np.random.default_rng(0)
+    noisy = fit_slope(ns, [3.0 * n**0.7 * math.exp(rng.normal(0, 0.2)) for n in ns])
+    assert noisy["ci_low"] < 0.7 < noisy["ci_high"] and noisy["ci_high"] - noisy["ci_low"] > 0.01
+    assert fit_slope([1, 2], [1, 2]) is None
+
+
+def test_bit_budgets_and_data_report_on_a_fixture():
+    data = from_lists(
+        [["a", "b"], ["a", "b"], ["a", "c"], ["d"]],
+        [["O", "B-PER"], ["O", "B-LOC"], ["B-PER", "O"], ["O"]],
+        source="fx.conll",
+    )
+    b = bit_budgets(data)
+    # H(tag): counts O 4, B-PER 2, B-LOC 1 over 7 tokens
+    h = -sum(c / 7 * math.log2(c / 7) for c in (4, 2, 1))
+    assert b["H_tag_bits_per_token"] == pytest.approx(h)
+    # H(tag|word): a {O,O,B-PER}, b {B-PER,B-LOC}, c {O}, d {O}
+    h_cond = 3 / 7 * -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3)) + 2 / 7 * 1.0
+    assert b["H_tag_given_word_bits_per_token"] == pytest.approx(h_cond)
+    rep = data_report(data)
+    assert rep["duplicate_sequences"] == 1 and rep["conflict_tokens"] == 1
+    assert rep["ceiling_accuracy"] == pytest.approx(6 / 7)
+    assert rep["conflicts"][0]["token"] == "b" and rep["conflicts"][0]["where"] == ["fx.conll:1", "fx.conll:2"]
+
+
+def test_tiny_capacity_sweep_writes_results_and_never_recomputes(tmp_path):
+    kw = dict(kind="synthetic", ns=(4, 8), grid=(2, 16), max_steps=150, length=4, vocab=6, labels=2, lr=2e-2)
+    s = run_capacity(tmp_path, **kw)
+    assert [r["N"] for r in s["rows"]] == [4, 8]
+    for r in s["rows"]:
+        if r["reached"]:
+            assert r["bits"] == r["tokens"] * 1.0
+            assert r["bits_per_parameter_non_embedding"] == pytest.approx(r["bits"] / r["parameters_non_embedding"])
+    for f in s["files"]:
+        assert (tmp_path / f.split("/")[-1]).is_file()
+    trials = sorted(p.name for p in (tmp_path / "trials").iterdir())
+    stamps = {p: (tmp_path / "trials" / p).stat().st_mtime_ns for p in trials}
+    again = run_capacity(tmp_path, **kw)
+    assert again["rows"] == s["rows"]
+    assert {p: (tmp_path / "trials" / p).stat().st_mtime_ns for p in trials} == stamps  # nothing recomputed
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["rows"] == json.loads(json.dumps(s["rows"]))
