@@ -20,6 +20,7 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.memorization",
     "uatlab.claims.approximation",
     "uatlab.claims.training",
+    "uatlab.claims.paper_b_experiments",
 ]
 
 _loaded = False

@@ -17,6 +17,7 @@ COMMAND_MODULES: list[str] = [
     "uatlab.cli.experiment",
     "uatlab.cli.train",
     "uatlab.cli.theory",
+    "uatlab.cli.paper_b",
     "uatlab.cli.compile",
     "uatlab.cli.approx",
 ]
