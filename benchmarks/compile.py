@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -20,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-CONLL = Path("/work/shared/data/conll2003")
+# the CoNLL-2003 files (never in this repository): ../shared/data/conll2003 beside the checkout, or $UATLAB_CONLL_DIR
+CONLL = Path(os.environ.get("UATLAB_CONLL_DIR", Path(__file__).resolve().parents[2] / "shared/data/conll2003"))
 UATLAB = [sys.executable, "-c", "import sys; from uatlab.cli import main; sys.exit(main(sys.argv[1:]))"]
 # the same, reporting the process's own peak RSS (kB) on stderr as 'MAXRSS <kB>'
 UATLAB_RSS = [
