@@ -1,6 +1,6 @@
 """Claims of issue 5: universal approximation built in closed form (paper A Prop. 1, paper B Sec. 3 and App. B).
 
-Each check runs a size sweep from :mod:`uatlab.constructions.approximation_sweeps`, measures the errors
+Each check runs a size sweep from :mod:`uatlab.experiments.approximation_sweeps`, measures the errors
 and derives the verdict from the measured numbers and the proven bounds.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
-from uatlab.constructions import approximation_sweeps as sw
+from uatlab.experiments import approximation_sweeps as sw
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024"
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"

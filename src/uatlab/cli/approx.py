@@ -16,8 +16,8 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, print_json
-from uatlab.constructions import approximation_sweeps as sw
 from uatlab.errors import InputError
+from uatlab.experiments import approximation_sweeps as sw
 
 approx = typer.Typer(
     name="approx",
