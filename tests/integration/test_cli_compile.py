@@ -10,23 +10,23 @@ from uatlab.cli import main
 
 CONLL = """-DOCSTART- -X- -X- O
 
-EU NNP B-NP B-ORG
-rejects VBZ B-VP O
-German JJ B-NP B-MISC
+Zorbia NNP B-NP B-ORG
+praises VBZ B-VP O
+Quarkish JJ B-NP B-MISC
 call NN I-NP O
 
-Peter NNP B-NP B-PER
-Blackburn NNP I-NP I-PER
+Alva NNP B-NP B-PER
+Kestrel NNP I-NP I-PER
 
-German JJ B-NP B-MISC
-rejects VBZ B-VP O
-EU NNP B-NP O
+Quarkish JJ B-NP B-MISC
+praises VBZ B-VP O
+Zorbia NNP B-NP O
 
-Peter NNP B-NP B-PER
-Blackburn NNP I-NP I-PER
+Alva NNP B-NP B-PER
+Kestrel NNP I-NP I-PER
 
-Peter NNP B-NP B-PER
-Blackburn NNP I-NP B-PER
+Alva NNP B-NP B-PER
+Kestrel NNP I-NP B-PER
 """
 
 CONTRACT = ["sequences", "tokens", "conflict_tokens", "ceiling_tokens", "correct_tokens", "certified",
@@ -57,10 +57,10 @@ def test_compile_conll_prints_contract_and_lists_conflict(capsys, tmp_path, conl
     fig = _json(capsys, ["compile", str(conll), "--out", str(out)])
     assert all(k in fig for k in CONTRACT)
     assert fig["sequences"] == 5 and fig["tokens"] == 13
-    # 'Blackburn' after 'Peter' is I-PER twice and B-PER once in identical sentences: one conflict token
+    # 'Kestrel' after 'Alva' is I-PER twice and B-PER once in identical sentences: one conflict token
     assert fig["conflict_tokens"] == 1 and fig["ceiling_tokens"] == 12
     (conf,) = fig["conflicts"]
-    assert conf["token"] == "Blackburn" and conf["majority"] == "I-PER"
+    assert conf["token"] == "Kestrel" and conf["majority"] == "I-PER"
     assert fig["certified"] is True and fig["correct_tokens"] == 12 and fig["certified_fraction"] == 1.0
     assert fig["dtype"] == "float64" and out.is_file() and fig["model_file_bytes"] == out.stat().st_size
     # certify the saved model on the same data: same verdict
@@ -110,11 +110,11 @@ def test_bad_inputs_are_clear_errors(capsys, tmp_path, conll):
     model = tmp_path / "m.safetensors"
     _run(capsys, ["compile", str(conll), "--out", str(model), "--json"])
     unknown = tmp_path / "u.conll"
-    unknown.write_text("EU NNP B-NP B-ORG\nzebra NN I-NP O\n")
+    unknown.write_text("Zorbia NNP B-NP B-ORG\nzebra NN I-NP O\n")
     err = _run(capsys, ["certify", str(model), str(unknown)], 2).err
     assert "zebra" in err and "position 1" in err
     badlab = tmp_path / "l.conll"
-    badlab.write_text("EU NNP B-NP B-FOO\n")
+    badlab.write_text("Zorbia NNP B-NP B-FOO\n")
     assert "B-FOO" in _run(capsys, ["certify", str(model), str(badlab)], 2).err
     notmodel = tmp_path / "n.safetensors"
     notmodel.write_bytes(b"not a model at all")

@@ -19,15 +19,15 @@ def rows():
     return FakeSplit(
         [
             {"tokens": [], "ner_tags": []},
-            {"tokens": ["EU", "rejects", "German"], "ner_tags": [3, 0, 7]},
-            {"tokens": ["Peter", "Blackburn"], "ner_tags": [1, 2]},
+            {"tokens": ["Zorbia", "praises", "Quarkish"], "ner_tags": [3, 0, 7]},
+            {"tokens": ["Alva", "Kestrel"], "ner_tags": [1, 2]},
         ]
     )
 
 
 def test_split_becomes_a_sequence_dataset():
     ds = dataset_from_hf_split(rows(), source="fake")
-    assert ds.tokens == [["EU", "rejects", "German"], ["Peter", "Blackburn"]]
+    assert ds.tokens == [["Zorbia", "praises", "Quarkish"], ["Alva", "Kestrel"]]
     assert ds.labels == [["B-ORG", "O", "B-MISC"], ["B-PER", "I-PER"]]
 
 

@@ -21,16 +21,16 @@ from uatlab.errors import InputError
 
 CONLL = """-DOCSTART- -X- -X- O
 
-EU NNP B-NP B-ORG
-rejects VBZ B-VP O
-German JJ B-NP B-MISC
+Zorbia NNP B-NP B-ORG
+praises VBZ B-VP O
+Quarkish JJ B-NP B-MISC
 
-Peter NNP B-NP B-PER
-Blackburn NNP I-NP I-PER
+Alva NNP B-NP B-PER
+Kestrel NNP I-NP I-PER
 
-EU NNP B-NP B-ORG
-rejects VBZ B-VP O
-German JJ B-NP O
+Zorbia NNP B-NP B-ORG
+praises VBZ B-VP O
+Quarkish JJ B-NP O
 """
 
 
@@ -41,9 +41,9 @@ def test_conll_reader_counts_and_conflicts(tmp_path):
     assert len(ds) == 3 and ds.num_tokens == 8
     assert ds.lines == [3, 7, 10]
     rep = ceiling_report(ds)
-    # the two identical sentences disagree on "German": one conflicting token
+    # the two identical sentences disagree on "Quarkish": one conflicting token
     assert rep.conflict_tokens == 1 and rep.ceiling_tokens == 7
-    assert rep.conflicts[0].token == "German" and rep.conflicts[0].label_counts == {"B-MISC": 1, "O": 1}
+    assert rep.conflicts[0].token == "Quarkish" and rep.conflicts[0].label_counts == {"B-MISC": 1, "O": 1}
     targets = majority_targets(ds)
     assert targets[0] == targets[2]
     b = baselines(ds)
@@ -53,10 +53,10 @@ def test_conll_reader_counts_and_conflicts(tmp_path):
 
 def test_conll_errors_name_file_and_line(tmp_path):
     p = tmp_path / "bad.txt"
-    p.write_text("EU NNP B-NP B-ORG\nrejects\n")
+    p.write_text("Zorbia NNP B-NP B-ORG\nrejects\n")
     with pytest.raises(InputError, match=r"bad.txt:2: expected at least 2 columns"):
         read_conll(p)
-    p.write_text("EU NNP B-NP B-ORG\nrejects VBZ O\n")
+    p.write_text("Zorbia NNP B-NP B-ORG\nrejects VBZ O\n")
     with pytest.raises(InputError, match=r"bad.txt:2: expected 4 columns"):
         read_conll(p)
 
