@@ -154,6 +154,26 @@ class CompiledReluNetwork:
         return np.concatenate(out, axis=0)
 
 
+def check_compile_request(
+    domain: tuple[float, float], eps: float | None, anchors: int | None
+) -> tuple[float, float]:
+    """Validate a compile request shared by both ReLU compilers; return the box (lo, hi)."""
+    lo, hi = (float(v) for v in domain)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
+        raise InputError(f"domain [{lo}, {hi}] is not a compact box: need finite lo < hi")
+    if (eps is None) == (anchors is None):
+        raise InputError("give exactly one of eps (target accuracy) or anchors")
+    if eps is not None and not (eps > 0 and math.isfinite(eps)):
+        raise InputError(f"eps must be a positive number, got {eps}")
+    return lo, hi
+
+
+def hidden_unit_ranges(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact [L_j, U_j] of u_j = W1_j · vec X + b1_j over the box [lo, hi]^{nd} (interval arithmetic)."""
+    pos, neg = np.maximum(net.W1, 0).sum(1), np.minimum(net.W1, 0).sum(1)  # (J,), (J,)
+    return neg * hi + pos * lo + net.b1, pos * hi + neg * lo + net.b1
+
+
 def compile_relu_network(
     net: ReluNetwork | nn.Module,
     *,
@@ -182,18 +202,11 @@ def compile_relu_network(
         if n is None or d is None:
             raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
         net = ReluNetwork.from_torch(net, n, d)
-    lo, hi = (float(v) for v in domain)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
-        raise InputError(f"domain [{lo}, {hi}] is not a compact box: need finite lo < hi")
-    if (eps is None) == (anchors is None):
-        raise InputError("give exactly one of eps (target accuracy) or anchors")
-    if eps is not None and not (eps > 0 and math.isfinite(eps)):
-        raise InputError(f"eps must be a positive number, got {eps}")
+    lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     W2 = net.W2.reshape(n, d, J)  # (n, d, J): W2[(i,c), j]
     # exact range of u_j over the box: interval arithmetic on an affine function
-    U = np.maximum(net.W1, 0).sum(1) * hi + np.minimum(net.W1, 0).sum(1) * lo + net.b1  # (J,)
-    Lw = np.minimum(net.W1, 0).sum(1) * hi + np.maximum(net.W1, 0).sum(1) * lo + net.b1  # (J,)
+    Lw, U = hidden_unit_ranges(net, lo, hi)  # (J,), (J,)
     heads: list[tuple[int, int, int, np.ndarray, float]] = []  # (j, c, sign, κ over positions (n,), K)
     for j in range(J):
         if U[j] <= 0:

@@ -83,7 +83,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from uatlab.constructions.relu_compiler import CompiledReluNetwork, ReluNetwork
+from uatlab.constructions.relu_compiler import (
+    CompiledReluNetwork,
+    ReluNetwork,
+    check_compile_request,
+    hidden_unit_ranges,
+)
 from uatlab.constructions.truncated_linear import (
     DEAD_SCORE,
     InterpolationPlan,
@@ -112,11 +117,6 @@ class CompiledReluNetworkTwoLayer(CompiledReluNetwork):
     propagated_bound: float = math.nan
     details: dict[str, float] = field(default_factory=dict)
 
-
-def _hidden_ranges(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """Exact [L_j, U_j] of u_j over the box [lo, hi]^{nd} (interval arithmetic on an affine map)."""
-    pos, neg = np.maximum(net.W1, 0).sum(1), np.minimum(net.W1, 0).sum(1)  # (J,), (J,)
-    return neg * hi + pos * lo + net.b1, pos * hi + neg * lo + net.b1
 
 
 def compile_relu_network_two_layer(
@@ -148,19 +148,13 @@ def compile_relu_network_two_layer(
         if n is None or d is None:
             raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
         net = ReluNetwork.from_torch(net, n, d)
-    lo, hi = (float(v) for v in domain)
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
-        raise InputError(f"domain [{lo}, {hi}] is not a compact box: need finite lo < hi")
-    if (eps is None) == (anchors is None):
-        raise InputError("give exactly one of eps (target accuracy) or anchors")
-    if eps is not None and not (eps > 0 and math.isfinite(eps)):
-        raise InputError(f"eps must be a positive number, got {eps}")
+    lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     if n < 2:
         raise InputError(f"the two-layer construction needs sequences of length n ≥ 2 (a sink token), got n={n}")
     G = math.ceil(J / (n - 1))  # groups of n − 1 unit slots; the last token n − 1 of every group is the sink
     sink = n - 1
-    Lw, U = _hidden_ranges(net, lo, hi)  # (J,), (J,)
+    Lw, U = hidden_unit_ranges(net, lo, hi)  # (J,), (J,)
     live = U > 0  # (J,) units that are not identically 0 on the box
     if not live.any():
         raise InputError("every hidden unit is inactive on the domain: nothing to compile")
