@@ -65,6 +65,20 @@ def _noop(_: str) -> None:
 
 
 # ---------------------------------------------------------------------------- paper B: truncated linear
+def _truncated_linear_row(c: Any, r: dict[str, float], *, anchors: int, heads: int) -> dict[str, Any]:
+    """The CSV/JSON row shared by the anchor and head sweeps of truncated-linear attention."""
+    return {
+        "anchors": anchors,
+        "heads": heads,
+        "beta": c.plan.beta,
+        "sup_error": r["sup_error"],
+        "sup_outside": r["sup_outside"],
+        "bound": c.plan.bound,
+        "clamp_bound": c.plan.clamp_bound,
+        "params": c.params,
+    }
+
+
 def sweep_truncated_linear(
     anchors: Sequence[int] = (11, 21, 41, 81, 161),
     *,
@@ -89,19 +103,12 @@ def sweep_truncated_linear(
         r = measure_sup_error(c, ys)
         rows.append(
             {
-                "anchors": m,
-                "heads": heads,
+                **_truncated_linear_row(c, r, anchors=m, heads=heads),
                 "mode": mode,
-                "beta": c.plan.beta,
                 "beta_delta2": c.plan.x,
-                "sup_error": r["sup_error"],
                 "sup_inside": r["sup_inside"],
-                "sup_outside": r["sup_outside"],
-                "bound": c.plan.bound,
-                "clamp_bound": c.plan.clamp_bound,
                 "spec_bound": c.plan.spec_bound,
                 "half_spacing": c.plan.delta / 2,
-                "params": c.params,
             }
         )
         progress(f"truncated-linear m={m}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
@@ -126,18 +133,7 @@ def sweep_heads(
     for H in heads:
         c = build_truncated_linear_attention([1.0], 0.0, a, b, anchors=anchors, heads=H, mode="token")
         r = measure_sup_error(c, ys)
-        rows.append(
-            {
-                "heads": H,
-                "anchors": anchors,
-                "beta": c.plan.beta,
-                "sup_error": r["sup_error"],
-                "sup_outside": r["sup_outside"],
-                "bound": c.plan.bound,
-                "clamp_bound": c.plan.clamp_bound,
-                "params": c.params,
-            }
-        )
+        rows.append(_truncated_linear_row(c, r, anchors=anchors, heads=H))
         progress(f"heads H={H}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
     slopes = {"sup_error_vs_heads": fit_loglog_slope([r["heads"] for r in rows], [r["sup_error"] for r in rows])}
     return Sweep("heads", "heads", rows, slopes, seconds=time.perf_counter() - t0)
