@@ -1,7 +1,7 @@
 """Benchmark of ``uatlab compile``: every must-show figure of issue 3, measured.
 
     python benchmarks/compile.py            # CoNLL-2003 train (float64, float32), valid, causal train,
-                                            # synthetic N=20,000 n=32 V=5,000 C=10
+                                            # train x8 out of core, synthetic N=20,000 n=32 V=5,000 C=10
     python benchmarks/compile.py --quick    # CI size: a small synthetic set and the first 1,000 CoNLL sentences
 
 Each case runs in a fresh subprocess (peak RSS and CPU time per case are then its own) through the
@@ -62,7 +62,7 @@ COLUMNS = [
     ("paper_a_param_count", "paper A"), ("non_embedding_vs_paper_a", "ratio"), ("ff_width", "ff width"),
     ("d_model", "d"), ("max_abs_weight", "max|w|"), ("bits_of_precision_relied_on", "bits"),
     ("bits_per_param_non_embedding", "label bits/param"), ("model_file_bytes", "file bytes"),
-    ("wall_seconds", "wall s"), ("cpu_seconds", "cpu s"), ("peak_rss_mb", "RSS MB"),
+    ("buckets", "buckets"), ("wall_seconds", "wall s"), ("cpu_seconds", "cpu s"), ("peak_rss_mb", "RSS MB"),
 ]  # fmt: skip
 
 
@@ -97,6 +97,8 @@ def main() -> int:
             head.write_text("".join(lines))
             cases.append(("conll-head-1000-f64", [str(head)]))
         cases.append((f"synthetic-N{N}-f64", [str(syn)]))
+        # out of core: the same data in 8 on-disk chunks and buckets (must give the same model)
+        cases.append((f"synthetic-N{N}-f64-chunked", [str(syn), "--chunk-tokens", str(N * n // 8)]))
     else:
         if have_conll:
             cases += [
@@ -105,6 +107,13 @@ def main() -> int:
                 ("conll-train-f32", [str(CONLL / "train.txt"), "--dtype", "float32"]),
                 ("conll-train-causal-f64", [str(CONLL / "train.txt"), "--causal"]),
             ]
+            # out of core: train repeated 8 times (1.6M tokens) in 200k-token chunks; peak RSS should match 1x
+            x8 = work / "conll-train-x8.txt"
+            with x8.open("w") as fh:
+                text = (CONLL / "train.txt").read_text()
+                for _ in range(8):
+                    fh.write(text + "\n")
+            cases.append(("conll-train-x8-chunked-f64", [str(x8), "--chunk-tokens", "200000"]))
         cases.append(("synthetic-N20000-n32-V5000-C10-f64", [str(syn)]))
     rows = []
     for name, cargs in cases:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+from safetensors import safe_open
 
 from uatlab.cli import main
 
@@ -91,13 +93,22 @@ def test_malformed_line_checkpoint_and_resume(capsys, tmp_path):
     path = tmp_path / "bad.conll"
     path.write_text(good + "broken\n")
     out = tmp_path / "m.safetensors"
-    cap = _run(capsys, ["compile", str(path), "--out", str(out)], code=2)
+    cap = _run(capsys, ["compile", str(path), "--out", str(out), "--chunk-tokens", "16"], code=2)
     assert f"{path}:91" in cap.err and "--resume" in cap.err
-    partial = tmp_path / "m.safetensors.partial.npz"
-    assert partial.is_file()
+    work = tmp_path / "m.safetensors.work"
+    manifest = json.loads((work / "manifest.json").read_text())
+    assert manifest["sequences"] == 30 and manifest["tokens"] == 60 and len(manifest["chunks"]) == 4
     path.write_text(good + "fixed O\n")
-    fig = _json(capsys, ["compile", str(path), "--out", str(out), "--resume"])
-    assert fig["sequences"] == 31 and fig["certified"] is True and not partial.exists()
+    fig = _json(capsys, ["compile", str(path), "--out", str(out), "--resume", "--chunk-tokens", "16"])
+    assert fig["sequences"] == 31 and fig["certified"] is True and not work.exists()
+    assert fig["buckets"] == 4  # 61 tokens in buckets of ≤ 16 words' worth
+    # out of core or not, resumed or not: the same model, bit for bit
+    whole = tmp_path / "whole.safetensors"
+    _json(capsys, ["compile", str(path), "--out", str(whole)])
+    a, b = safe_open(str(out), "pt"), safe_open(str(whole), "pt")
+    assert sorted(a.keys()) == sorted(b.keys())
+    for k in a.keys():
+        assert torch.equal(a.get_tensor(k), b.get_tensor(k)), k
 
 
 def test_bad_inputs_are_clear_errors(capsys, tmp_path, conll):

@@ -66,52 +66,59 @@ def compile_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the random key codes."),
     code: str = typer.Option("auto", "--code", help="Word codes of the FF gate: binary, M-hot (e.g. 3-hot) or auto."),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from OUT.partial.npz left by a data error."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
+    chunk_tokens: int = typer.Option(
+        1_000_000, "--chunk-tokens", help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets."
+    ),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
+    keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Compile a labelled data set into a certified one-layer rank-1 Transformer."""
+    """Compile a labelled data set into a certified one-layer rank-1 Transformer (out of core)."""
     from uatlab.constructions.memorizer import (
-        EncodedData,
         certify_chunks_with_progress,
-        compile_encoded,
-        encode_records,
+        compile_store,
+        progress_bar,
         save_compiled,
         summarize,
     )
+    from uatlab.data.token_store import TokenStore
+    from uatlab.verify.certificate import input_keys
 
     torch.set_num_threads(1)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
-    partial = out.with_name(out.name + ".partial.npz")
-    enc, skip = None, 0
+    work = work_dir or out.with_name(out.name + ".work")
+    store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
-        if not partial.is_file():
-            raise InputError(f"--resume: no checkpoint {partial} to resume from")
-        enc, _ = EncodedData.load(partial)
-        skip = enc.sequences
-        err_console.print(f"resuming after {skip} sequences from {partial}")
-    meta = {"data": str(data), "causal": causal}
-    enc = encode_records(
-        _records(data, fmt), str(data), causal, enc=enc, skip=skip, progress=not json_out, checkpoint=partial, meta=meta
-    )
+        err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
+    bar = progress_bar(not json_out, None, "reading")
+    try:
+        store.read(_records(data, fmt), input_keys, progress=bar.update)
+    finally:
+        bar.close()
     t_read = time.perf_counter() - t0
-    model, report = compile_encoded(
-        enc, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code
-    )
+    model, report = compile_store(
+        store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code,
+        progress=not json_out,
+    )  # fmt: skip
     report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
+    report["chunk_tokens"] = chunk_tokens
+    report["buckets"] = store.m["buckets"]["count"]
     cert = None
     if not no_certify:
         t = time.perf_counter()
-        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), enc.sequences, not json_out)
+        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), store.sequences, not json_out)
         report["stage_seconds"]["certify"] = time.perf_counter() - t
     t = time.perf_counter()
-    fig = summarize(model, report, enc, cert)
+    fig = summarize(model, report, cert)
+    fig["chunk_tokens"], fig["buckets"] = chunk_tokens, report["buckets"]
     save_compiled(model, out, fig)
     fig["stage_seconds"]["save"] = time.perf_counter() - t
-    if partial.is_file():
-        partial.unlink()
+    if not keep_work:
+        store.remove()
     fig["model_file"] = str(out)
     fig["model_file_bytes"] = out.stat().st_size
     fig["seconds"] = time.perf_counter() - t0

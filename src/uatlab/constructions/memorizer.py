@@ -81,21 +81,27 @@ the safetensors header metadata key ``uatlab_extra`` holds it as JSON. :func:`lo
 model with ``model.encoding`` (an :class:`uatlab.data.Encoding`) attached, which is what
 ``uatlab certify`` and ``uatlab train --init`` need to map strings to ids. Token id i is embedding row i.
 
-**Streaming.** :func:`compile_stream` reads sequences one at a time (CoNLL or JSONL iterators) and keeps
-only integer ids per token (word, label, input key): ~20 bytes a token, never the text. It checkpoints
-the encoded prefix to ``<out>.partial.npz`` on a data error, naming file:line, and ``resume=True``
-continues from it.
+**Out of core.** :func:`compile_store` compiles a data set held in an on-disk
+:class:`uatlab.data.token_store.TokenStore` (what ``uatlab compile`` does): the file is read once into
+chunks of integer ids (never the text); h is computed chunk by chunk for every candidate β and the token
+records are partitioned by word into buckets; each bucket is grouped alone and reduced to the points the
+feed-forward layer needs (:func:`reduce_occurrences`: each word's lowest point and both sides of every label
+boundary); the certificate re-reads the file in chunks and counts the ceiling with a spilling counter
+(:class:`uatlab.data.ceiling_counter.CeilingCounter`). Memory is bounded by the chunk, the largest bucket
+(≥ the most frequent word's occurrences) and the model, not by the data: CoNLL-2003 train repeated 8 times
+(1.6M tokens, 200k-token chunks) peaks at 445 MB against 405 MB for one copy. A data error stores the
+sequences read so far and names file:line; ``resume=True`` continues from them. The in-memory
+:func:`compile_encoded` runs the same code on one bucket, and gives the same model bit for bit.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +110,7 @@ import numpy as np
 import torch
 
 from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.data.token_store import TokenStore, TokenTable, encode_sequence
 from uatlab.errors import InputError
 from uatlab.models.io import load_model, save_model
 from uatlab.models.transformer import Transformer, TransformerConfig
@@ -161,43 +168,12 @@ class EncodedData:
         return len(self.word)
 
     def add(self, tokens: list[str], labels: list[str], line: int, context: str) -> None:
-        if len(tokens) == 0:
-            raise InputError(f"{self.source}:{line}: empty sequence")
-        if len(tokens) != len(labels):
-            raise InputError(f"{self.source}:{line}: {len(tokens)} tokens but {len(labels)} labels (ragged)")
-        t2i, l2i = self.token_to_id, self.label_to_id
-        self.word.append(np.fromiter((t2i.setdefault(t, len(t2i)) for t in tokens), np.int64, len(tokens)))
-        self.label.append(np.fromiter((l2i.setdefault(y, len(l2i)) for y in labels), np.int64, len(labels)))
+        w, lab = encode_sequence(tokens, labels, f"{self.source}:{line}", self.token_to_id, self.label_to_id)
+        self.word.append(w)
+        self.label.append(lab)
         keys = np.array(input_keys(tokens, context), dtype=np.int64)
         self.key.append(keys)
         self.lines.append(line)
-
-    def save(self, path: Path, meta: dict[str, Any]) -> None:
-        """Checkpoint the encoded prefix (ids, keys, vocabularies) to ``path`` (npz)."""
-        lengths = np.array([len(w) for w in self.word], dtype=np.int64)
-        np.savez(
-            path,
-            lengths=lengths,
-            word=np.concatenate(self.word) if self.word else np.zeros(0, np.int64),
-            label=np.concatenate(self.label) if self.label else np.zeros(0, np.int64),
-            key=np.concatenate(self.key) if self.key else np.zeros(0, np.int64),
-            lines=np.array(self.lines, dtype=np.int64),
-            meta=np.array(json.dumps({**meta, "tokens": list(self.token_to_id), "labels": list(self.label_to_id)})),
-        )
-
-    @classmethod
-    def load(cls, path: Path) -> tuple[EncodedData, dict[str, Any]]:
-        z = np.load(path)
-        meta = json.loads(str(z["meta"]))
-        enc = cls()
-        enc.token_to_id = {t: i for i, t in enumerate(meta.pop("tokens"))}
-        enc.label_to_id = {y: i for i, y in enumerate(meta.pop("labels"))}
-        cuts = np.cumsum(z["lengths"])[:-1]
-        enc.word = list(np.split(z["word"], cuts))
-        enc.label = list(np.split(z["label"], cuts))
-        enc.key = list(np.split(z["key"], cuts))
-        enc.lines = z["lines"].tolist()
-        return enc, meta
 
 
 # ------------------------------------------------------------------------------------------------
@@ -260,7 +236,11 @@ def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray
 
 @dataclass
 class Occurrences:
-    """Tokens sorted by (word, h), grouped into distinct (word, h) points with majority labels."""
+    """Tokens sorted by (word, h), grouped into distinct (word, h) points with majority labels.
+
+    After :func:`reduce_occurrences` only the points the feed-forward layer needs are kept (each word's
+    lowest point and both sides of every label boundary); ``distinct`` still counts all of them.
+    """
 
     word: np.ndarray  # (G,) per point
     h: np.ndarray  # (G,)
@@ -269,14 +249,26 @@ class Occurrences:
     ceiling_tokens: int
     conflicts: list[dict[str, Any]]
     collision_tokens: int  # tokens lost because different inputs got exactly the same h
+    distinct: int = -1  # distinct (word, h) points before any reduction
+
+    def __post_init__(self) -> None:
+        if self.distinct < 0:
+            self.distinct = len(self.h)
 
 
-def group_occurrences(enc: EncodedData, h: list[np.ndarray], max_listed: int = 50) -> Occurrences:
-    word = np.concatenate(enc.word)
-    lab = np.concatenate(enc.label)
-    key = np.concatenate(enc.key)
-    hh = np.concatenate(h)
+def group_occurrences(table: TokenTable, col: int, id2tok: list[str], id2lab: list[str], lines: np.ndarray,
+                      max_listed: int = 50) -> Occurrences:  # fmt: skip
+    """Group the tokens of ``table`` (column ``col`` of ``table.h`` is their h) into (word, h) points.
+
+    ``table`` must hold every occurrence of each of its words, in data order (ties between labels of one
+    point go to the label seen first). ``lines`` maps a global sequence index to its source line.
+    """
+    word, lab, key, hh = table.word, table.label, table.key, table.h[:, col]
     T = len(word)
+    if T == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return Occurrences(e, np.zeros(0), e, 0, 0, [], 0, 0)
+    num_labels = len(id2lab)
     tok_index = np.arange(T)
     order = np.lexsort((tok_index, hh, word))
     w_s, h_s, l_s, k_s = word[order], hh[order], lab[order], key[order]
@@ -284,10 +276,10 @@ def group_occurrences(enc: EncodedData, h: list[np.ndarray], max_listed: int = 5
     gid = np.cumsum(new) - 1  # (T,) point id per sorted token
     G = int(gid[-1]) + 1
     # majority label per point: count (point, label) pairs; ties → label seen first in data order
-    pair = gid * (len(enc.label_to_id) + 1) + l_s
+    pair = gid * (num_labels + 1) + l_s
     uniq, first_pos, counts = np.unique(pair, return_index=True, return_counts=True)
-    p_gid = uniq // (len(enc.label_to_id) + 1)
-    p_lab = uniq % (len(enc.label_to_id) + 1)
+    p_gid = uniq // (num_labels + 1)
+    p_lab = uniq % (num_labels + 1)
     first_tok = order[first_pos]  # data-order index of the first token with this (point, label)
     best = np.lexsort((first_tok, -counts, p_gid))  # per point: highest count, then earliest
     is_first = np.r_[True, p_gid[best][1:] != p_gid[best][:-1]]
@@ -300,24 +292,20 @@ def group_occurrences(enc: EncodedData, h: list[np.ndarray], max_listed: int = 5
     conflicts: list[dict[str, Any]] = []
     collision = 0
     if multi.any():
-        id2tok = list(enc.token_to_id)
-        id2lab = list(enc.label_to_id)
-        seq_of = np.repeat(np.arange(enc.sequences), [len(w) for w in enc.word])
-        pos_of = np.concatenate([np.arange(len(w)) for w in enc.word])
         starts = np.r_[np.flatnonzero(new), T]
         for g in np.flatnonzero(multi):
             members = np.arange(starts[g], starts[g + 1])
             keys = k_s[members]
             if np.all(keys == keys[0]):  # identical inputs: an inherent conflict
                 t0 = order[members[0]]
-                counts_g = {}
+                counts_g: dict[str, int] = {}
                 for li in l_s[members]:
                     counts_g[id2lab[li]] = counts_g.get(id2lab[li], 0) + 1
                 if len(conflicts) < max_listed:
+                    seqs = sorted({int(table.seq[order[m]]) for m in members})
                     conflicts.append({
-                        "sequences": sorted({int(seq_of[order[m]]) for m in members})[:16],
-                        "lines": sorted({enc.lines[int(seq_of[order[m]])] for m in members})[:16],
-                        "position": int(pos_of[t0]), "token": id2tok[int(w_s[members[0]])],
+                        "sequences": seqs[:16], "lines": sorted({int(lines[q]) for q in seqs})[:16],
+                        "position": int(table.pos[t0]), "token": id2tok[int(w_s[members[0]])],
                         "label_counts": counts_g, "majority": id2lab[int(label[g])],
                     })  # fmt: skip
             else:  # different inputs, same h: the construction cannot separate them
@@ -325,6 +313,37 @@ def group_occurrences(enc: EncodedData, h: list[np.ndarray], max_listed: int = 5
                 collision += wrong - _conflict_losers(keys, l_s[members])
     first = np.flatnonzero(new)
     return Occurrences(w_s[first], h_s[first], label, T, ceiling, conflicts, collision)
+
+
+def reduce_occurrences(occ: Occurrences) -> Occurrences:
+    """Keep each word's first (lowest-h) point and the two points around every label boundary.
+
+    Between two kept points of a word that are not a boundary pair, every dropped point has the same label
+    (a label change would be a boundary), so :func:`label_boundaries` and the first point per word, all
+    that :func:`build_model` reads, are unchanged. Memory then scales with the model, not the data.
+    """
+    if len(occ.h) == 0:
+        return occ
+    first = np.r_[True, occ.word[1:] != occ.word[:-1]]
+    keep = first.copy()
+    bidx, _ = label_boundaries(occ)
+    keep[bidx] = True
+    keep[bidx + 1] = True
+    return Occurrences(occ.word[keep], occ.h[keep], occ.label[keep], occ.tokens, occ.ceiling_tokens,
+                       occ.conflicts, occ.collision_tokens, occ.distinct)  # fmt: skip
+
+
+def merge_occurrences(parts: list[Occurrences], max_listed: int = 50) -> Occurrences:
+    """Concatenate the occurrences of disjoint word sets (buckets), sorted by (word, h)."""
+    word = np.concatenate([p.word for p in parts]) if parts else np.zeros(0, np.int64)
+    h = np.concatenate([p.h for p in parts]) if parts else np.zeros(0)
+    label = np.concatenate([p.label for p in parts]) if parts else np.zeros(0, np.int64)
+    order = np.lexsort((h, word))
+    conflicts = sorted((c for p in parts for c in p.conflicts), key=lambda c: (c["sequences"][0], c["position"]))
+    return Occurrences(
+        word[order], h[order], label[order], sum(p.tokens for p in parts), sum(p.ceiling_tokens for p in parts),
+        conflicts[:max_listed], sum(p.collision_tokens for p in parts), sum(p.distinct for p in parts),
+    )  # fmt: skip
 
 
 def _conflict_losers(keys: np.ndarray, labels: np.ndarray) -> int:
@@ -383,7 +402,7 @@ class CompileResult:
     report: dict[str, Any]
 
 
-def _progress_bar(enabled: bool, total: int | None, desc: str):
+def progress_bar(enabled: bool, total: int | None, desc: str):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="seq", dynamic_ncols=True)
@@ -552,74 +571,88 @@ def word_codes(V: int, scheme: str) -> tuple[np.ndarray, int]:
     raise InputError(f"unknown code scheme {scheme!r}: use 'binary', 'M-hot' (e.g. '3-hot') or 'auto'")
 
 
-def encoding_of(enc: EncodedData) -> Encoding:
+def encoding_of(enc: EncodedData | TokenStore) -> Encoding:
     return Encoding(dict(enc.token_to_id), dict(enc.label_to_id))
 
 
-def _choose_beta(enc, alpha, code, max_len, causal, dtype, seed, candidates) -> tuple[float, list, dict]:
-    """Pick β: fewest label-boundary gaps below the dtype's resolution, then the largest smallest gap
-    relative to the rounding-error scale of h."""
+def _check_request(dtype: str, beta: float | str) -> tuple[float, ...]:
+    """Validate dtype and β; return the β candidates to evaluate."""
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
+    if beta == "auto":
+        return BETA_CANDIDATES
+    beta = float(beta)
+    if not (beta > 0 and math.frexp(beta)[0] == 0.5):
+        raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
+    return (beta,)
+
+
+def context_columns(alpha: np.ndarray, max_len: int, candidates: tuple[float, ...], seed: int, causal: bool):
+    """A function words-of-some-sequences → (T, K) float64: h of every token for each candidate β."""
+    codes = [positional_codes(max_len, beta, seed) for beta in candidates]
+
+    def columns(words: list[np.ndarray]) -> np.ndarray:
+        cols = [np.concatenate(boltzmann_context(words, alpha, pi, b, causal)) for pi, b in codes]
+        return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+
+    return columns
+
+
+def _choose_beta(occs: list[Occurrences], candidates: tuple[float, ...], V: int, code: str,
+                 dtype: str) -> tuple[int, dict]:  # fmt: skip
+    """Pick β among ``candidates`` (their occurrences ``occs``): fewest label-boundary gaps below the dtype's
+    resolution, then the largest smallest gap relative to the rounding-error scale of h. Returns its index."""
     scores = {}
     best = None
-    terms, magnitude = gate_size(len(enc.token_to_id), code, dtype)
-    for beta in candidates:
-        pi, b = positional_codes(max_len, beta, seed)
-        h = boltzmann_context(enc.word, alpha, pi, b, causal)
-        occ = group_occurrences(enc, h)
+    terms, magnitude = gate_size(V, code, dtype)
+    for i, (beta, occ) in enumerate(zip(candidates, occs, strict=True)):
         _, gaps = label_boundaries(occ)
         g = float(gaps.min()) if len(gaps) else math.inf
-        # first: fewest boundaries below the dtype's resolution; then: the largest smallest gap
         too_small = int((gaps < resolution_estimate(beta, dtype, terms, magnitude)).sum())
         score = (-too_small, g / h_error_scale(beta, dtype))
         scores[beta] = {"min_gap": g, "gaps_below_resolution": too_small}
         if best is None or score > best[0]:
-            best = (score, beta, h, occ)
+            best = (score, i)
     assert best is not None
-    return best[1], best[2], {"candidates": scores, "occ": best[3]}
+    return best[1], scores
 
 
-def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
-                    seed: int = 0, max_len: int | None = None, progress: bool = False,
-                    d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
-    """Compile already-encoded data (see :class:`EncodedData`) into a model; returns (model, report)."""
-    if dtype not in ("float32", "float64"):
-        raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
-    if enc.sequences == 0:
-        raise InputError(f"{enc.source}: no sequences to compile")
-    times: dict[str, float] = {}
+def _compile_tables(tables: Iterable[TokenTable], vocab: EncodedData | TokenStore, candidates: tuple[float, ...],
+                    lines: np.ndarray, sequences: int, max_len: int, dtype: str, causal: bool, seed: int,
+                    d_model: int | None, code: str, times: dict[str, float]) -> tuple[Transformer, dict]:  # fmt: skip
+    """Group every table (disjoint word sets) per candidate β, choose β, build the model (one code path for
+    the in-memory and the out-of-core compiler)."""
     t = time.perf_counter()
-    data_max = max(len(w) for w in enc.word)
-    max_len = max(max_len or 0, data_max)
-    V = len(enc.token_to_id)
-    alpha = word_key_codes(V, seed)
-    if beta == "auto":
-        beta, h, chosen = _choose_beta(enc, alpha, code, max_len, causal, dtype, seed, BETA_CANDIDATES)
-        occ = chosen["occ"]
-        beta_scores = chosen["candidates"]
+    id2tok, id2lab = list(vocab.token_to_id), list(vocab.label_to_id)
+    parts: list[list[Occurrences]] = [[] for _ in candidates]
+    for table in tables:
+        for i in range(len(candidates)):
+            parts[i].append(reduce_occurrences(group_occurrences(table, i, id2tok, id2lab, lines)))
+    occs = [merge_occurrences(p) for p in parts]
+    times["group contexts per word"] = time.perf_counter() - t
+    V = len(id2tok)
+    if len(candidates) > 1:
+        i, beta_scores = _choose_beta(occs, candidates, V, code, dtype)
     else:
-        beta = float(beta)
-        if not (beta > 0 and math.frexp(beta)[0] == 0.5):
-            raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
-        pi, b = positional_codes(max_len, beta, seed)
-        h = boltzmann_context(enc.word, alpha, pi, b, causal)
-        occ = group_occurrences(enc, h)
-        beta_scores = {}
-    times["attention (h per token)"] = time.perf_counter() - t
+        i, beta_scores = 0, {}
+    beta, occ = candidates[i], occs[i]
     t = time.perf_counter()
+    alpha = word_key_codes(V, seed)
     pi, b = positional_codes(max_len, beta, seed)
-    model, info = build_model(enc, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
-    model.encoding = encoding_of(enc)
+    model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+    model.encoding = encoding_of(vocab)
     times["feed-forward construction"] = time.perf_counter() - t
     report = {
-        "sequences": enc.sequences,
+        "sequences": sequences,
         "tokens": occ.tokens,
-        "distinct_contexts": int(len(occ.h)),
-        "ceiling_tokens": occ.ceiling_tokens,
+        "distinct_contexts": int(occ.distinct),
+        # the true ceiling also counts collision tokens as winnable (only conflicts are inherent)
+        "ceiling_tokens": occ.ceiling_tokens + occ.collision_tokens,
         "conflict_tokens": occ.tokens - occ.ceiling_tokens - occ.collision_tokens,
         "conflicts": occ.conflicts,
         "collision_tokens": occ.collision_tokens,
         "vocabulary": V,
-        "labels": list(enc.label_to_id),
+        "labels": id2lab,
         "max_len": max_len,
         "beta": beta,
         "beta_search": beta_scores,
@@ -628,8 +661,61 @@ def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = Fal
         **info,
         "stage_seconds": times,
     }
-    # the true ceiling also counts collision tokens as winnable (only conflicts are inherent)
-    report["ceiling_tokens"] = occ.ceiling_tokens + occ.collision_tokens
+    return model, report
+
+
+def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
+                    seed: int = 0, max_len: int | None = None, progress: bool = False,
+                    d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Compile already-encoded in-memory data (see :class:`EncodedData`); returns (model, report)."""
+    candidates = _check_request(dtype, beta)
+    if enc.sequences == 0:
+        raise InputError(f"{enc.source}: no sequences to compile")
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    max_len = max(max_len or 0, max(len(w) for w in enc.word))
+    alpha = word_key_codes(len(enc.token_to_id), seed)
+    h = context_columns(alpha, max_len, candidates, seed, causal)(enc.word)  # (T, K)
+    lengths = np.array([len(w) for w in enc.word])
+    table = TokenTable(
+        np.concatenate(enc.word), np.concatenate(enc.label), np.concatenate(enc.key),
+        np.repeat(np.arange(enc.sequences), lengths), np.arange(len(h)) - np.repeat(np.cumsum(lengths) - lengths, lengths),
+        h,
+    )  # fmt: skip
+    times["attention (h per token)"] = time.perf_counter() - t
+    model, report = _compile_tables([table], enc, candidates, np.asarray(enc.lines), enc.sequences, max_len, dtype,
+                                    causal, seed, d_model, code, times)  # fmt: skip
+    report["label_counts"] = np.bincount(table.label, minlength=len(enc.label_to_id)).tolist()
+    return model, report
+
+
+def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
+                  seed: int = 0, max_len: int | None = None, progress: bool = False,
+                  d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Compile a data set held in an on-disk :class:`~uatlab.data.token_store.TokenStore` (out of core).
+
+    h is computed chunk by chunk for every candidate β and the token records are partitioned by word into
+    buckets; each bucket is grouped on its own and reduced to the points the model needs
+    (:func:`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
+    """
+    candidates = _check_request(dtype, beta)
+    if store.sequences == 0:
+        raise InputError(f"{store.source}: no sequences to compile")
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    max_len = max(max_len or 0, store.max_len)
+    alpha = word_key_codes(len(store.token_to_id), seed)
+    columns = context_columns(alpha, max_len, candidates, seed, causal)
+    signature = {"candidates": list(candidates), "seed": seed, "max_len": max_len, "causal": causal}
+    bar = progress_bar(progress, store.sequences, "attention")
+    try:
+        store.bucketize(columns, len(candidates), signature, progress=bar.update)
+    finally:
+        bar.close()
+    times["attention (h per token)"] = time.perf_counter() - t
+    model, report = _compile_tables(store.bucket_tables(), store, candidates, store.lines, store.sequences, max_len,
+                                    dtype, causal, seed, d_model, code, times)  # fmt: skip
+    report["label_counts"] = store.label_counts.tolist()
     return model, report
 
 
@@ -638,21 +724,21 @@ def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
     return 4 * (s + d) + d * (2 * n * N + d)
 
 
-def label_information_bits(enc: EncodedData) -> float:
+def label_information_bits(label_counts: list[int] | np.ndarray) -> float:
     """Σ over tokens of −log2 p(label) with p the empirical label distribution (bits of label information)."""
-    counts = np.bincount(np.concatenate(enc.label), minlength=len(enc.label_to_id)).astype(np.float64)
+    counts = np.asarray(label_counts, dtype=np.float64)
     p = counts / counts.sum()
     nz = counts > 0
     return float(-(counts[nz] * np.log2(p[nz])).sum())
 
 
-def summarize(model: Transformer, report: dict[str, Any], enc: EncodedData, cert: Certificate | None) -> dict:
+def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | None) -> dict:
     """The figures the issue asks for, as one flat dict (JSON contract fields first)."""
     p_total = model.num_parameters()
     p_ne = model.num_parameters(non_embedding=True)
-    paper = paper_a_param_count(model.config.d_model, report["max_len"], enc.sequences)
+    paper = paper_a_param_count(model.config.d_model, report["max_len"], report["sequences"])
     max_w = max(float(t.detach().abs().max()) for t in model.state_dict().values() if t.numel())
-    bits = label_information_bits(enc)
+    bits = label_information_bits(report["label_counts"])
     out = {
         "sequences": report["sequences"],
         "tokens": report["tokens"],
@@ -702,30 +788,16 @@ def summarize(model: Transformer, report: dict[str, Any], enc: EncodedData, cert
 
 
 def encode_records(records: Iterable[tuple[list[str], list[str], int]], source: str, causal: bool,
-                   enc: EncodedData | None = None, skip: int = 0, progress: bool = False,
-                   checkpoint: Path | None = None, meta: dict | None = None) -> EncodedData:  # fmt: skip
-    """Stream (tokens, labels, line) records into integer ids; on a data error checkpoint what was done."""
-    enc = enc or EncodedData(source=source)
-    enc.source = source
+                   progress: bool = False) -> EncodedData:  # fmt: skip
+    """Encode (tokens, labels, line) records into in-memory integer ids (the out-of-core path is
+    :class:`~uatlab.data.token_store.TokenStore`)."""
+    enc = EncodedData(source=source)
     context = "prefix" if causal else "sequence"
-    bar = _progress_bar(progress, None, "reading")
-    it: Iterator = iter(records)
-    seen = 0
+    bar = progress_bar(progress, None, "reading")
     try:
-        for toks, labs, line in it:
-            seen += 1
-            if seen <= skip:
-                continue
+        for toks, labs, line in records:
             enc.add(toks, labs, line, context)
             bar.update(1)
-    except InputError as exc:
-        if checkpoint is not None and enc.sequences:
-            enc.save(checkpoint, meta or {})
-            raise InputError(
-                f"{exc}\n{enc.sequences} sequences read before the error were saved to {checkpoint}; fix the data "
-                f"and re-run with --resume to continue from sequence {enc.sequences + 1}"
-            ) from None
-        raise
     finally:
         bar.close()
     return enc
@@ -754,13 +826,11 @@ def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool 
         cert = certify_with_progress(model, data, progress)
         report["stage_seconds"]["certify"] = time.perf_counter() - t
     report["seconds"] = time.perf_counter() - t0
-    return CompileResult(
-        model, cert, model.encoding, {**summarize(model, report, enc, cert), "seconds": report["seconds"]}
-    )
+    return CompileResult(model, cert, model.encoding, {**summarize(model, report, cert), "seconds": report["seconds"]})
 
 
 def certify_with_progress(model: Transformer, data: SequenceDataset, progress: bool) -> Certificate:
-    bar = _progress_bar(progress, len(data), "certify")
+    bar = progress_bar(progress, len(data), "certify")
     done = [0]
 
     def cb(n: int, total: int) -> None:
@@ -811,7 +881,7 @@ def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[lis
     """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, with a progress bar."""
     from uatlab.verify.certificate import certify_chunks, stream_chunks
 
-    bar = _progress_bar(progress, total, "certify")
+    bar = progress_bar(progress, total, "certify")
     done = [0]
 
     def cb(n: int, _total: int) -> None:

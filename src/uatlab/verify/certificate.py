@@ -52,6 +52,7 @@ Only assumption beyond IEEE 754: the exp implementation is accurate to EXP_ULPS 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -60,6 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
@@ -668,7 +670,7 @@ def certify_chunks(
     if bm.cfg.num_labels != len(enc.label_to_id):
         raise InputError(f"the model has {bm.cfg.num_labels} labels but its encoding lists {len(enc.label_to_id)}")
     context = "prefix" if bm.cfg.causal else "sequence"
-    groups: dict[int, dict[int, int]] = {}
+    counter = CeilingCounter()  # (input key, label) pairs → ceiling, spilled to disk past 4M tokens
     certified_tokens = correct = 0
     min_margin, min_at = np.inf, None
     max_err = 0.0
@@ -684,10 +686,10 @@ def certify_chunks(
         lab_ids = _encode_ids(chunk, start, enc.label_to_id, "label", chunk.labels)
         n_seq += len(chunk)
         n_tok += chunk.num_tokens
-        for toks, labs in zip(chunk.tokens, lab_ids, strict=True):
-            for key, y in zip(input_keys(toks, context), labs.tolist(), strict=True):
-                g = groups.setdefault(key, {})
-                g[y] = g.get(y, 0) + 1
+        counter.add(
+            np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64),
+            np.concatenate(lab_ids) if lab_ids else np.zeros(0, np.int64),
+        )
         lengths = np.array([len(t) for t in tok_ids])
         for n in np.unique(lengths):
             idx = np.flatnonzero(lengths == n)
@@ -734,7 +736,8 @@ def certify_chunks(
                                      "softmax_range_exceeded": bool(bad[b, k])})  # fmt: skip
         if progress is not None:
             progress(n_seq, total or n_seq)
-    ceiling = sum(max(g.values()) for g in groups.values())
+    ceiling = counter.ceiling()
+    counter.close()
     tokens = n_tok
     return Certificate(
         dtype=bm.dtype,

@@ -1,0 +1,309 @@
+"""An on-disk, chunked, resumable store of encoded labelled sequences (for out-of-core compiling).
+
+``uatlab compile`` streams a data set once into a work directory and never holds all of it in memory:
+
+* **encode pass** (:meth:`TokenStore.read`): records (tokens, labels, line) are turned into integer ids
+  (token, label, input key) and written as chunk files of about ``chunk_tokens`` tokens each
+  (``chunk_00000.npz`` …). In memory: one chunk, the vocabulary, and one line number per sequence.
+* **bucket pass** (:meth:`TokenStore.bucketize`): per chunk a caller-supplied function computes float
+  columns per token (the compiler's Boltzmann contexts h for each candidate β); the token records
+  (word, label, key, sequence, position, columns) are appended to ``buckets`` files partitioned by word id,
+  so that every occurrence of a word lands in one bucket.
+* **group pass** (:meth:`TokenStore.bucket_tables`): one bucket at a time as a :class:`TokenTable`.
+
+Memory is bounded by the chunk size plus the largest bucket (at least the most frequent word's
+occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 36 + 8·K for buckets.
+
+**Nothing computed is lost on an error.** A data error (malformed line, ragged or empty sequence) flushes
+the sequences read so far as a chunk and records them in ``manifest.json``; ``resume=True`` reopens the
+store, rebuilds the vocabulary from the chunks and continues with the next sequence. A finished bucket pass
+is recorded too and is reused by a resumed run with the same parameters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uatlab.errors import InputError
+
+MANIFEST = "manifest.json"
+STORE_VERSION = 1
+
+
+@dataclass
+class TokenTable:
+    """Flat per-token arrays of a set of sequences (a bucket of words, or a whole in-memory data set)."""
+
+    word: np.ndarray  # (T,) int64 token id
+    label: np.ndarray  # (T,) int64 label id
+    key: np.ndarray  # (T,) int64 input key (identical inputs ⇔ equal keys, up to 64-bit hash collisions)
+    seq: np.ndarray  # (T,) int64 global sequence index
+    pos: np.ndarray  # (T,) int64 position in the sequence
+    h: np.ndarray  # (T, K) float64 per-token columns (e.g. one Boltzmann context per candidate β)
+
+    def __len__(self) -> int:
+        return len(self.word)
+
+
+def record_dtype(columns: int) -> np.dtype:
+    return np.dtype([("word", "<i8"), ("label", "<i4"), ("key", "<i8"), ("seq", "<i8"), ("pos", "<i4"),
+                     ("h", "<f8", (columns,))])  # fmt: skip
+
+
+@dataclass
+class Chunk:
+    """One chunk of encoded sequences."""
+
+    first_sequence: int  # global index of its first sequence
+    word: list[np.ndarray]  # per sequence (n,) int64
+    label: list[np.ndarray]
+    key: list[np.ndarray]
+    lines: np.ndarray  # (sequences,) int64 source line of each sequence
+
+
+def encode_sequence(tokens: list[str], labels: list[str], where: str, token_to_id: dict[str, int],
+                    label_to_id: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Token and label ids of one sequence, adding new strings to the vocabularies; ``where`` (file:line)
+    names the sequence in the InputError raised for an empty or ragged sequence."""
+    if len(tokens) == 0:
+        raise InputError(f"{where}: empty sequence")
+    if len(tokens) != len(labels):
+        raise InputError(f"{where}: {len(tokens)} tokens but {len(labels)} labels (ragged)")
+    t2i, l2i = token_to_id, label_to_id
+    word = np.fromiter((t2i.setdefault(t, len(t2i)) for t in tokens), np.int64, len(tokens))
+    label = np.fromiter((l2i.setdefault(y, len(l2i)) for y in labels), np.int64, len(labels))
+    return word, label
+
+
+class TokenStore:
+    """Chunked on-disk encoding of a labelled data set (see the module docstring)."""
+
+    def __init__(self, work_dir: str | Path, source: str, context: str, chunk_tokens: int = 1_000_000,
+                 resume: bool = False) -> None:  # fmt: skip
+        if chunk_tokens < 1:
+            raise InputError(f"chunk_tokens must be ≥ 1, got {chunk_tokens}")
+        self.dir = Path(work_dir)
+        self.source = source
+        self.context = context
+        self.chunk_tokens = int(chunk_tokens)
+        self.token_to_id: dict[str, int] = {}
+        self.label_to_id: dict[str, int] = {}
+        self.lines = np.zeros(0, dtype=np.int64)
+        self.label_counts = np.zeros(0, dtype=np.int64)
+        manifest = self.dir / MANIFEST
+        if resume:
+            if not manifest.is_file():
+                raise InputError(f"--resume: no work directory {self.dir} (with {MANIFEST}) to resume from")
+            self.m = json.loads(manifest.read_text())
+            if self.m.get("version") != STORE_VERSION or self.m.get("context") != context:
+                raise InputError(
+                    f"{self.dir}: the stored run used context={self.m.get('context')!r} (store version "
+                    f"{self.m.get('version')}); it cannot be resumed with context={context!r}"
+                )
+            self._load_vocabulary()
+        else:
+            if self.dir.exists():
+                shutil.rmtree(self.dir)
+            self.dir.mkdir(parents=True)
+            self.m = {"version": STORE_VERSION, "source": source, "context": context, "chunks": [],
+                      "sequences": 0, "tokens": 0, "max_len": 0, "complete": False, "buckets": None}  # fmt: skip
+            self._save_manifest()
+
+    # ------------------------------------------------------------------ bookkeeping
+    @property
+    def sequences(self) -> int:
+        return int(self.m["sequences"])
+
+    @property
+    def tokens(self) -> int:
+        return int(self.m["tokens"])
+
+    @property
+    def max_len(self) -> int:
+        return int(self.m["max_len"])
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.m["complete"])
+
+    def _save_manifest(self) -> None:
+        tmp = self.dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(self.m, indent=1))
+        tmp.replace(self.dir / MANIFEST)  # atomic: a crash leaves the old or the new manifest
+
+    def _load_vocabulary(self) -> None:
+        lines = []
+        for c in self.m["chunks"]:
+            z = np.load(self.dir / c["file"])
+            for t in json.loads(str(z["new_tokens"])):
+                self.token_to_id[t] = len(self.token_to_id)
+            for y in json.loads(str(z["new_labels"])):
+                self.label_to_id[y] = len(self.label_to_id)
+            lines.append(z["lines"])
+            counts = z["label_counts"]
+            if len(counts) > len(self.label_counts):
+                self.label_counts = np.r_[self.label_counts, np.zeros(len(counts) - len(self.label_counts), np.int64)]
+            self.label_counts[: len(counts)] += counts
+        self.lines = np.concatenate(lines) if lines else np.zeros(0, np.int64)
+
+    # ------------------------------------------------------------------ encode pass
+    def read(self, records: Iterable[tuple[list[str], list[str], int]],
+             input_keys: Callable[[list[str], str], list[int]],
+             progress: Callable[[int], None] | None = None) -> None:  # fmt: skip
+        """Encode ``records`` into chunks, skipping the sequences already stored (resume).
+
+        Raises InputError naming ``source:line`` on an empty or ragged sequence (or whatever the record
+        iterator raises); the sequences before it are stored first and the message says how to resume.
+        """
+        skip = self.sequences
+        seen = 0
+        buf_w: list[np.ndarray] = []
+        buf_l: list[np.ndarray] = []
+        buf_k: list[np.ndarray] = []
+        buf_lines: list[int] = []
+        n_tok = 0
+        vocab_mark, label_mark = len(self.token_to_id), len(self.label_to_id)
+        t2i, l2i = self.token_to_id, self.label_to_id
+
+        def flush() -> None:
+            nonlocal buf_w, buf_l, buf_k, buf_lines, n_tok, vocab_mark, label_mark
+            if not buf_w:
+                return
+            self._write_chunk(buf_w, buf_l, buf_k, buf_lines, vocab_mark, label_mark)
+            vocab_mark, label_mark = len(t2i), len(l2i)
+            buf_w, buf_l, buf_k, buf_lines, n_tok = [], [], [], [], 0
+
+        try:
+            for tokens, labels, line in records:
+                seen += 1
+                if seen <= skip:
+                    continue
+                w, lab = encode_sequence(tokens, labels, f"{self.source}:{line}", t2i, l2i)
+                buf_w.append(w)
+                buf_l.append(lab)
+                buf_k.append(np.array(input_keys(tokens, self.context), dtype=np.int64))
+                buf_lines.append(int(line))
+                n_tok += len(tokens)
+                if progress is not None:
+                    progress(1)
+                if n_tok >= self.chunk_tokens:
+                    flush()
+        except InputError as exc:
+            flush()
+            done = self.sequences
+            raise InputError(
+                f"{exc}\n{done} sequences read before the error are stored in {self.dir}; fix the data and re-run "
+                f"with --resume to continue from sequence {done + 1}"
+            ) from None
+        except BaseException:  # interrupted: keep what was read
+            flush()
+            raise
+        flush()
+        self.m["complete"] = True
+        self._save_manifest()
+
+    def _write_chunk(self, w, lab, k, lines, vocab_mark: int, label_mark: int) -> None:
+        i = len(self.m["chunks"])
+        name = f"chunk_{i:05d}.npz"
+        lengths = np.array([len(x) for x in w], dtype=np.int64)
+        labels = np.concatenate(lab)
+        counts = np.bincount(labels, minlength=len(self.label_to_id)).astype(np.int64)
+        new_tokens = list(itertools.islice(self.token_to_id, vocab_mark, None))
+        new_labels = list(itertools.islice(self.label_to_id, label_mark, None))
+        tmp = self.dir / (name + ".tmp.npz")
+        np.savez(tmp, lengths=lengths, word=np.concatenate(w), label=labels, key=np.concatenate(k),
+                 lines=np.array(lines, dtype=np.int64), label_counts=counts,
+                 new_tokens=np.array(json.dumps(new_tokens)), new_labels=np.array(json.dumps(new_labels)))  # fmt: skip
+        tmp.replace(self.dir / name)
+        self.m["chunks"].append({"file": name, "first_sequence": self.sequences, "sequences": len(w),
+                                 "tokens": int(lengths.sum())})  # fmt: skip
+        self.m["sequences"] += len(w)
+        self.m["tokens"] += int(lengths.sum())
+        self.m["max_len"] = max(self.max_len, int(lengths.max()))
+        self.m["buckets"] = None  # new data invalidates any bucket pass
+        self.lines = np.r_[self.lines, np.array(lines, dtype=np.int64)]
+        if len(counts) > len(self.label_counts):
+            self.label_counts = np.r_[self.label_counts, np.zeros(len(counts) - len(self.label_counts), np.int64)]
+        self.label_counts[: len(counts)] += counts
+        self._save_manifest()
+
+    def chunks(self) -> Iterator[Chunk]:
+        """The stored chunks in data order."""
+        for c in self.m["chunks"]:
+            z = np.load(self.dir / c["file"])
+            cuts = np.cumsum(z["lengths"])[:-1]
+            yield Chunk(c["first_sequence"], np.split(z["word"], cuts), np.split(z["label"], cuts),
+                        np.split(z["key"], cuts), z["lines"])  # fmt: skip
+
+    # ------------------------------------------------------------------ bucket pass
+    def bucketize(self, columns: Callable[[list[np.ndarray]], np.ndarray], num_columns: int,
+                  signature: dict[str, Any], progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
+        """Compute ``columns(words_of_chunk) -> (T, K)`` per chunk and partition token records by word.
+
+        ``signature`` describes the columns (e.g. β candidates, seed); a finished pass with the same signature
+        is reused. Returns the number of buckets.
+        """
+        if not self.complete:
+            raise InputError(f"{self.dir}: the data has not been read completely; cannot bucket it")
+        done = self.m.get("buckets")
+        if done is not None and done.get("signature") == signature and done.get("columns") == num_columns:
+            return int(done["count"])
+        bdir = self.dir / "buckets"
+        if bdir.exists():
+            shutil.rmtree(bdir)
+        bdir.mkdir()
+        B = max(1, math.ceil(self.tokens / self.chunk_tokens))
+        dt = record_dtype(num_columns)
+        for ch in self.chunks():
+            lengths = np.array([len(w) for w in ch.word], dtype=np.int64)
+            T = int(lengths.sum())
+            rec = np.empty(T, dtype=dt)
+            rec["word"] = np.concatenate(ch.word)
+            rec["label"] = np.concatenate(ch.label)
+            rec["key"] = np.concatenate(ch.key)
+            rec["seq"] = np.repeat(ch.first_sequence + np.arange(len(ch.word)), lengths)
+            rec["pos"] = np.arange(T) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            h = columns(ch.word)  # (T, K)
+            if h.shape != (T, num_columns):
+                raise ValueError(f"columns() returned shape {h.shape}, expected {(T, num_columns)}")
+            rec["h"] = h
+            bucket = rec["word"] % B
+            order = np.argsort(bucket, kind="stable")  # stable: data order inside a bucket
+            rec, bucket = rec[order], bucket[order]
+            cuts = np.searchsorted(bucket, np.arange(B + 1))
+            for b in range(B):
+                if cuts[b + 1] > cuts[b]:
+                    with open(bdir / f"bucket_{b:05d}.bin", "ab") as fh:
+                        rec[cuts[b] : cuts[b + 1]].tofile(fh)
+            if progress is not None:
+                progress(len(ch.word))
+        self.m["buckets"] = {"count": B, "columns": num_columns, "signature": signature}
+        self._save_manifest()
+        return B
+
+    def bucket_tables(self) -> Iterator[TokenTable]:
+        """The buckets of the last :meth:`bucketize`, one :class:`TokenTable` at a time (tokens in data order)."""
+        info = self.m.get("buckets")
+        if info is None:
+            raise InputError(f"{self.dir}: no bucket pass recorded")
+        dt = record_dtype(int(info["columns"]))
+        for b in range(int(info["count"])):
+            path = self.dir / "buckets" / f"bucket_{b:05d}.bin"
+            if not path.is_file():
+                continue
+            rec = np.fromfile(path, dtype=dt)
+            yield TokenTable(rec["word"].astype(np.int64), rec["label"].astype(np.int64), rec["key"],
+                             rec["seq"], rec["pos"].astype(np.int64), rec["h"].reshape(len(rec), -1))  # fmt: skip
+
+    def remove(self) -> None:
+        """Delete the work directory."""
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""Out-of-core compiling: the on-disk token store, the bounded-memory ceiling counter, point reduction."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from uatlab.constructions.memorizer import (
+    Occurrences,
+    compile_encoded,
+    compile_store,
+    encode_dataset,
+    label_boundaries,
+    reduce_occurrences,
+)
+from uatlab.data.ceiling_counter import CeilingCounter
+from uatlab.data.synthetic import synthetic_dataset
+from uatlab.data.token_store import TokenStore
+from uatlab.errors import InputError
+from uatlab.verify.certificate import input_keys
+
+
+def _records(data):
+    return ((t, y, i + 1) for i, (t, y) in enumerate(data))
+
+
+def _dict_ceiling(keys, labels):
+    groups: dict[int, dict[int, int]] = {}
+    for k, y in zip(keys.tolist(), labels.tolist(), strict=True):
+        groups.setdefault(k, {}).setdefault(y, 0)
+        groups[k][y] += 1
+    return sum(max(g.values()) for g in groups.values())
+
+
+@pytest.mark.parametrize("max_pairs", [10**9, 7])
+def test_ceiling_counter_matches_a_dict_count_in_memory_and_spilled(tmp_path, max_pairs):
+    rng = np.random.default_rng(0)
+    keys = rng.integers(0, 40, size=500) * 1_000_003
+    labels = rng.integers(0, 3, size=500)
+    c = CeilingCounter(max_pairs=max_pairs, buckets=5, work_dir=tmp_path)
+    for s in range(0, 500, 37):
+        c.add(keys[s : s + 37], labels[s : s + 37])
+    assert c.ceiling() == _dict_ceiling(keys, labels)
+    spilled = list(tmp_path.iterdir())
+    assert bool(spilled) == (max_pairs == 7)
+    c.close()
+    assert not any(tmp_path.iterdir())
+
+
+def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
+    data = synthetic_dataset(40, 6, 30, 3, seed=1)
+    records = list(_records(data))
+    bad = records[:25] + [(["x", "y"], ["A"], 26)] + records[25:]
+    store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50)
+    with pytest.raises(InputError, match=r"data:26: 2 tokens but 1 labels \(ragged\)[\s\S]*25 sequences"):
+        store.read(iter(bad), input_keys)
+    assert store.sequences == 25 and not store.complete
+    # a new process resumes from the manifest: vocabulary, lines and label counts are rebuilt from the chunks
+    again = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50, resume=True)
+    assert again.sequences == 25 and again.token_to_id == store.token_to_id
+    again.read(iter(records), input_keys)
+    assert again.complete and again.sequences == 40 and again.tokens == 240
+    assert again.lines.tolist() == list(range(1, 41))
+    assert sum(again.label_counts) == 240
+    seen = [c.first_sequence for c in again.chunks()]
+    assert seen == sorted(seen) and len(seen) == len(json.loads((tmp_path / "w/manifest.json").read_text())["chunks"])
+    # buckets hold every occurrence of each of their words, once
+    B = again.bucketize(lambda words: np.zeros((sum(map(len, words)), 1)), 1, {"x": 1})
+    assert B == 5
+    tables = list(again.bucket_tables())
+    words = [set(t.word.tolist()) for t in tables]
+    assert sum(len(t) for t in tables) == 240
+    assert all(not (a & b) for i, a in enumerate(words) for b in words[i + 1 :])
+    with pytest.raises(InputError, match="context='sequence'"):
+        TokenStore(tmp_path / "w", "data", "prefix", resume=True)
+
+
+def test_store_compile_equals_in_memory_compile(tmp_path):
+    data = synthetic_dataset(60, 7, 20, 4, repeats=True, seed=5)
+    m1, r1 = compile_encoded(encode_dataset(data))
+    store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=37)
+    store.read(_records(data), input_keys)
+    m2, r2 = compile_store(store)
+    assert store.m["buckets"]["count"] > 1
+    for (k, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items(), strict=True):
+        assert np.array_equal(a.numpy(), b.numpy()), k
+    for key in ("tokens", "ceiling_tokens", "conflict_tokens", "distinct_contexts", "beta", "ff_width"):
+        assert r1[key] == r2[key], key
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 30), st.integers(0, 2)), min_size=1, max_size=60))
+def test_reduction_keeps_every_label_boundary_and_first_point(points):
+    pts = sorted(set((w, h) for w, h, _ in points))
+    lab = {(w, h): y for w, h, y in points}
+    occ = Occurrences(
+        np.array([p[0] for p in pts]), np.array([float(p[1]) for p in pts]), np.array([lab[p] for p in pts]),
+        len(pts), len(pts), [], 0,
+    )  # fmt: skip
+    red = reduce_occurrences(occ)
+    bi, gi = label_boundaries(occ)
+    br, gr = label_boundaries(red)
+    full = {(occ.word[i], occ.h[i], occ.h[i + 1], occ.label[i], occ.label[i + 1]) for i in bi}
+    kept = {(red.word[i], red.h[i], red.h[i + 1], red.label[i], red.label[i + 1]) for i in br}
+    assert full == kept and red.distinct == len(pts)
+    first = lambda o: {(w, o.label[i]) for i, w in enumerate(o.word) if i == 0 or o.word[i - 1] != w}  # noqa: E731
+    assert first(occ) == first(red)
