@@ -77,6 +77,17 @@ def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
         TokenStore(tmp_path / "w", "data", "prefix", resume=True)
 
 
+def test_store_never_deletes_a_directory_it_did_not_make(tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not a uatlab work directory"):
+        TokenStore(precious, "data", "sequence")
+    assert (precious / "notes.txt").read_text() == "keep me"
+    with pytest.raises(InputError, match="no work directory"):
+        TokenStore(tmp_path / "missing", "data", "sequence", resume=True)
+
+
 def test_store_compile_equals_in_memory_compile(tmp_path):
     data = synthetic_dataset(60, 7, 20, 4, repeats=True, seed=5)
     m1, r1 = compile_encoded(encode_dataset(data))

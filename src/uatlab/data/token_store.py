@@ -112,6 +112,12 @@ class TokenStore:
             self._load_vocabulary()
         else:
             if self.dir.exists():
+                # only ever delete a directory this class made (a manifest) or an empty one
+                if not (self.dir.is_dir() and ((self.dir / MANIFEST).is_file() or not any(self.dir.iterdir()))):
+                    raise InputError(
+                        f"work directory {self.dir} exists and is not a uatlab work directory (no {MANIFEST}); "
+                        "choose another --work-dir or remove it"
+                    )
                 shutil.rmtree(self.dir)
             self.dir.mkdir(parents=True)
             self.m = {"version": STORE_VERSION, "source": source, "context": context, "chunks": [],
