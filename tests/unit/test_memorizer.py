@@ -153,3 +153,42 @@ def test_code_schemes_all_memorize_and_use_the_gated_certificate(code):
     assert res.report["code"] == code
     with pytest.raises(InputError, match="code scheme"):
         word_codes(5, "fancy")
+
+
+def test_float32_groups_by_word_and_position_and_certifies_the_ceiling():
+    data = synthetic_dataset(150, 10, 40, 4, seed=5)
+    res = compile_dataset(data, dtype="float32")
+    model, cert = res.model, res.certificate
+    meta = model.config.meta
+    assert meta["group"] == "word-pos" and meta["pos_code_bits"] > 0
+    assert cert.certified and cert.certified_tokens == cert.ceiling_tokens
+    assert all(r == [1] for r in model.blocks[0].attn.check_ranks().values())
+    # the position code lives in the positional encoding only (2 ones per position), never in the embedding
+    d, kp = model.config.d_model, meta["pos_code_bits"]
+    P = model.pos.detach().numpy()[:, d - kp :]
+    E = model.embed.weight.detach().numpy()[:, d - kp :]
+    assert np.all(E == 0) and np.all(P.sum(1) == 2) and len({tuple(p) for p in P}) == len(P)
+    assert torch_predictions(model, data) == majority_targets(data)
+    # same seed, same model
+    again = compile_dataset(data, dtype="float32", run_certificate=False).model
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
+
+
+def test_position_groups_whose_lowest_label_differs_from_the_word_base_get_an_offset_ramp():
+    # "a" is P at position 0 and Q at position 1 in every context: no label change inside a (word, position)
+    # group, but the two groups start with different labels, so one of them needs the offset ramp
+    toks = [["a", "b"], ["b", "a"], ["a", "c"], ["c", "a"], ["a", "a"]]
+    labs = [["P", "R"], ["R", "Q"], ["P", "R"], ["R", "Q"], ["P", "Q"]]
+    res = compile_dataset(from_lists(toks, labs), dtype="float32")
+    assert res.report["certified"] and res.model.config.ff_width == 2  # one offset ramp = two units
+    assert torch_predictions(res.model, from_lists(toks, labs)) == labs
+    word = compile_dataset(from_lists(toks, labs), dtype="float32", group="word")
+    assert word.report["certified"] and word.model.config.meta["group"] == "word"
+    with pytest.raises(InputError, match="group"):
+        compile_dataset(from_lists(toks, labs), group="sentence")
+
+
+def test_float64_keeps_word_groups_and_binary_codes_by_default():
+    res = compile_dataset(synthetic_dataset(60, 6, 15, 3, seed=0))
+    assert res.model.config.meta["group"] == "word" and res.report["code"] == "binary"
+    assert res.model.config.meta["pos_code_bits"] == 0 and res.certificate.certified

@@ -65,6 +65,9 @@ def compile_cmd(
     beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random key codes."),
     code: str = typer.Option("auto", "--code", help="Word codes of the FF gate: binary, M-hot (e.g. 3-hot) or auto."),
+    group: str = typer.Option(
+        "auto", "--group", help="FF units per word or per (word, position): word, word-pos or auto (float32: word-pos)."
+    ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
     chunk_tokens: int = typer.Option(
@@ -101,7 +104,7 @@ def compile_cmd(
         bar.close()
     t_read = time.perf_counter() - t0
     model, report = compile_store(
-        store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code,
+        store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
         progress=not json_out,
     )  # fmt: skip
     report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}

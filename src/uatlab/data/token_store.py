@@ -12,7 +12,7 @@
 * **group pass** (:meth:`TokenStore.bucket_tables`): one bucket at a time as a :class:`TokenTable`.
 
 Memory is bounded by the chunk size plus the largest bucket (at least the most frequent word's
-occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 36 + 8·K for buckets.
+occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 40 + 8·K for buckets.
 
 **Nothing computed is lost on an error.** A data error (malformed line, ragged or empty sequence) flushes
 the sequences read so far as a chunk and records them in ``manifest.json``; ``resume=True`` reopens the
@@ -48,6 +48,7 @@ class TokenTable:
     key: np.ndarray  # (T,) int64 input key (identical inputs ⇔ equal keys, up to 64-bit hash collisions)
     seq: np.ndarray  # (T,) int64 global sequence index
     pos: np.ndarray  # (T,) int64 position in the sequence
+    length: np.ndarray  # (T,) int64 length of the token's sequence
     h: np.ndarray  # (T, K) float64 per-token columns (e.g. one Boltzmann context per candidate β)
 
     def __len__(self) -> int:
@@ -56,7 +57,7 @@ class TokenTable:
 
 def record_dtype(columns: int) -> np.dtype:
     return np.dtype([("word", "<i8"), ("label", "<i4"), ("key", "<i8"), ("seq", "<i8"), ("pos", "<i4"),
-                     ("h", "<f8", (columns,))])  # fmt: skip
+                     ("length", "<i4"), ("h", "<f8", (columns,))])  # fmt: skip
 
 
 @dataclass
@@ -278,6 +279,7 @@ class TokenStore:
             rec["key"] = np.concatenate(ch.key)
             rec["seq"] = np.repeat(ch.first_sequence + np.arange(len(ch.word)), lengths)
             rec["pos"] = np.arange(T) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            rec["length"] = np.repeat(lengths, lengths)
             h = columns(ch.word)  # (T, K)
             if h.shape != (T, num_columns):
                 raise ValueError(f"columns() returned shape {h.shape}, expected {(T, num_columns)}")
@@ -308,7 +310,8 @@ class TokenStore:
                 continue
             rec = np.fromfile(path, dtype=dt)
             yield TokenTable(rec["word"].astype(np.int64), rec["label"].astype(np.int64), rec["key"],
-                             rec["seq"], rec["pos"].astype(np.int64), rec["h"].reshape(len(rec), -1))  # fmt: skip
+                             rec["seq"], rec["pos"].astype(np.int64), rec["length"].astype(np.int64),
+                             rec["h"].reshape(len(rec), -1))  # fmt: skip
 
     def remove(self) -> None:
         """Delete the work directory."""

@@ -21,15 +21,23 @@ Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bou
 
 * embedding + positional encoding: a rounding u|x| unless the sum is exact (checked by TwoSum);
 * matrix-vector products: ``r_out = |W| r_in + r_W X + γ_n (|W| + r_W) X`` (n = non-zero weights per
-  row, + 1 for a bias) — exact zeros cost no rounding;
-* scores ``β q·k``: product errors plus γ_s, plus one rounding if β is not a power of two;
+  row, + 1 for a bias) — exact zeros cost no rounding; a row whose only non-zero weight is ±2^k (and
+  exact) is a single exact product (no γ);
+* feed-forward pre-activations: n counted **per token**: weights ≠ 0 on coordinates with X > 0 (a
+  coordinate with X = |x̂| + 2r = 0 is exactly 0 in every run: its products are exact zeros);
+* scores ``β q·k``: product errors plus γ_s, plus one rounding if β is not a power of two; in float32 with
+  s = 1, a score whose q and k have radius 0 and whose product is representable in float32 is exact;
 * softmax (both PyTorch code paths: ``exp(s − max)·(1/Σ)`` and ``exp(s − max)/Σ``): with
   ``T_j = max − s_j`` every weight obeys ``p_run/p_exact ∈ [e^{−2ρ}(1−u)²/(1+γ), e^{2ρ}(1+u)²/((1−u)(1−γ))]``,
   ``ρ = max_j (r(s_j)·2 + u T_j) + exp error``; rows where exp could leave the normal range are
   **not** certified (never claimed);
 * ``h = Σ p_j v_j``: ``r_h = ε_p Σp|v| + Σ p r_v + γ_n Σ p |v|``;
 * ReLU is 1-Lipschitz; a unit whose pre-activation satisfies ``ẑ + 2 r(z) ≤ 0`` is exactly 0 in every
-  run and is skipped (it contributes neither value nor rounding).
+  run and is skipped (it contributes neither value nor rounding). A unit with ``ẑ − 2 r(z) > 0`` is the
+  identity in every run: the ON units together are linear in the input, so their propagated input error
+  is ``|W2_on W1_on| r`` (a ramp's two units cancel the error of h exactly) and only their own rounding
+  goes through ``|W2|`` (:meth:`_BoundedModel._on_units_linear_error`, used when ≤ 4 input coordinates
+  carry an error). The output sum counts, per output coordinate, only live units with W2[c, i] ≠ 0.
 * gradual underflow: every product that can be non-zero adds ETA (the smallest subnormal) to its radius;
   softmax rows are flagged unless every exp(s − max) and every weight exp(·)/Σ (Σ ≤ n) stays normal; a
   row flagged in one layer also flags every later-layer query that attends to it;
@@ -41,7 +49,9 @@ Structure used to scale (the "gated" fast path, checked exactly, never assumed):
 W_O, then at the first feed-forward layer those coordinates are exactly the token's code. Two kinds are
 recognised: ±1 codes (a unit with weights G_u·σ_u, σ_u ∈ {±1}^J, receives at most G_u(|J| − 2) from J for
 every token whose code differs from σ_u) and constant-weight {0,1} codes with m ones (a unit with weight
-G_u on exactly m coordinates receives at most G_u(m − 1) from a different code). With a box over the
+G_u on exactly m coordinates receives at most G_u(m − 1) from a different code; a *complement* unit with
+weight −G_u on exactly |J| − m coordinates, i.e. 0 on an m-subset S, receives at most −G_u from any code
+≠ S, since that code has a one outside S). With a box over the
 other coordinates of the chunk this proves the unit is off for all such tokens, in O(q·d) work instead
 of O(q·d·tokens). Units where the check fails are evaluated densely. Models without such structure
 (e.g. trained ones) use the dense path throughout.
@@ -175,9 +185,30 @@ def _matvec_bound(x, r, W, rW, u, eta):
     X = np.abs(x) + 2 * r
     count = (W != 0).sum(axis=-1) + (rW != 0).sum(axis=-1)  # products that can be non-zero (ETA each)
     terms = np.maximum(count, 1)
+    # a row with a single exact weight ±2^k (and nothing else that can be non-zero) is a single product by a
+    # power of two: exact barring underflow (count·ETA below) and overflow (checked separately); the zero
+    # products of the other coordinates are exact zeros and adding them changes nothing
+    single = np.array([c == 1 and not rW[o].any() and is_power_of_two(float(W[o][W[o] != 0][0]))
+                       for o, c in enumerate(count)], dtype=bool)  # fmt: skip
+    g = np.where(single, 0.0, gamma(terms, u))
     y = x @ W.T
-    ry = r @ absW.T + X @ rW.T + gamma(terms, u) * (X @ (absW + rW).T) + count * eta
+    ry = r @ absW.T + X @ rW.T + g * (X @ (absW + rW).T) + count * eta
     return y, ry
+
+
+def _exact_score_products(q, rq, k, rk) -> np.ndarray:
+    """(B, n_q, n_k) mask of float32 scores q_i·k_j (head dim 1) that are exact in every run.
+
+    Where q_i and k_j have radius 0, every run holds exactly the reference values, which are therefore
+    float32 numbers; their product is exact in float64 (24 + 24 significant bits ≤ 53), and when it is
+    representable in float32, the run's rounded product equals it (subnormal results included: a
+    representable value is returned unchanged). So the score costs no rounding there.
+    """
+    prod = q[..., 0][:, :, None] * k[..., 0][:, None, :]
+    return (
+        (rq[..., 0] == 0)[:, :, None] & (rk[..., 0] == 0)[:, None, :]
+        & (prod.astype(np.float32).astype(np.float64) == prod)
+    )  # fmt: skip
 
 
 def _row_keys(packed: np.ndarray) -> np.ndarray:
@@ -264,6 +295,7 @@ class _BoundedModel:
             G = np.abs(WJ[:, 0])
             gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
             cap = G * (len(J) - 2)
+            unit_pattern = WJ > 0
         else:  # constant-weight {0,1} codes: another word's code shares at most m − 1 ones
             J = np.flatnonzero(untouched & np.all((E == 0.0) | (E == 1.0), axis=0))
             if len(J) == 0:
@@ -276,6 +308,18 @@ class _BoundedModel:
             G = WJ.max(axis=1)
             gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
             cap = G * (m - 1)
+            # complement gate: weight −Gc on the |J| − m coordinates outside an m-subset S. A token whose code
+            # c ≠ S (also m ones) has a one outside S, so it receives ≤ −Gc; a token with code S receives
+            # exactly 0 (every product is 0 · (−Gc)). The unit's code is S, the zero pattern of its row.
+            Gc = -WJ.min(axis=1)
+            comp = (
+                ~gated & (Gc > 0) & np.all((WJ == 0.0) | (WJ == -Gc[:, None]), axis=1)
+                & ((WJ < 0).sum(axis=1) == len(J) - m)
+            )  # fmt: skip
+            cap = np.where(comp, -Gc, cap)
+            G = np.where(comp, Gc, G)
+            unit_pattern = np.where(comp[:, None], WJ == 0.0, WJ > 0)
+            gated = gated | comp
         if not gated.any():
             return None
         cap = np.where(gated, cap, np.inf)
@@ -283,7 +327,7 @@ class _BoundedModel:
         del q
         # codes as byte strings → integer ids (vectorised: np.unique over fixed-width void views)
         word_bytes = _row_keys(np.packbits(E[:, J] > 0, axis=1))
-        unit_bytes = _row_keys(np.packbits(WJ > 0, axis=1))
+        unit_bytes = _row_keys(np.packbits(unit_pattern, axis=1))
         uniq, word_cid = np.unique(word_bytes, return_inverse=True)
         pos = np.searchsorted(uniq, unit_bytes)
         pos_c = np.minimum(pos, len(uniq) - 1)
@@ -322,24 +366,56 @@ class _BoundedModel:
         return x, r
 
     def ff_dense(self, x, r, hid: _Linear, out: _Linear):
-        u = self.u
-        X = np.abs(x) + 2 * r
-        z = x @ hid.W.T + hid.b
-        g1 = gamma(np.maximum(hid.terms, 1), u)
-        rz = r @ hid.absW.T + g1 * (X @ hid.absW.T + (np.abs(hid.b) + hid.terms * (self.eta / g1)))  # + terms·η
-        return self._ff_tail(x, r, z, rz, out.W, out.absW, out.b)
+        z, rz_prop, rz_round = self._preactivation_bounds(x, r, hid.W, hid.b, hid.absW)
+        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W, out.absW, out.b, rz_round, hid.W)
 
-    def _ff_tail(self, x, r, z, rz, W2, absW2, b2):
+    def _ff_tail(self, x, r, z, rz, W2, absW2, b2, rz_round=None, W1=None):
         """Given pre-activations of the evaluated units: output y = x + W2 relu(z) + b2 and its radius."""
         u = self.u
         live = (z + 2 * rz * RADIUS_SAFETY) > 0  # units that may be non-zero in some run
         a = np.maximum(z, 0.0)
         A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
         ra = np.where(live, rz, 0.0)
-        nnz = live.sum(axis=-1, keepdims=True) + 1.0
+        prop = 0.0
+        if rz_round is not None and W1 is not None:
+            # Units ON in every run (ẑ − 2 r_z > 0) act linearly: their propagated input error is
+            # |W2_on W1_on| r, not |W2_on| |W1_on| r (see _on_units_linear_error); only their rounding
+            # r_round goes through |W2|. Used when few input coordinates carry an error (else: the old bound).
+            Jr = np.flatnonzero((r.max(axis=0) > 0) & np.any(W1 != 0, axis=0))
+            if len(Jr) <= self.LINEAR_ON_MAX_COORDS:
+                on = (z - 2 * rz * RADIUS_SAFETY) > 0
+                ra = np.where(on, rz_round, ra)
+                prop = self._on_units_linear_error(r, on, W1, W2, absW2, Jr)
+        # terms per output coordinate c that can be non-zero: live units with W2[c, i] ≠ 0, and the bias b2_c
+        # (a product W2[c, i]·a_i with W2[c, i] = 0 or a_i exactly 0 is an exact 0 and costs no rounding)
+        nnz = live.astype(np.float64) @ (W2 != 0).T.astype(np.float64) + (b2 != 0)  # (T, d_out), exact
+        nprod = nnz - (b2 != 0)
         o = a @ W2.T + b2
-        ro = ra @ absW2.T + (nnz * u / (1 - nnz * u)) * (A @ absW2.T + np.abs(b2)) + (nnz - 1) * self.eta  # γ_nnz
+        ro = ra @ absW2.T + prop + gamma(np.maximum(nnz, 1), u) * (A @ absW2.T + np.abs(b2)) + nprod * self.eta
         return self._add(x, r, o, ro)
+
+    LINEAR_ON_MAX_COORDS = 4
+
+    @staticmethod
+    def _on_units_linear_error(r, on, W1, W2, absW2, Jr):
+        """Σ_j |Σ_{i ON} W2[:, i] W1[i, j]| r_j over the coordinates Jr (the only ones with r ≠ 0 read by W1).
+
+        Proof. For a unit i with ẑ_i − 2 r_z,i > 0, both the exact z_i and every run's z_i are > 0 (each is
+        within r_z,i of ẑ_i), so relu is the identity there and a_i,run − a_i,exact = z_i,run − z_i,exact =
+        W1_i (x_run − x_exact) + δ_i with δ_i the run's rounding of the pre-activation sum, |δ_i| ≤ r_round,i.
+        Summed with the W2 weights over the ON units: Σ_j (Σ_{i ON} W2[c, i] W1[i, j]) (x_run − x_exact)_j +
+        Σ_i W2[c, i] δ_i, bounded by Σ_j |M_cj| r_j + |W2_on| r_round. Units that are live but not proven ON
+        keep the 1-Lipschitz bound |W2| r_z. Coordinates with r_j = 0 contribute nothing. M is formed in
+        float64: its rounding is below γ_{q+1}(2^-53) (|W2_on| |W1_on|), added as slack. (For a ramp pair,
+        columns +σ and −σ with CTX weight 1 each, M_c,CTX = 0: the error of h cancels.)
+        """
+        prop = np.zeros((r.shape[0], W2.shape[0]))
+        g64 = gamma(W1.shape[0] + 1, U64)
+        for j in Jr:
+            w = np.where(on, W1[:, j], 0.0)  # (T, units)
+            M = w @ W2.T  # (T, d_out)
+            prop += (np.abs(M) + g64 * (np.abs(w) @ absW2.T)) * r[:, j : j + 1]
+        return prop
 
     def _add(self, x, r, y, ry):
         u = self.u
@@ -374,6 +450,8 @@ class _BoundedModel:
             rS = abs(att.scale) * (
                 rq @ Kb.transpose(0, 2, 1) + Qb @ rk.transpose(0, 2, 1) + gamma(s_dim, u) * QK + s_dim * self.eta
             )
+            if s_dim == 1 and self.dtype == "float32":
+                rS = np.where(_exact_score_products(q, rq, k, rk), 0.0, rS)
             if not scale_exact:
                 # PyTorch first rounds the Python scalar to the model's dtype (opmath of float32 is float32),
                 # then rounds the product: two roundings unless the scale is representable in the dtype
@@ -479,11 +557,24 @@ class _BoundedModel:
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]
+        z, rz_prop, rz_round = self._preactivation_bounds(x, r, W1, b1, aW1)
+        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.absW[:, units], out.b, rz_round,
+                             W1)  # fmt: skip
+
+    def _preactivation_bounds(self, x, r, W1, b1, aW1):
+        """z = x W1ᵀ + b1 with its radius split into the propagated input error |W1| r and the rounding.
+
+        Rounding (Higham Lemma 3.1, any order): γ_n Σ_j |W1_ij x_j| + n·η with n the number of terms that
+        can be non-zero **for this token**: n_ti = #{j : W1_ij ≠ 0 and X_tj > 0} + [b1_i ≠ 0]. A coordinate
+        with X_tj = |x̂_tj| + 2 r_tj = 0 is exactly 0 in every run, so its product is an exact ±0 and adding
+        it leaves every partial sum unchanged: the run's sum equals the same-order sum of the other terms.
+        """
         X = np.abs(x) + 2 * r
         z = x @ W1.T + b1
-        g1 = hid.gam[units]
-        rz = r @ aW1.T + g1 * (X @ aW1.T + (np.abs(b1) + hid.terms[units] * (self.eta / g1)))  # + terms·η
-        return self._ff_tail(x, r, z, rz, out.W[:, units], out.absW[:, units], out.b)
+        n = (X > 0).astype(np.float64) @ (W1 != 0).T.astype(np.float64) + (b1 != 0)  # (T, units), exact
+        g1 = gamma(np.maximum(n, 1), self.u)
+        rz_round = g1 * (X @ aW1.T + np.abs(b1)) + n * self.eta
+        return z, r @ aW1.T, rz_round
 
     # ---------------------------------------------------------------- whole forward
     def forward_bounds(self, ids: np.ndarray):
