@@ -1,10 +1,10 @@
 """Claim: a one-layer, single-head, rank-1 softmax Transformer memorizes a labelled data set (paper A).
 
 Paper A (Kajitsuka & Sato, ICLR 2024), Corollary 1: F^(FF) ∘ F^(SA) with one rank-1 head memorizes any
-finite labelled data set (consistent labels). The check compiles a data set made on the fly with
-:mod:`uatlab.constructions.memorizer` and certifies it in float64 with :mod:`uatlab.verify.certificate`:
-the verdict is 'pass' iff every winnable token is *proven* correct, the attention is one head of rank 1,
-and the model has one block.
+finite labelled data set (consistent labels). The checks compile a data set made on the fly with
+:mod:`uatlab.constructions.memorizer` and certify it in float64, and in float32, with
+:mod:`uatlab.verify.certificate`: the verdict is 'pass' iff every winnable token is *proven* correct in
+that dtype, the attention is one head of rank 1, and the model has one block.
 """
 
 from __future__ import annotations
@@ -22,22 +22,38 @@ from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
     theorem="Corollary 1 (memorization) with Theorem 2 and the positional-encoding corollary",
 )
 def check_memorization(ctx: ClaimContext) -> ClaimResult:
+    # quick: ~2.5k random labels (≈8 kbit), full: 20k sequences of 32 (640k labels, incompressible)
+    return _memorization(ctx, "float64", (400, 12, 300, 5) if ctx.quick else (20_000, 32, 5_000, 10))
+
+
+@register_claim(
+    id="A.cor1.memorization-compiled-float32",
+    statement="The same in float32: a one-layer single-head rank-1 softmax Transformer memorizes this data set, "
+    "every non-conflicting token certified in float32.",
+    paper="Kajitsuka & Sato, ICLR 2024",
+    theorem="Corollary 1 (memorization) with Theorem 2 and the positional-encoding corollary",
+)
+def check_memorization_float32(ctx: ClaimContext) -> ClaimResult:
+    return _memorization(ctx, "float32", (400, 12, 300, 5) if ctx.quick else (5_000, 32, 5_000, 10))
+
+
+def _memorization(ctx: ClaimContext, dtype: str, size: tuple[int, int, int, int]) -> ClaimResult:
     from uatlab.constructions.memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
-    # quick: ~2.5k random labels (≈8 kbit), full: 20k sequences of 32 (640k labels, incompressible)
-    N, n, V, C = (400, 12, 300, 5) if ctx.quick else (20_000, 32, 5_000, 10)
+    N, n, V, C = size
     t0 = time.perf_counter()
     data = synthetic_dataset(N, n, V, C, repeats=True, seed=ctx.seed)
-    res = compile_dataset(data, dtype="float64", seed=ctx.seed)
+    res = compile_dataset(data, dtype=dtype, seed=ctx.seed)
     model, cert, fig = res.model, res.certificate, res.report
     assert cert is not None
     ranks = model.blocks[0].attn.check_ranks()
     one_layer_rank1 = model.config.n_layers == 1 and model.config.n_heads == 1 and all(r == [1] for r in ranks.values())
     figures = {
-        "sequences": N, "length": n, "vocabulary": V, "classes": C, "tokens": cert.tokens,
+        "dtype": dtype, "sequences": N, "length": n, "vocabulary": V, "classes": C, "tokens": cert.tokens,
         "ceiling_tokens": cert.ceiling_tokens, "correct_tokens": cert.correct_tokens,
         "certified_tokens": cert.certified_tokens, "certified": cert.certified,
+        "certified_fraction": cert.certified_fraction,
         "min_certified_margin": cert.min_certified_margin, "ranks_QKVO": [ranks[k][0] for k in ("W_Q", "W_K", "W_V", "W_O")],
         "n_layers": model.config.n_layers, "n_heads": model.config.n_heads,
         "params_non_embedding": fig["params_non_embedding"], "paper_a_param_count": fig["paper_a_param_count"],
