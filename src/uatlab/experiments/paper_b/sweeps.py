@@ -312,45 +312,39 @@ def fit_loglog_slope(x: list[float], y: list[float]) -> float:
 
 
 def summarise_columns(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Mean ± std (sample std) over seeds per (mode, value) of the given columns."""
+    """Mean ± std (sample std) and median over seeds per (mode, value) of the given columns."""
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["mode"], float(r["value"])), []).append(r)
     out = []
     for (mode, value), rs in sorted(groups.items()):
         s: dict[str, Any] = {"mode": mode, "value": value, "seeds": len(rs)}
+        if "n_params" in rs[0]:
+            s["n_params"] = rs[0]["n_params"]
         for col in columns:
             vals = np.array([float(r[col]) for r in rs if r.get(col) is not None], dtype=float)
             if vals.size:
                 s[f"{col}_mean"] = float(vals.mean())
                 s[f"{col}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+                s[f"{col}_median"] = float(np.median(vals))
         s["converged_fraction"] = float(np.mean([bool(r.get("converged")) for r in rs]))
         out.append(s)
     return out
+
+
+ERROR_COLUMNS = ("test_mse_all_channels", "test_mse", "test_sup", "at50_mse_all_channels", "at50_mse", "at50_sup",
+                 "cf_mse_all_channels", "cf_mse", "cf_sup", "lib_mse", "lib_sup", "lib_n_params",
+                 "clipped_fraction_test", "epochs_run", "wall_seconds")  # fmt: skip
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean ± std over seeds per (mode, value) for the error columns."""
-    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["mode"], float(r["value"])), []).append(r)
-    out = []
-    for (mode, value), rs in sorted(groups.items()):
-        s: dict[str, Any] = {"mode": mode, "value": value, "seeds": len(rs), "n_params": rs[0]["n_params"]}
-        for col in ("test_mse_all_channels", "test_mse", "test_sup", "at50_mse_all_channels", "at50_mse", "at50_sup",
-                    "cf_mse_all_channels", "cf_mse", "cf_sup", "lib_mse", "lib_sup", "lib_n_params",
-                    "clipped_fraction_test", "epochs_run", "wall_seconds"):  # fmt: skip
-            vals = np.array([float(r[col]) for r in rs if r.get(col) is not None], dtype=float)
-            if vals.size:
-                s[f"{col}_mean"] = float(vals.mean())
-                s[f"{col}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
-        s["converged_fraction"] = float(np.mean([bool(r.get("converged")) for r in rs]))
-        out.append(s)
-    return out
+    """Mean ± std and median over seeds per (mode, value) for the error columns."""
+    return summarise_columns(rows, ERROR_COLUMNS)
 
 
 def slopes(summary: list[dict[str, Any]], sweep: str) -> dict[str, float]:
-    """Fitted log-log slopes of the mean errors against the swept value, per mode and metric."""
+    """Fitted log-log slopes of the mean errors against the swept value, per mode and metric; ``*_median_slope``
+    fits the median over seeds instead (robust to one seed stopping on a plateau)."""
     res: dict[str, float] = {}
     for mode in ("parity", "corrected"):
         ss = [s for s in summary if s["mode"] == mode]
@@ -360,4 +354,6 @@ def slopes(summary: list[dict[str, Any]], sweep: str) -> dict[str, float]:
         for col in ("test_sup", "test_mse", "test_mse_all_channels", "cf_sup", "at50_sup"):
             if all(f"{col}_mean" in s for s in ss):
                 res[f"{mode}_{col}_slope"] = fit_loglog_slope(xs, [s[f"{col}_mean"] for s in ss])
+        if all("test_sup_median" in s for s in ss):
+            res[f"{mode}_test_sup_median_slope"] = fit_loglog_slope(xs, [s["test_sup_median"] for s in ss])
     return res
