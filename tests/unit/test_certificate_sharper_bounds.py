@@ -157,26 +157,27 @@ def test_the_harness_catches_a_bound_without_rounding(monkeypatch):
     assert max(worst) > 0
 
 
-def test_on_units_whose_weights_do_not_cancel_keep_their_input_error():
-    # σ_L ≠ σ_F: the pair does not cancel h's error; the bound must still cover (|M| r = |σ_L − σ_F| r) ...
-    bm = bounded()
+def noncancelling_pair():
+    """A ramp whose two on units have different slopes (σ_L = 2^14 ≠ σ_F = 2^13), input error 1e-4 on h."""
     h = 0.3
     W1, b1, W2, b2 = ramp_layer(2.0**14, 2.0**13, [(h - 0.25, h - 0.2)])
     x = token(F32(h))
     r = np.zeros_like(x)
     r[0] = 1e-4
-    _, ry = ff_radius(bm, x, r, W1, b1, W2, b2)
+    return x, r, W1, b1, W2, b2
+
+
+def test_on_units_whose_weights_do_not_cancel_keep_their_input_error():
+    # σ_L ≠ σ_F: the pair does not cancel h's error; the bound must still cover (|M| r = |σ_L − σ_F| r) ...
+    x, r, W1, b1, W2, b2 = noncancelling_pair()
+    _, ry = ff_radius(bounded(), x, r, W1, b1, W2, b2)
     assert max_violation(x, r, W1, b1, W2, b2, ry) <= 0
 
 
 def test_dropping_the_linear_term_would_be_caught(monkeypatch):
     # ... and a certificate that claimed full cancellation (no |M| r term) is contradicted by a run
+    x, r, W1, b1, W2, b2 = noncancelling_pair()
     bm = bounded()
-    h = 0.3
-    W1, b1, W2, b2 = ramp_layer(2.0**14, 2.0**13, [(h - 0.25, h - 0.2)])
-    x = token(F32(h))
-    r = np.zeros_like(x)
-    r[0] = 1e-4
     monkeypatch.setattr(_BoundedModel, "_on_units_linear_error", staticmethod(lambda r, on, *a: np.zeros((1, 1))))
     _, ry_wrong = ff_radius(bm, x, r, W1, b1, W2, b2)
     assert max_violation(x, r, W1, b1, W2, b2, ry_wrong) > 0
