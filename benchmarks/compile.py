@@ -103,6 +103,7 @@ def main() -> int:
         if have_conll:
             cases += [
                 ("conll-valid-f64", [str(CONLL / "valid.txt")]),
+                ("conll-valid-f32", [str(CONLL / "valid.txt"), "--dtype", "float32"]),
                 ("conll-train-f64", [str(CONLL / "train.txt")]),
                 ("conll-train-f32", [str(CONLL / "train.txt"), "--dtype", "float32"]),
                 ("conll-train-causal-f64", [str(CONLL / "train.txt"), "--causal"]),
