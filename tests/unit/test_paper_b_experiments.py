@@ -21,7 +21,7 @@ from uatlab.experiments.paper_b.models import (
     TwoLayerAttentionModel,
 )
 from uatlab.experiments.paper_b.runner import execute, write_csv
-from uatlab.experiments.paper_b.seq2seq import build_seq2seq_model, linear_baselines, seq2seq_trials
+from uatlab.experiments.paper_b.seq2seq import build_seq2seq_model, linear_baselines, run_seq2seq_any, seq2seq_trials
 from uatlab.experiments.paper_b.sweeps import fit_loglog_slope, plan, summarise_columns, trials_for
 from uatlab.experiments.paper_b.train import evaluate_truncated, train_truncated
 
@@ -192,3 +192,15 @@ def test_stacked_training_equals_separate_runs():
             assert torch.allclose(p, ref[name], atol=1e-5), name
         with torch.no_grad():
             assert torch.allclose(stacked.unstack(s)(data.x_test), single(data.x_test), atol=1e-4)
+
+
+def test_seq2seq_closed_forms_improve_with_anchors_and_the_two_layer_form_is_smaller():
+    trials = {t.id: t for t in seq2seq_trials("quick", ("closed-form", "closed-form-2layer"))}
+    assert set(trials) == {"quick-closed-form-m=5", "quick-closed-form-m=9", "quick-closed-form-2layer-m=9",
+                           "quick-closed-form-2layer-m=33"}  # fmt: skip
+    coarse = run_seq2seq_any(trials["quick-closed-form-2layer-m=9"].params)
+    fine = run_seq2seq_any(trials["quick-closed-form-2layer-m=33"].params)
+    one_layer = run_seq2seq_any(trials["quick-closed-form-m=9"].params)
+    assert fine["test_mse"] < coarse["test_mse"] / 4  # error ~ m^-1, MSE ~ m^-2: 33/9 anchors → ≥ 4× lower MSE
+    assert fine["test_sup"] <= fine["bound"] and coarse["test_sup"] <= coarse["bound"]
+    assert coarse["n_params"] < one_layer["n_params"]

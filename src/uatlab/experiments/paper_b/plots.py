@@ -102,8 +102,8 @@ def plot_heatmaps(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
-    """Left: test MSE against heads. Right: test MSE against parameter count, with the closed form."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    """Left: test MSE against heads. Right: test MSE against parameter count, with the closed forms."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4))
     styles = {
         "parity": ("#1b7837", "repository settings, 3 epochs (parity)"),
         "attention": ("#2166ac", "attention-only (2 layers), trained"),
@@ -123,21 +123,27 @@ def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
         ax.set_yscale("log")
         ax.set_ylabel("test MSE, unnormalised target (target units²)")
         ax.grid(True, which="both", ls=":", lw=0.5)
-    cf = sorted((s for s in summary if s["mode"] == "closed-form"), key=lambda s: s["n_params_mean"])
-    if cf:
-        axes[1].plot([s["n_params_mean"] for s in cf], [s["test_mse_mean"] for s in cf], "--s", color="#762a83",
-                     label="closed form (relu_compiler, 1 layer, sequence-wise map), m anchors")  # fmt: skip
-        for s in cf:
-            axes[1].annotate(f"m={s['value']:g}", (s["n_params_mean"], s["test_mse_mean"]), fontsize=8)
+    closed = {
+        "closed-form": ("--s", "#762a83", "closed form, 1 layer (relu_compiler, sequence-wise map), m anchors"),
+        "closed-form-2layer": ("-.D", "#e08214", "closed form, 2 attention layers (relu_compiler_two_layer), m anchors"),
+    }
+    for mode, (style, color, label) in closed.items():
+        cf = sorted((s for s in summary if s["mode"] == mode), key=lambda s: s["n_params_mean"])
+        if cf:
+            axes[1].plot([s["n_params_mean"] for s in cf], [s["test_mse_mean"] for s in cf], style, color=color,
+                         label=label)  # fmt: skip
+            for s in cf:
+                axes[1].annotate(f"m={s['value']:g}", (s["n_params_mean"], s["test_mse_mean"]), fontsize=8)
     axes[0].set_xscale("log", base=2)
     axes[0].set_xlabel("number of heads H per attention layer")
     axes[0].set_title("Two layers on a random ReLU seq2seq target\n" + textwrap.fill(fixed, 75), fontsize=9)
     axes[1].set_xscale("log")
     axes[1].set_xlabel("parameters (closed form: non-zero parameters)")
     axes[1].set_title("Trained against constructed, by parameter count", fontsize=10)
-    for ax in axes:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    # one legend below both panels (the right panel holds every series; its points fill every corner)
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

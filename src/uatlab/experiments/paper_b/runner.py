@@ -213,7 +213,7 @@ def run_seq2seq(
         fixed = f"n={n}, d=5, 10 hidden units, X~U[0,1]; corrected: normalised targets, real test set, converged"
         fig = plot_seq2seq(summary, out / "attention-seq2seq.png", fixed)
     best = {}
-    for mode in ("attention", "feedforward", "parity", "closed-form"):
+    for mode in ("attention", "feedforward", "parity", "closed-form", "closed-form-2layer"):
         ss = [s for s in summary if s["mode"] == mode]
         if ss:
             b = min(ss, key=lambda s: s["test_mse_mean"])

@@ -34,7 +34,8 @@ from uatlab.experiments.paper_b.data import relu_seq2seq_problem
 from uatlab.experiments.paper_b.models import FeedForwardTransformerBaseline, TwoLayerAttentionModel
 from uatlab.experiments.paper_b.sweeps import git_revision
 
-SEQ2SEQ_MODES = ("parity", "attention", "feedforward", "closed-form")
+SEQ2SEQ_MODES = ("parity", "attention", "feedforward", "closed-form", "closed-form-2layer")
+CLOSED_FORM_MODES = ("closed-form", "closed-form-2layer")
 
 
 def linear_baselines(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor):
@@ -174,21 +175,28 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
-    """The closed form: :func:`uatlab.constructions.relu_compiler.compile_relu_network` on the same target.
+    """The closed forms on the same target, evaluated on the same test set as the trained models.
 
-    One softmax attention layer with ``n_anchors`` anchor tokens and a sequence-wise input map
-    (paper B Sec. 3.3; not a standard Transformer layer), evaluated on the same test set as the
-    trained models. Its parameter count is its number of non-zero parameters.
+    * ``mode="closed-form"``: :func:`uatlab.constructions.relu_compiler.compile_relu_network`, one softmax
+      attention layer with ``n_anchors`` anchor tokens and a sequence-wise input map (paper B Sec. 3.3; not a
+      standard Transformer layer).
+    * ``mode="closed-form-2layer"``: :func:`uatlab.constructions.relu_compiler_two_layer.compile_relu_network_two_layer`,
+      two attention layers (truncated-linear heads, then an exact positional combination) with ``n_anchors``
+      layer-1 anchors: the architecture the trained attention-only model has, in closed form.
+
+    The parameter count is the number of non-zero parameters.
     """
     torch.set_num_threads(1)
     from uatlab.constructions.relu_compiler import ReluNetwork, compile_relu_network
+    from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
 
     n, d = int(params["n"]), int(params["d"])
     target, _, _, x_test, y_test = relu_seq2seq_problem(
         n=n, d=d, hidden=int(params["hidden_units"]), num_train=int(params["num_train"]), num_test=2000
     )
     net = ReluNetwork(*(t.double().numpy() for t in (target.W1, target.b1, target.W2, target.b2)), n, d)
-    compiled = compile_relu_network(net, anchors=int(params["n_anchors"]))
+    compile_fn = compile_relu_network if params["mode"] == "closed-form" else compile_relu_network_two_layer
+    compiled = compile_fn(net, anchors=int(params["n_anchors"]))
     pred = torch.as_tensor(compiled(x_test.double().numpy()))  # (N, n, d)
     err = pred - y_test.double()
     return {
@@ -206,7 +214,7 @@ def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
 
 def run_seq2seq_any(params: dict[str, Any]) -> dict[str, Any]:
     """Dispatch: the closed form or a trained model."""
-    return run_compiled_trial(params) if params["mode"] == "closed-form" else run_seq2seq_trial(params)
+    return run_compiled_trial(params) if params["mode"] in CLOSED_FORM_MODES else run_seq2seq_trial(params)
 
 
 def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[Trial]:
@@ -218,30 +226,32 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
     """
     if scale == "quick":
         compiled_anchors = (5, 9)
+        two_layer_anchors = (9, 33)
         common = {"n": 6, "num_train": 3000, "hidden_units": 10, "d": 5}
         parity_heads, heads, seeds, p_seeds = (2,), (4,), (1234,), (1237,)
         corrected = {"width": 32, "head_dim": 8, "n_anchors": 4, "epochs": 30, "patience": 6, "batch_size": 64,
                      "lr": 3e-3, "max_seconds": 20, "output_modulation": True}  # fmt: skip
     elif scale in ("default", "full"):
         compiled_anchors = (9, 17, 33, 65)
+        two_layer_anchors = (9, 17, 33, 65, 129, 257)
         common = {"n": 20, "num_train": 25000, "hidden_units": 10, "d": 5}
         full = scale == "full"
         parity_heads = (1, 2, 4, 8, 16, 32) if full else (1, 8, 32)
         heads = (4,)
         seeds = (1234, 1235, 1236) if full else (1234, 1235)
         p_seeds = tuple(range(1237, 1244)) if full else (1237,)
-        corrected = {"width": 64, "head_dim": 16, "n_anchors": 8, "epochs": 200, "patience": 12, "batch_size": 64,
-                     "lr": 2e-3, "max_seconds": 1800, "output_modulation": True}  # fmt: skip
+        corrected = {"width": 64, "head_dim": 16, "n_anchors": 8, "epochs": 400, "patience": 12, "batch_size": 64,
+                     "lr": 2e-3, "max_seconds": 5400, "output_modulation": True}  # fmt: skip
     else:
         raise InputError(f"unknown scale {scale!r}")
     prefix = "quick-" if scale == "quick" else ""
     trials = []
     for mode in modes:
-        if mode == "closed-form":
-            for m in compiled_anchors:
+        if mode in CLOSED_FORM_MODES:
+            for m in compiled_anchors if mode == "closed-form" else two_layer_anchors:
                 params = {"experiment": "attention-seq2seq", "mode": mode, "scale": scale, "seed": 0, "value": m,
                           "n_anchors": m, **common}  # fmt: skip
-                trials.append(Trial(id=f"{prefix}closed-form-m={m}", params=params))
+                trials.append(Trial(id=f"{prefix}{mode}-m={m}", params=params))
             continue
         for H in parity_heads if mode == "parity" else heads:
             for seed in p_seeds if mode == "parity" else seeds:
