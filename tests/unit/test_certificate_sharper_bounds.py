@@ -328,3 +328,51 @@ def test_a_tampered_complement_row_is_not_gated():
     with torch.no_grad():
         run = model(torch.as_tensor(ids)).double().numpy()
     assert np.all(np.abs(run - L1) <= 2 * r1 + 1e-12)
+
+
+@pytest.mark.parametrize("positional, batch", [("none", 2), ("given", 2), ("given", 1)])
+def test_input_ff_models_are_bounded_with_the_on_units_rule(positional, batch):
+    # the input FF sees (B, n, d) arrays: the ON-units rule must read r per coordinate, not per (position,
+    # coordinate) — a batch of 2 sequences of length 3, or an inexact embedding+position sum at position 1 only
+    from uatlab.models import Transformer, TransformerConfig
+
+    cfg = TransformerConfig(d_model=2, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=1, vocab_size=2,
+                            num_labels=2, max_len=3, positional=positional, input_ff_width=2, dtype="float32",
+                            readout_bias=False)  # fmt: skip
+    model = Transformer(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.embed.weight.copy_(torch.tensor([[1.0, 0.0], [0.75, 0.0]]))
+        if positional == "given":
+            model.pos[1, 0] = float(F32(2.0**-24 * 1.5))  # 1 + p and 0.75 + p round
+        model.input_ff.hidden.weight.copy_(torch.tensor([[1.5, 0.0], [1.5, 0.0]]))
+        model.input_ff.hidden.bias.copy_(torch.tensor([0.0, -0.25]))
+        model.input_ff.output.weight.copy_(torch.tensor([[0.0, 0.0], [3.0, 1.0]]))
+        model.readout.weight.copy_(torch.tensor([[0.0, 1.0], [0.0, -1.0]]))
+    ids = np.array([[0, 1, 0], [1, 0, 1]])[:batch]
+    L, rL, bad = logit_bounds(model, ids)
+    with torch.no_grad():
+        run = model(torch.as_tensor(ids)).double().numpy()
+    assert not bad.any() and np.all(np.abs(run - L) <= rL)
+
+
+def test_the_exact_score_rule_fires_on_a_compiled_float32_memorizer(monkeypatch):
+    # W_Q, W_K are single weight-1 rows and the inputs are exact, so q and k have radius 0 (no underflow
+    # allowance: x·2^k, k ≥ 0, cannot underflow) and every score of the compiled model is proven exact
+    import uatlab.verify.certificate as cert_mod
+    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.data.synthetic import synthetic_dataset
+
+    seen = {"exact": 0, "scores": 0}
+    real = cert_mod._exact_score_products
+
+    def spy(q, rq, k, rk):
+        mask = real(q, rq, k, rk)
+        seen["exact"] += int(mask.sum())
+        seen["scores"] += mask.size
+        return mask
+
+    monkeypatch.setattr(cert_mod, "_exact_score_products", spy)
+    res = compile_dataset(synthetic_dataset(30, 6, 20, 3, seed=2), dtype="float32")
+    assert res.certificate.certified and seen["scores"] > 0 and seen["exact"] == seen["scores"]

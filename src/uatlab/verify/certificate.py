@@ -191,8 +191,11 @@ def _matvec_bound(x, r, W, rW, u, eta):
     single = np.array([c == 1 and not rW[o].any() and is_power_of_two(float(W[o][W[o] != 0][0]))
                        for o, c in enumerate(count)], dtype=bool)  # fmt: skip
     g = np.where(single, 0.0, gamma(terms, u))
+    # a product by 2^k with k ≥ 0 cannot underflow either (x·2^k is representable for every finite x, subnormal
+    # or not, barring overflow): such single rows need no ETA, so exact inputs give exactly-known outputs
+    big = np.array([s and abs(float(W[o][W[o] != 0][0])) >= 1.0 for o, s in enumerate(single)], dtype=bool)
     y = x @ W.T
-    ry = r @ absW.T + X @ rW.T + g * (X @ (absW + rW).T) + count * eta
+    ry = r @ absW.T + X @ rW.T + g * (X @ (absW + rW).T) + np.where(big, 0, count) * eta
     return y, ry
 
 
@@ -585,7 +588,7 @@ class _BoundedModel:
         overflow = self._may_overflow(x, r, "embed")
         if self.input_ff is not None:
             overflow |= self._may_overflow(x, r, "ff", self.input_ff)
-            x, r = self.ff_dense(x, r, *self.input_ff)
+            x, r = self._ff_dense_chunked(x, r, *self.input_ff)  # (T, d) rows: _ff_tail reads r per coordinate
         for li, (att, hid, out) in enumerate(self.layers):
             if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
                 bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
@@ -853,6 +856,8 @@ def certify_chunks(
             "underflow (subnormals not flushed to zero: PyTorch's default, torch.set_flush_denormal(False))",
             f"exp accurate to {EXP_ULPS:g} ulp for normal results (softmax rows that could underflow are not certified)",
             "any summation order, blocking or FMA use; padding masks allowed",
+            "PyTorch's default float32 matmul precision ('highest': no bf16/TF32 reduced-precision modes), eager "
+            "execution (no torch.compile kernel fusion)",
         ],
     )
 
