@@ -14,14 +14,15 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.skipif(not (DATA / "train.txt").is_file(), reason="CoNLL-2003 files not available")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("split", ["train", "valid"])
-def test_conll_float64_at_ceiling_and_certified(split):
+def test_conll_at_ceiling_and_certified(split, dtype):
     from uatlab.constructions.memorizer import compile_dataset
     from uatlab.data import ceiling_report, read_conll
 
     data = read_conll(DATA / f"{split}.txt")
     t0 = time.perf_counter()
-    res = compile_dataset(data, dtype="float64")
+    res = compile_dataset(data, dtype=dtype)
     seconds = time.perf_counter() - t0
     rep = ceiling_report(data)
     cert = res.certificate
