@@ -1,0 +1,27 @@
+"""`benchmarks/compile.py --quick` runs in CI: every case compiles, certifies, and out of core changes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
+
+
+def test_compile_benchmark_quick(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--out", str(out)], capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    whole, chunked = rows["synthetic-N2000-f64"], rows["synthetic-N2000-f64-chunked"]
+    for r in rows.values():
+        assert "error" not in r, r
+        assert r["certified"] is True and r["certified_tokens"] == r["ceiling_tokens"] == r["correct_tokens"]
+        assert r["peak_rss_mb"] > 0 and r["wall_seconds"] > 0
+    assert whole["buckets"] == 1 and chunked["buckets"] == 8
+    for key in ("params_non_embedding", "ff_width", "min_certified_margin", "max_abs_weight", "distinct_contexts"):
+        assert whole[key] == chunked[key], key
+    assert "certified" in proc.stdout and "figures written to" in proc.stdout
