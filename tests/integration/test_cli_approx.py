@@ -68,3 +68,17 @@ def test_bad_input_is_one_line_error(capsys, tmp_path):
     code = main(["approx", "truncated-linear", "--dtype", "float32", "--anchors", "81", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and "float32" in err
+
+
+def test_relu_network_two_layers_is_smaller_and_bounded(capsys, tmp_path):
+    common = ["approx", "relu-network", "--nets", "1", "--anchors", "17,33,65", "--n", "4", "--d", "2",
+              "--hidden", "3", "--samples", "16", "--out", str(tmp_path)]  # fmt: skip
+    one = _run_json(capsys, common)
+    two = _run_json(capsys, common + ["--layers", "2"])
+    assert all(r["layers"] == 2 and r["sup_error"] <= r["bound"] for r in two["rows"])
+    assert -1.3 <= two["slope"]["mean_sup_error_vs_anchors"] <= -0.7
+    assert max(r["params"] for r in two["rows"]) < min(r["params"] for r in one["rows"])
+    assert any("anchor tokens appended" in item for item in two["summary"]["nonstandard"])
+    code = main(common + ["--layers", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and "layers must be 1 or 2" in err

@@ -145,6 +145,7 @@ def relu_cmd(
     hidden: int = typer.Option(10, "--hidden", help="Hidden ReLU units."),
     samples: int = typer.Option(100, "--samples", help="Random inputs in [0,1]^{n×d} per network."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first network."),
+    layers: int = typer.Option(1, "--layers", help="Attention layers of the compiled model: 1 or 2."),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -159,6 +160,7 @@ def relu_cmd(
         hidden=hidden,
         samples=32 if quick else samples,
         seed=seed,
+        layers=layers,
         progress=_progress(json_out),
     )
     _finish(
@@ -166,9 +168,9 @@ def relu_cmd(
         out,
         json_out,
         "anchors",
-        ["net", "anchors", "heads", "sup_error", "relative_sup_error", "output_range", "bound", "params", "net_params"],
+        ["net", "layers", "anchors", "heads", "sup_error", "relative_sup_error", "output_range", "bound", "params", "net_params"],
         group_key="net",
-        title="ReLU network compiled into softmax attention",
+        title=f"ReLU network compiled into {layers} softmax attention layer{'s' if layers > 1 else ''}",
     )
 
 

@@ -149,19 +149,33 @@ def sweep_relu_network(
     hidden: int = 10,
     samples: int = 100,
     seed: int = 0,
+    layers: int = 1,
     progress: Progress = _noop,
 ) -> Sweep:
-    """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors."""
+    """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors.
+
+    ``layers=1``: :func:`compile_relu_network` (one attention layer); ``layers=2``:
+    :func:`~uatlab.constructions.relu_compiler_two_layer.compile_relu_network_two_layer` (two attention layers,
+    far fewer parameters).
+    """
+    from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
+
+    if layers not in (1, 2):
+        raise InputError(f"layers must be 1 or 2, got {layers}")
+    compile_fn = compile_relu_network if layers == 1 else compile_relu_network_two_layer
     t0 = time.perf_counter()
     rows = []
+    nonstandard: list[str] = []
     for k in range(nets):
         net = random_relu_network(n, d, hidden, seed=seed + k)
         for m in anchors:
-            c = compile_relu_network(net, anchors=m)
+            c = compile_fn(net, anchors=m)
+            nonstandard = list(c.nonstandard)
             r = measure_compiled(c, samples=samples, seed=seed + 1000 + k)
             rows.append(
                 {
                     "net": k,
+                    "layers": layers,
                     "anchors": m,
                     "heads": c.heads,
                     "sup_error": r["sup_error"],
@@ -190,7 +204,8 @@ def sweep_relu_network(
         "anchors": largest,
         "max_relative_sup_error": max(r["relative_sup_error"] for r in at_largest),
         "params": at_largest[0]["params"],
-        "nonstandard": "one attention layer + a linear map across positions + appended anchor tokens",
+        "layers": layers,
+        "nonstandard": nonstandard,
     }
     return Sweep("relu-network", "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
 
