@@ -47,7 +47,7 @@ With (word, position) groups (below) (i) is not needed — occurrences at differ
 unit — so the query scale is chosen per position instead (``beta='auto'``): b_k = β(1 + j/2^m) with β a
 power of two and j = (k + s·2^m/3) mod 2^m, s ∈ {0, 1, 2}, picking for each position the candidate with
 the fewest label-boundary gaps below ~6 times a rough bound on h's error, then the largest smallest gap
-(:func:`_choose_beta_per_position`). The h of a token at position k depends on b_k only, and every unit
+(:func:`_compile_tables`). The h of a token at position k depends on b_k only, and every unit
 serves one position, so the choices do not interact.
 
 **Why the feed-forward layer separates them.** Group the occurrences: by word (``group='word'``, the
