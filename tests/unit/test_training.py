@@ -216,3 +216,19 @@ def test_time_budget_checkpoints_and_resume_finishes(tmp_path):
     assert not (tmp_path / "run" / "model.safetensors").exists()
     done = train(data, cfg, tmp_path / "run", progress=False, resume=True)
     assert done.status == "completed" and done.epochs == 2
+
+
+def test_resume_warns_when_the_thread_count_differs(tmp_path):
+    data = tiny_ner(12)
+    cfg = TrainConfig(epochs=2, **SMALL)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        train(data, cfg, tmp_path / "run", progress=False, max_minutes=0.0)
+        torch.set_num_threads(2)
+        said: list[str] = []
+        done = train(data, cfg, tmp_path / "run", progress=False, resume=True, log=said.append)
+    finally:
+        torch.set_num_threads(before)
+    assert done.status == "completed"
+    assert any("written with 1 torch threads" in m and "--threads 1" in m for m in said)

@@ -403,6 +403,13 @@ def train(
         epoch_seconds = state.get("epoch_seconds", 0.0)
         history = list(state["history"])
         say(f"resumed from {ckpt_path}: epoch {epoch + 1}, batch {batch_in_epoch}, step {step}")
+        saved_threads = state.get("threads")
+        if saved_threads is not None and saved_threads != torch.get_num_threads():
+            # CPU reductions split work by thread: a different count can change float sums in the last bits
+            say(
+                f"warning: the checkpoint was written with {saved_threads} torch threads, this run uses "
+                f"{torch.get_num_threads()}; pass --threads {saved_threads} for a bit-identical continuation"
+            )
     elif ckpt_path.exists():
         raise CheckpointError(
             f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out folder"
@@ -424,6 +431,7 @@ def train(
                 "history": history,
                 "vocab_tokens": list(vocab.tokens),
                 "vocab_labels": list(vocab.labels),
+                "threads": torch.get_num_threads(),  # results depend on it (see the resume warning)
             },
             ckpt_path,
         )
