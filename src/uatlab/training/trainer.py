@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.errors import InputError, UatlabError
 from uatlab.models import Transformer, TransformerConfig, load_model, save_model
-from uatlab.training.batching import IGNORE, Vocab, collate, encode, epoch_batches
+from uatlab.training.batching import IGNORE, UNK, Vocab, collate, encode, epoch_batches
 from uatlab.training.checkpoint import (
     CheckpointError,
     config_differences,
@@ -365,6 +365,11 @@ def train(
     if valid_data is not None:
         data_info["valid_sequences"] = len(valid_data)
         data_info["valid_unknown_tokens"] = enc_valid.unknown_tokens
+        if enc_valid.unknown_tokens and vocab.tokens[0] != UNK:  # e.g. a compiled init model: no <unk> row
+            say(
+                f"warning: the init model has no {UNK} token; {enc_valid.unknown_tokens} validation tokens unknown "
+                f"to it are read as {vocab.tokens[0]!r} (token id 0)"
+            )
 
     if cfg.optimizer == "adamw":
         # fused=True: one kernel for the whole update (3x faster on CPU when the embedding dominates)
