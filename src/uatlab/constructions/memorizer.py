@@ -874,12 +874,7 @@ def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = Fal
     max_len = max(max_len or 0, max(len(w) for w in enc.word))
     alpha = word_key_codes(len(enc.token_to_id), seed)
     h = context_columns(alpha, max_len, pool, seed, causal)(enc.word)  # (T, K)
-    lengths = np.array([len(w) for w in enc.word])
-    table = TokenTable(
-        np.concatenate(enc.word), np.concatenate(enc.label), np.concatenate(enc.key),
-        np.repeat(np.arange(enc.sequences), lengths), np.arange(len(h)) - np.repeat(np.cumsum(lengths) - lengths, lengths),
-        np.repeat(lengths, lengths), h,
-    )  # fmt: skip
+    table = TokenTable.from_sequences(enc.word, enc.label, enc.key, 0, h)
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(lambda: [table], enc, group, pool, np.asarray(enc.lines), enc.sequences, max_len,
                                     dtype, causal, seed, d_model, code, times)  # fmt: skip

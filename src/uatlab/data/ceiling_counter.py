@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from uatlab.data.token_store import append_partitioned
+
 PAIR = np.dtype([("key", "<i8"), ("label", "<i8")])
 
 
@@ -48,14 +50,7 @@ class CeilingCounter:
         rec = np.empty(self._held, dtype=PAIR)
         rec["key"] = np.concatenate(self._keys)
         rec["label"] = np.concatenate(self._labels)
-        bucket = (rec["key"] % self.buckets).astype(np.int64)
-        order = np.argsort(bucket, kind="stable")
-        rec, bucket = rec[order], bucket[order]
-        cuts = np.searchsorted(bucket, np.arange(self.buckets + 1))
-        for b in range(self.buckets):
-            if cuts[b + 1] > cuts[b]:
-                with open(self._spill_dir / f"{b}.bin", "ab") as fh:
-                    rec[cuts[b] : cuts[b + 1]].tofile(fh)
+        append_partitioned(rec, rec["key"] % self.buckets, self.buckets, lambda b: self._spill_dir / f"{b}.bin")
         self._keys, self._labels, self._held = [], [], 0
 
     @staticmethod

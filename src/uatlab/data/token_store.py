@@ -54,6 +54,32 @@ class TokenTable:
     def __len__(self) -> int:
         return len(self.word)
 
+    @classmethod
+    def from_sequences(cls, word: list[np.ndarray], label: list[np.ndarray], key: list[np.ndarray],
+                       first_sequence: int, h: np.ndarray) -> TokenTable:  # fmt: skip
+        """Flatten per-sequence id arrays (global index of the first sequence given) with their (T, K) columns."""
+        lengths = np.array([len(w) for w in word], dtype=np.int64)
+        T = int(lengths.sum())
+        if h.shape[0] != T:
+            raise ValueError(f"{h.shape[0]} rows of columns for {T} tokens")
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        return cls(
+            np.concatenate(word), np.concatenate(label), np.concatenate(key),
+            np.repeat(first_sequence + np.arange(len(word)), lengths), np.arange(T) - starts,
+            np.repeat(lengths, lengths), h,
+        )  # fmt: skip
+
+
+def append_partitioned(rec: np.ndarray, bucket: np.ndarray, count: int, path_of: Callable[[int], Path]) -> None:
+    """Append the records ``rec`` to ``count`` files, record i to ``path_of(bucket[i])``, keeping their order."""
+    order = np.argsort(bucket, kind="stable")  # stable: data order inside a bucket
+    rec, bucket = rec[order], bucket[order]
+    cuts = np.searchsorted(bucket, np.arange(count + 1))
+    for b in range(count):
+        if cuts[b + 1] > cuts[b]:
+            with open(path_of(b), "ab") as fh:
+                rec[cuts[b] : cuts[b + 1]].tofile(fh)
+
 
 def record_dtype(columns: int) -> np.dtype:
     return np.dtype([("word", "<i8"), ("label", "<i4"), ("key", "<i8"), ("seq", "<i8"), ("pos", "<i4"),
@@ -271,27 +297,13 @@ class TokenStore:
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
         dt = record_dtype(num_columns)
         for ch in self.chunks():
-            lengths = np.array([len(w) for w in ch.word], dtype=np.int64)
-            T = int(lengths.sum())
-            rec = np.empty(T, dtype=dt)
-            rec["word"] = np.concatenate(ch.word)
-            rec["label"] = np.concatenate(ch.label)
-            rec["key"] = np.concatenate(ch.key)
-            rec["seq"] = np.repeat(ch.first_sequence + np.arange(len(ch.word)), lengths)
-            rec["pos"] = np.arange(T) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            rec["length"] = np.repeat(lengths, lengths)
-            h = columns(ch.word)  # (T, K)
-            if h.shape != (T, num_columns):
-                raise ValueError(f"columns() returned shape {h.shape}, expected {(T, num_columns)}")
-            rec["h"] = h
-            bucket = rec["word"] % B
-            order = np.argsort(bucket, kind="stable")  # stable: data order inside a bucket
-            rec, bucket = rec[order], bucket[order]
-            cuts = np.searchsorted(bucket, np.arange(B + 1))
-            for b in range(B):
-                if cuts[b + 1] > cuts[b]:
-                    with open(bdir / f"bucket_{b:05d}.bin", "ab") as fh:
-                        rec[cuts[b] : cuts[b + 1]].tofile(fh)
+            table = TokenTable.from_sequences(ch.word, ch.label, ch.key, ch.first_sequence, columns(ch.word))
+            if table.h.shape[1] != num_columns:
+                raise ValueError(f"columns() returned {table.h.shape[1]} columns, expected {num_columns}")
+            rec = np.empty(len(table), dtype=dt)
+            for name in ("word", "label", "key", "seq", "pos", "length", "h"):
+                rec[name] = getattr(table, name)
+            append_partitioned(rec, rec["word"] % B, B, lambda b: bdir / f"bucket_{b:05d}.bin")
             if progress is not None:
                 progress(len(ch.word))
         self.m["buckets"] = {"count": B, "columns": num_columns, "signature": signature}
