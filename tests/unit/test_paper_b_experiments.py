@@ -204,3 +204,20 @@ def test_seq2seq_closed_forms_improve_with_anchors_and_the_two_layer_form_is_sma
     assert fine["test_mse"] < coarse["test_mse"] / 4  # error ~ m^-1, MSE ~ m^-2: 33/9 anchors → ≥ 4× lower MSE
     assert fine["test_sup"] <= fine["bound"] and coarse["test_sup"] <= coarse["bound"]
     assert coarse["n_params"] < one_layer["n_params"]
+
+
+def test_plateau_stop_counts_epochs_without_a_one_percent_gain_and_keeps_the_best_weights():
+    from uatlab.experiments.paper_b.train import PlateauStop
+
+    model = torch.nn.Linear(1, 1)
+    stop = PlateauStop(patience=2, rel_tol=0.01)
+    stops = []
+    for k, val in enumerate([1.0, 0.995, 0.5, 0.499, 0.498]):  # 0.995 and 0.499 are < 1 % gains
+        with torch.no_grad():
+            model.weight.fill_(float(k))
+        stops.append(stop.update(val, model))
+    assert stops == [False, False, False, False, True] and stop.converged
+    stop.restore_best(model)
+    assert float(model.weight.detach()) == 4.0  # the smallest loss (0.498) was kept although it was not a 1 % gain
+    nan_stop = PlateauStop(patience=5)
+    assert nan_stop.update(float("nan"), model) and not nan_stop.converged

@@ -19,7 +19,6 @@ All MSEs are reported on the repository's unnormalised scale.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from typing import Any
@@ -33,6 +32,7 @@ from uatlab.experiments.executor import Trial
 from uatlab.experiments.paper_b.data import relu_seq2seq_problem
 from uatlab.experiments.paper_b.models import FeedForwardTransformerBaseline, TwoLayerAttentionModel
 from uatlab.experiments.paper_b.sweeps import git_revision
+from uatlab.experiments.paper_b.train import PlateauStop, train_epoch
 
 SEQ2SEQ_MODES = ("parity", "attention", "feedforward", "closed-form", "closed-form-2layer")
 CLOSED_FORM_MODES = ("closed-form", "closed-form-2layer")
@@ -120,18 +120,10 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
     sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=max(1, patience // 4))
     loss_fn = nn.MSELoss()
     curve, val_curve = [], []
-    best, best_state, since, converged, epoch = math.inf, None, 0, False, 0
+    stop, epoch = PlateauStop(patience, rel_tol=0.01), 0
     max_seconds = float(params.get("max_seconds", math.inf))
     for epoch in range(1, int(params["epochs"]) + 1):
-        tot, cnt = 0.0, 0
-        for xb, yb in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            tot += float(loss.detach()) * xb.shape[0]
-            cnt += xb.shape[0]
-        curve.append(tot / cnt)
+        curve.append(train_epoch(model, loader, opt, loss_fn))
         if parity:
             continue
         val = _mse(model, x_val, y_val, mu, sd)
@@ -140,20 +132,12 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
             print(
                 f"epoch {epoch} train {curve[-1]:.4f} val_mse {val:.4f} lr {opt.param_groups[0]['lr']:.1e}", flush=True
             )
-        sched.step(val)
-        if val < best * (1 - 0.01):
-            best, since, best_state = val, 0, copy.deepcopy(model.state_dict())
-        else:
-            since += 1
-            if val < best:
-                best, best_state = val, copy.deepcopy(model.state_dict())
-            if since >= patience:
-                converged = True
-                break
-        if time.perf_counter() - t0 > max_seconds:
+        if math.isfinite(val):
+            sched.step(val)
+        if stop.update(val, model) or time.perf_counter() - t0 > max_seconds:
             break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+    stop.restore_best(model)
+    converged = stop.converged
     base = linear_baselines(x_tr, y_tr, x_te, y_te)
     return {
         "git_rev": git_revision(),

@@ -57,6 +57,50 @@ def evaluate_truncated(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch
     return ErrorFigures(sq_all / count, sq_t / count, sup)
 
 
+def train_epoch(model: nn.Module, loader: DataLoader, opt: torch.optim.Optimizer, loss_fn: nn.Module) -> float:
+    """One pass over ``loader``; returns the sample-weighted mean training loss."""
+    total, count = 0.0, 0
+    for xb, yb in loader:
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach()) * xb.shape[0]
+        count += xb.shape[0]
+    return total / count
+
+
+class PlateauStop:
+    """The convergence criterion of the module docstring, in one place.
+
+    :meth:`update` takes each epoch's validation loss: a value below ``best·(1 − rel_tol)`` resets the
+    count, any other epoch adds one (a smaller value is still kept as the best weights); after
+    ``patience`` such epochs the run has converged. A non-finite loss stops the run, not converged.
+    """
+
+    def __init__(self, patience: int, rel_tol: float = 0.01) -> None:
+        self.patience, self.rel_tol = patience, rel_tol
+        self.best, self.since, self.best_state, self.converged = math.inf, 0, None, False
+
+    def update(self, val: float, model: nn.Module) -> bool:
+        """Record ``val``; True when training should stop."""
+        if not math.isfinite(val):
+            return True
+        if val < self.best * (1 - self.rel_tol):
+            self.since = 0
+        else:
+            self.since += 1
+        if val < self.best:
+            self.best, self.best_state = val, copy.deepcopy(model.state_dict())
+        self.converged = self.since >= self.patience
+        return self.converged
+
+    def restore_best(self, model: nn.Module) -> None:
+        """Load the best weights seen (if any)."""
+        if self.best_state is not None:
+            model.load_state_dict(self.best_state)
+
+
 @dataclass
 class TrainLog:
     epochs: int = 0
@@ -104,40 +148,22 @@ def train_truncated(
     )
     loss_fn = nn.MSELoss()
     log = TrainLog()
-    best, best_state, since = math.inf, None, 0
+    stop = PlateauStop(patience, rel_tol)
     model.train()
     for epoch in range(1, epochs + 1):
-        total, count = 0.0, 0
-        for xb, yb in loader:
-            opt.zero_grad()
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * xb.shape[0]
-            count += xb.shape[0]
-        log.train_loss.append(total / count)
+        log.train_loss.append(train_epoch(model, loader, opt, loss_fn))
         log.epochs = epoch
         if epoch in snapshot_epochs and x_test is not None:
             log.snapshots[epoch] = evaluate_truncated(model, x_test, y_test).as_dict("")
         if converge:
             val = evaluate_truncated(model, x_val, y_val).mse_all_channels
             log.val_loss.append(val)
-            if not math.isfinite(val):
-                break
-            if sched is not None:
+            if sched is not None and math.isfinite(val):
                 sched.step(val)
-            if val < best * (1 - rel_tol):
-                best, since = val, 0
-                best_state = copy.deepcopy(model.state_dict())
-            else:
-                since += 1
-                if val < best:
-                    best_state = copy.deepcopy(model.state_dict())
-                    best = val
-                if since >= patience:
-                    log.converged = True
-                    break
-    if converge and best_state is not None:
-        model.load_state_dict(best_state)
+            if stop.update(val, model):
+                break
+    if converge:
+        log.converged = stop.converged
+        stop.restore_best(model)
     model.eval()
     return log
