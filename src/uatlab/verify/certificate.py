@@ -188,12 +188,13 @@ def _matvec_bound(x, r, W, rW, u, eta):
     # a row with a single exact weight ±2^k (and nothing else that can be non-zero) is a single product by a
     # power of two: exact barring underflow (count·ETA below) and overflow (checked separately); the zero
     # products of the other coordinates are exact zeros and adding them changes nothing
-    single = np.array([c == 1 and not rW[o].any() and is_power_of_two(float(W[o][W[o] != 0][0]))
-                       for o, c in enumerate(count)], dtype=bool)  # fmt: skip
+    only = W.sum(axis=-1)  # the row's one weight where exactly one is non-zero
+    mant, _ = np.frexp(np.abs(only))
+    single = (count == 1) & (mant == 0.5)  # count == 1 also means rW is zero on the row
     g = np.where(single, 0.0, gamma(terms, u))
     # a product by 2^k with k ≥ 0 cannot underflow either (x·2^k is representable for every finite x, subnormal
     # or not, barring overflow): such single rows need no ETA, so exact inputs give exactly-known outputs
-    big = np.array([s and abs(float(W[o][W[o] != 0][0])) >= 1.0 for o, s in enumerate(single)], dtype=bool)
+    big = single & (np.abs(only) >= 1.0)
     y = x @ W.T
     ry = r @ absW.T + X @ rW.T + g * (X @ (absW + rW).T) + np.where(big, 0, count) * eta
     return y, ry
