@@ -191,13 +191,7 @@ def run_capacity(
             "seed": seed,
         }
         params = {
-            "kind": kind,
-            "N": n,
-            "data": data,
-            "length": length,
-            "vocab": vocab,
-            "labels": labels,
-            "data_seed": seed,
+            **data_params(kind, n, data, length, vocab, labels, seed),
             "config": cfg,
             "out_dir": str(out / "runs" / tid),
             "threads": threads,
@@ -277,23 +271,18 @@ def run_capacity(
     return summary
 
 
+def data_params(kind, n, data, length, vocab, labels, seed) -> dict[str, Any]:
+    """The trial parameters that fix one data set (what :func:`capacity_dataset` reads)."""
+    return {"kind": kind, "N": n, "data": data, "length": length, "vocab": vocab, "labels": labels, "data_seed": seed}
+
+
 def compiled_sizes(kind, ns, data, length, vocab, labels, seed) -> dict[str, Any]:
-    """Parameter counts of the closed-form memorizer of ``uatlab compile`` where it exists (optional)."""
-    try:
-        from uatlab.constructions.memorizer import compile_dataset  # built by the compile engineer
-    except ImportError as exc:
-        return {"available": False, "note": f"uatlab.constructions.memorizer unavailable: {exc}"}
+    """Parameter counts of the closed-form memorizer of ``uatlab compile`` on the same data sets."""
+    from uatlab.constructions.memorizer import compile_dataset
+
     sizes = {}
     for n in ns:
-        params = {
-            "kind": kind,
-            "N": n,
-            "data": data,
-            "length": length,
-            "vocab": vocab,
-            "labels": labels,
-            "data_seed": seed,
-        }
+        params = data_params(kind, n, data, length, vocab, labels, seed)
         try:
             model = compile_dataset(capacity_dataset(params), run_certificate=False).model
             sizes[n] = {"total": model.num_parameters(), "non_embedding": model.num_parameters(non_embedding=True)}
