@@ -103,38 +103,35 @@ class Encoding:
     def id_to_label(self) -> list[str]:
         return list(self.label_to_id)
 
-    def encode_tokens(self, data: SequenceDataset, unknown: str = "error") -> list[np.ndarray]:
-        """Token ids per sequence (int64). ``unknown='error'`` names the first unknown token."""
-        out = []
-        for i, seq in enumerate(data.tokens):
-            ids = np.empty(len(seq), dtype=np.int64)
-            for k, tok in enumerate(seq):
-                j = self.token_to_id.get(tok)
-                if j is None:
-                    if unknown == "error":
-                        raise InputError(
-                            f"{data.where(i)}: token {tok!r} (sequence {i}, position {k}) is not in the vocabulary"
-                        )
-                    j = -1
-                ids[k] = j
-            out.append(ids)
-        return out
+    def encode_tokens(self, data: SequenceDataset, unknown: str = "error", start: int = 0) -> list[np.ndarray]:
+        """Token ids per sequence (int64). ``unknown='error'`` names the first unknown token (-1 otherwise);
+        ``start`` is the global index of ``data``'s first sequence (a chunk of a larger set) for the message."""
+        return _encode(data, data.tokens, self.token_to_id, "token", "the model's vocabulary", start,
+                       error=unknown == "error")  # fmt: skip
 
-    def encode_labels(self, data: SequenceDataset) -> list[np.ndarray]:
+    def encode_labels(self, data: SequenceDataset, start: int = 0) -> list[np.ndarray]:
         """Label ids per sequence (int64); a label outside the label set is an error naming it."""
-        out = []
-        for i, seq in enumerate(data.labels):
-            ids = np.empty(len(seq), dtype=np.int64)
-            for k, lab in enumerate(seq):
-                j = self.label_to_id.get(lab)
-                if j is None:
+        return _encode(data, data.labels, self.label_to_id, "label", f"the label set {sorted(self.label_to_id)}", start)
+
+
+def _encode(data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int,
+            error: bool = True) -> list[np.ndarray]:  # fmt: skip
+    """Ids of ``rows`` under ``mapping``; an unknown item is an InputError naming file:line, sequence and position
+    (or -1 when ``error`` is False)."""
+    out = []
+    for i, seq in enumerate(rows):
+        ids = np.empty(len(seq), dtype=np.int64)
+        for k, item in enumerate(seq):
+            j = mapping.get(item)
+            if j is None:
+                if error:
                     raise InputError(
-                        f"{data.where(i)}: label {lab!r} (sequence {i}, position {k}) is not in the label set "
-                        f"{sorted(self.label_to_id)}"
+                        f"{data.where(i)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
                     )
-                ids[k] = j
-            out.append(ids)
-        return out
+                j = -1
+            ids[k] = j
+        out.append(ids)
+    return out
 
 
 def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[object]], source: str = "<memory>"):

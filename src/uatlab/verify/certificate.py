@@ -732,22 +732,6 @@ def certify(
     )
 
 
-def _encode_ids(chunk: SequenceDataset, start: int, mapping: dict[str, int], what: str, rows) -> list[np.ndarray]:
-    out = []
-    for i, seq in enumerate(rows):
-        ids = np.empty(len(seq), dtype=np.int64)
-        for k, item in enumerate(seq):
-            j = mapping.get(item)
-            if j is None:
-                raise InputError(
-                    f"{chunk.where(i)}: {what} {item!r} (sequence {start + i}, position {k}) is not in the model's "
-                    f"{'vocabulary' if what == 'token' else 'label set'}"
-                )
-            ids[k] = j
-        out.append(ids)
-    return out
-
-
 def certify_chunks(
     model: Transformer,
     chunks: Iterable[tuple[int, SequenceDataset]],
@@ -777,8 +761,8 @@ def certify_chunks(
     spot_budget = int(spot_check_flops)
     spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
     for start, chunk in chunks:
-        tok_ids = _encode_ids(chunk, start, enc.token_to_id, "token", chunk.tokens)
-        lab_ids = _encode_ids(chunk, start, enc.label_to_id, "label", chunk.labels)
+        tok_ids = enc.encode_tokens(chunk, start=start)
+        lab_ids = enc.encode_labels(chunk, start=start)
         n_seq += len(chunk)
         n_tok += chunk.num_tokens
         counter.add(
