@@ -981,26 +981,13 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
 # public entry points
 
 
-def encode_records(records: Iterable[tuple[list[str], list[str], int]], source: str, causal: bool,
-                   progress: bool = False) -> EncodedData:  # fmt: skip
-    """Encode (tokens, labels, line) records into in-memory integer ids (the out-of-core path is
-    :class:`~uatlab.data.token_store.TokenStore`)."""
-    enc = EncodedData(source=source)
-    context = "prefix" if causal else "sequence"
-    bar = progress_bar(progress, None, "reading")
-    try:
-        for toks, labs, line in records:
-            enc.add(toks, labs, line, context)
-            bar.update(1)
-    finally:
-        bar.close()
-    return enc
-
-
 def encode_dataset(data: SequenceDataset, causal: bool = False) -> EncodedData:
-    return encode_records(
-        ((t, y, data.lines[i] if i < len(data.lines) else i + 1) for i, (t, y) in enumerate(data)), data.source, causal
-    )
+    """Integer ids of an in-memory data set (the out-of-core path is :class:`~uatlab.data.token_store.TokenStore`)."""
+    enc = EncodedData(source=data.source)
+    context = "prefix" if causal else "sequence"
+    for i, (toks, labs) in enumerate(data):
+        enc.add(toks, labs, data.lines[i] if i < len(data.lines) else i + 1, context)
+    return enc
 
 
 def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
