@@ -196,7 +196,7 @@ class Layout:
 
 @dataclass
 class EncodedData:
-    """What the compiler keeps of the data: integer ids only (streamable)."""
+    """An in-memory data set as integer ids (the out-of-core counterpart is TokenStore)."""
 
     token_to_id: dict[str, int] = field(default_factory=dict)
     label_to_id: dict[str, int] = field(default_factory=dict)
