@@ -17,6 +17,19 @@ import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
 from uatlab.errors import InputError
+from uatlab.verify.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
+
+EXP_ULP_HELP = (
+    "Assumed error of the evaluator's exp in ulps (normal range), recorded in the certificate. The default 5 "
+    "covers torch.exp (0.56 measured), torch.softmax (0.99), numpy float32 exp (2.54), CUDA expf (2)."
+)
+
+
+def _check_exp_ulp(value: float) -> None:
+    try:
+        check_exp_ulps(value)
+    except ValueError as e:
+        raise InputError(f"--exp-ulp: {e}") from None
 
 
 def _records(path: Path, fmt: str):
@@ -33,8 +46,14 @@ def _records(path: Path, fmt: str):
 
 
 def _print_figures(title: str, fig: dict[str, Any]) -> None:
-    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions")}  # fmt: skip
+    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions", "environment")}  # fmt: skip
     console.print(key_value_table(title, rows))
+    env = fig.get("environment")
+    if env:
+        status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
+        checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
+        console.print(f"run-time checks of the certificate's assumptions {status} ({checked}); "
+                      f"torch.compile: {env.get('torch_compile')}", highlight=False)  # fmt: skip
     if fig.get("min_margin_at"):
         m = fig["min_margin_at"]
         console.print(
@@ -69,6 +88,7 @@ def compile_cmd(
         "auto", "--group", help="FF units per word or per (word, position): word, word-pos or auto (float32: word-pos)."
     ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
+    exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
     chunk_tokens: int = typer.Option(
         1_000_000, "--chunk-tokens", help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets."
@@ -91,6 +111,7 @@ def compile_cmd(
     torch.set_num_threads(1)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
+    _check_exp_ulp(exp_ulp)
     beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
     work = work_dir or out.with_name(out.name + ".work")
@@ -113,7 +134,9 @@ def compile_cmd(
     cert = None
     if not no_certify:
         t = time.perf_counter()
-        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), store.sequences, not json_out)
+        cert = certify_chunks_with_progress(
+            model, _records(data, fmt), str(data), store.sequences, not json_out, exp_ulps=exp_ulp
+        )
         report["stage_seconds"]["certify"] = time.perf_counter() - t
     t = time.perf_counter()
     fig = summarize(model, report, cert)
@@ -145,18 +168,20 @@ def certify_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (.safetensors) that stores its encoding."),
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
     fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
+    exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
     from uatlab.constructions.memorizer import certify_chunks_with_progress, load_compiled
 
+    _check_exp_ulp(exp_ulp)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     model = load_compiled(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
-    cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, not json_out)
-    fig = cert.to_json()
+    cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, not json_out, exp_ulps=exp_ulp)
+    fig = cert.to_dict()
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0

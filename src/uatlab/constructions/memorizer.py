@@ -146,6 +146,7 @@ from uatlab.errors import InputError
 from uatlab.models.io import load_model, save_model
 from uatlab.models.transformer import Transformer, TransformerConfig
 from uatlab.verify.certificate import Certificate, certify, input_keys
+from uatlab.verify.float_bounds import DEFAULT_EXP_ULPS
 
 CONSTRUCTION = "uatlab.memorizer.v1"
 # Key codes on a coarse dyadic grid: a = α + π has ≤ 15 significant bits and b = β(1 + k/2^m) has m + 1, so
@@ -960,6 +961,9 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "distinct_contexts": report["distinct_contexts"],
         "conflicts": report["conflicts"],
         "torch_spot_check": cert.torch_spot_check if cert else None,
+        "exp_ulps": cert.exp_ulps if cert else None,
+        "environment": cert.environment if cert else None,
+        "assumptions": cert.assumptions if cert else None,
         "collision_tokens": report["collision_tokens"],
         "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
         "ceiling_accuracy": report["ceiling_tokens"] / report["tokens"],
@@ -993,7 +997,7 @@ def encode_dataset(data: SequenceDataset, causal: bool = False) -> EncodedData:
 def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
                     beta: float | str = "auto", seed: int = 0, run_certificate: bool = True,
                     progress: bool = False, d_model: int | None = None, code: str = "auto",
-                    group: str = "auto") -> CompileResult:  # fmt: skip
+                    group: str = "auto", exp_ulps: float = DEFAULT_EXP_ULPS) -> CompileResult:  # fmt: skip
     """Compile ``data`` and (by default) certify the result; returns model, certificate and all figures."""
     t0 = time.perf_counter()
     enc = encode_dataset(data, causal)
@@ -1013,13 +1017,14 @@ def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool 
     cert = None
     if run_certificate:
         t = time.perf_counter()
-        cert = certify_with_progress(model, data, progress)
+        cert = certify_with_progress(model, data, progress, exp_ulps)
         report["stage_seconds"]["certify"] = time.perf_counter() - t
     report["seconds"] = time.perf_counter() - t0
     return CompileResult(model, cert, model.encoding, {**summarize(model, report, cert), "seconds": report["seconds"]})
 
 
-def certify_with_progress(model: Transformer, data: SequenceDataset, progress: bool) -> Certificate:
+def certify_with_progress(model: Transformer, data: SequenceDataset, progress: bool,
+                          exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
     bar = progress_bar(progress, len(data), "certify")
     done = [0]
 
@@ -1028,7 +1033,7 @@ def certify_with_progress(model: Transformer, data: SequenceDataset, progress: b
         done[0] = n
 
     try:
-        return certify(model, data, progress=cb)
+        return certify(model, data, progress=cb, exp_ulps=exp_ulps)
     finally:
         bar.close()
 
@@ -1067,7 +1072,8 @@ def load_compiled(path: str | os.PathLike) -> Transformer:
 
 
 def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[list[str], list[str], int]],
-                                 source: str, total: int | None, progress: bool) -> Certificate:  # fmt: skip
+                                 source: str, total: int | None, progress: bool,
+                                 exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
     """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, with a progress bar."""
     from uatlab.verify.certificate import certify_chunks, stream_chunks
 
@@ -1079,6 +1085,6 @@ def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[lis
         done[0] = n
 
     try:
-        return certify_chunks(model, stream_chunks(records, source), total, progress=cb)
+        return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps)
     finally:
         bar.close()

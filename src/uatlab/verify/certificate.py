@@ -4,8 +4,11 @@ What is proved, per token t with true label c (the "target")::
 
     for every label o ≠ c:   L_c(t) − L_o(t) > 0      in ANY evaluation of the model in its dtype
 
-where an "evaluation" is PyTorch's forward pass with any summation order / blocking / FMA use, with or
-without padding masks. The proof is a forward error analysis (Higham's model, see
+where "its dtype" is the dtype of the model's parameters (float32 or float64; a model whose tensors mix
+dtypes is refused), and an "evaluation" is any implementation of the model's formula in that dtype: any
+summation order / blocking / FMA use, a residual add fused into the preceding matrix product, with or
+without padding masks, whose exp errs by at most ``exp_ulps`` ulp in the normal range (see "Assumptions"
+below). The proof is a forward error analysis (Higham's model, see
 :mod:`uatlab.verify.float_bounds`):
 
 1. The **exact model** is the network evaluated in real arithmetic on the stored weights (a low-rank
@@ -32,6 +35,10 @@ Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bou
   ``ρ = max_j (r(s_j)·2 + u T_j) + exp error``; rows where exp could leave the normal range are
   **not** certified (never claimed);
 * ``h = Σ p_j v_j``: ``r_h = ε_p Σp|v| + Σ p r_v + γ_n Σ p |v|``;
+* residual adds ``x + Σ_i w_i t_i (+ b)`` (after attention and after each FF): the larger of the separate
+  evaluation (the sum of n terms, then one more add: ``γ_n S + u(|x| + |y|)``) and the fused one (a GEMM
+  whose accumulator starts at x, e.g. ``torch.addmm(x, a, W2ᵀ)``: one sum of n + 1 terms, ``γ_{n+1}(|x| + S)``),
+  S = Σ|w_i t_i| + |b| (see :meth:`_BoundedModel._residual`);
 * ReLU is 1-Lipschitz; a unit whose pre-activation satisfies ``ẑ + 2 r(z) ≤ 0`` is exactly 0 in every
   run and is skipped (it contributes neither value nor rounding). A unit with ``ẑ − 2 r(z) > 0`` is the
   identity in every run: the ON units together are linear in the input, so their propagated input error
@@ -56,16 +63,29 @@ other coordinates of the chunk this proves the unit is off for all such tokens, 
 of O(q·d·tokens). Units where the check fails are evaluated densely. Models without such structure
 (e.g. trained ones) use the dense path throughout.
 
-Only assumption beyond IEEE 754: the exp implementation is accurate to EXP_ULPS ulp (reported).
+Assumptions (each reported in the certificate's ``assumptions``; those that can be checked in the running
+process are checked by :func:`environment_checks` and reported in ``environment``):
+
+* IEEE 754 binary arithmetic in the parameters' dtype, round to nearest (checked: a tie rounds to even);
+* gradual underflow: subnormals are neither flushed to zero nor treated as zero on input (checked: a
+  subnormal survives a PyTorch multiply, i.e. ``torch.set_flush_denormal(True)`` was not called);
+* float32 matrix products at full precision, no TF32/bf16 reduced-precision modes (checked:
+  ``torch.get_float32_matmul_precision() == 'highest'``);
+* exp errs by at most ``exp_ulps`` ulp for results in the normal range (a parameter; not checkable
+  exhaustively: it is a property of the evaluator's exp kernel, see :mod:`uatlab.verify.float_bounds`);
+* no compiler rewrites beyond the orders, FMAs and fused residuals covered above (``torch.compile`` may
+  change the formula, e.g. recompute softmax algebraically; not covered and not checkable from the model).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -76,7 +96,8 @@ from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
 from uatlab.verify.float_bounds import (
-    EXP_ULPS,
+    DEFAULT_EXP_ULPS,
+    check_exp_ulps,
     exp_relative_error,
     exp_underflow_threshold,
     gamma,
@@ -97,7 +118,41 @@ RADIUS_SAFETY = 1.0 + 2.0**-30
 
 @dataclass
 class Certificate:
-    """The outcome of :func:`certify` (all counts are tokens)."""
+    """The outcome of :func:`certify`: which tokens are proven correct in every evaluation of the model.
+
+    All counts are tokens unless named otherwise. A token is *certified* when the certified lower bound of
+    its margin ``min_{o ≠ c} (L_c − L_o)`` (c its label) is > 0 for every evaluation allowed by
+    ``assumptions`` (see the module docstring).
+
+    Attributes:
+        dtype: the floating-point format proven: the dtype of the model's parameters.
+        config_dtype: the dtype the model's config names (differs from ``dtype`` after e.g. ``model.float()``
+            on a float64 model; the proof always follows the tensors).
+        exp_ulps: the assumed error of exp in ulps (normal range).
+        sequences: sequences checked.
+        tokens: tokens checked.
+        ceiling_tokens: tokens a perfect model can get right: per identical input (whole sequence and
+            position, or the prefix for a causal model), the count of its majority label.
+        conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
+        correct_tokens: tokens whose label is the argmax of the float64 reference logits.
+        certified_tokens: tokens whose certified lower margin is > 0.
+        certified: ``certified_tokens ≥ ceiling_tokens`` and the PyTorch spot check found no certified
+            token misclassified.
+        certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data).
+        min_certified_margin: the smallest certified lower margin among certified tokens (None if none).
+        min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
+        max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|).
+        method: "gated-sparse" (the structured fast path for compiled models) or "dense".
+        seconds: wall time of the certification.
+        uncertified_examples: up to ``max_examples`` tokens not certified, with their lower margins.
+        assumptions: the assumptions the proof rests on, in words.
+        environment: run-time checks of the checkable assumptions in this process
+            (:func:`environment_checks`); ``environment["ok"]`` is False if one fails.
+        torch_spot_check: PyTorch's own forward on a few sequences (a veto, not part of the proof).
+        margins: per sequence (data order), a float64 array with every token's certified lower margin
+            (−inf where a softmax row could leave the normal range); None when not kept
+            (``keep_margins=False``). Excluded from ``to_dict``/``to_json`` unless asked for.
+    """
 
     dtype: str
     sequences: int
@@ -116,9 +171,43 @@ class Certificate:
     uncertified_examples: list[dict[str, Any]] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     torch_spot_check: dict[str, Any] = field(default_factory=dict)
+    exp_ulps: float = DEFAULT_EXP_ULPS
+    config_dtype: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    margins: list[np.ndarray] | None = field(default=None, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def margin(self, sequence: int, position: int) -> float:
+        """The certified lower margin of one token (> 0: proven correct)."""
+        if self.margins is None:
+            raise ValueError("this certificate kept no per-token margins (certify(..., keep_margins=True))")
+        return float(self.margins[sequence][position])
+
+    def to_dict(self, margins: bool = False) -> dict[str, Any]:
+        """The fields as plain Python values (JSON-ready); per-token margins only with ``margins=True``
+        (as lists per sequence, ``None`` for −inf)."""
+        out = _plain({f.name: getattr(self, f.name) for f in fields(self) if f.name != "margins"})
+        if margins:
+            if self.margins is None:
+                raise ValueError("this certificate kept no per-token margins (certify(..., keep_margins=True))")
+            out["margins"] = [[float(v) if np.isfinite(v) else None for v in m] for m in self.margins]
+        return out
+
+    def to_json(self, margins: bool = False, indent: int | None = None) -> str:
+        """The certificate as JSON text (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(margins=margins), indent=indent, allow_nan=False)
+
+
+def _plain(obj: Any) -> Any:
+    """Nested dicts/lists of Python scalars: numpy scalars converted, non-finite floats → None."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
 
 
 # ----------------------------------------------------------------------------------------------
@@ -235,10 +324,78 @@ def _exact_sum_mask(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-class _BoundedModel:
-    """A uatlab Transformer as float64 arrays, evaluated with error radii for runs in ``dtype``."""
+_TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
-    def __init__(self, model: Transformer) -> None:
+
+def parameter_dtype(model: torch.nn.Module) -> str:
+    """The one floating-point dtype of all of ``model``'s parameters and buffers: 'float32' or 'float64'.
+
+    This, not ``model.config.dtype``, is the arithmetic PyTorch will do (``model.float()`` re-types the
+    tensors and leaves the config alone). Raises InputError for mixed or unsupported dtypes, naming them.
+    """
+    seen: dict[torch.dtype, str] = {}
+    for name, t in itertools.chain(model.named_parameters(), model.named_buffers()):
+        if t.is_floating_point():
+            seen.setdefault(t.dtype, name)
+    if not seen:
+        raise InputError("the model has no floating-point parameters to certify")
+    unsupported = [f"{n} is {str(dt).removeprefix('torch.')}" for dt, n in seen.items() if dt not in _TORCH_DTYPES]
+    if unsupported:
+        raise InputError(f"certify supports float32 and float64 models only: {', '.join(unsupported)}")
+    if len(seen) > 1:
+        which = ", ".join(f"{n} is {_TORCH_DTYPES[dt]}" for dt, n in seen.items())
+        raise InputError(
+            f"the model mixes parameter dtypes ({which}); convert it to one dtype first (model.float() or "
+            "model.double()) so that the certificate proves the arithmetic PyTorch will do"
+        )
+    return _TORCH_DTYPES[next(iter(seen))]
+
+
+def environment_checks() -> dict[str, Any]:
+    """Run-time checks, in this process, of the certificate's checkable assumptions.
+
+    * ``round_to_nearest``: float32 and float64 adds round to nearest (values just above and below a
+      midpoint, both signs, land on the nearest neighbour; any directed rounding mode fails one of them).
+    * ``gradual_underflow``: a product with a subnormal result and a product with a subnormal input stay
+      non-zero in float32 and float64 (fails after ``torch.set_flush_denormal(True)``: flush-to-zero and
+      denormals-are-zero).
+    * ``float32_matmul_precision``: ``torch.get_float32_matmul_precision()`` is 'highest' (no TF32/bf16).
+    * ``torch_compile``: not checkable from a model (a compiled callable is a different evaluator);
+      the certificate covers eager evaluation and the rewrites listed in the module docstring.
+
+    ``ok`` is True when every checkable assumption holds.
+    """
+    checks: dict[str, Any] = {}
+    nearest = True
+    for dt, eps in ((torch.float32, 2.0**-23), (torch.float64, 2.0**-52)):
+        one = torch.tensor([1.0, -1.0], dtype=dt)
+        up = one + torch.tensor([0.75 * eps, -0.75 * eps], dtype=dt)  # nearest: ±(1 + eps)
+        down = one + torch.tensor([0.25 * eps, -0.25 * eps], dtype=dt)  # nearest: ±1
+        nearest &= bool(torch.equal(up, one * (1 + eps))) and bool(torch.equal(down, one))
+    checks["round_to_nearest"] = nearest
+    gradual = True
+    # bit patterns, so that neither building the tensors nor comparing them goes through the FPU (with
+    # denormals-are-zero set, a comparison would see every subnormal as 0): inputs 2^-126 and 2^-130
+    # (float32; 2^-1022 and 2^-1026 for float64) times 0.5 and 2 must give the subnormals 2^-127 and 2^-129
+    for dt, it, bits_in, bits_out in (
+        (torch.float32, torch.int32, [0x00800000, 0x00080000], [0x00400000, 0x00100000]),
+        (torch.float64, torch.int64, [0x0010000000000000, 0x0001000000000000], [0x0008000000000000, 0x0002000000000000]),
+    ):  # fmt: skip
+        t = torch.tensor(bits_in, dtype=it).view(dt)
+        out = t * torch.tensor([0.5, 2.0], dtype=dt)  # a subnormal output; a subnormal input
+        gradual &= bool((out.view(it) == torch.tensor(bits_out, dtype=it)).all())
+    checks["gradual_underflow"] = gradual
+    precision = torch.get_float32_matmul_precision()
+    checks["float32_matmul_precision"] = precision
+    checks["torch_compile"] = "not checked (not visible from the model): eager evaluation assumed"
+    checks["ok"] = bool(nearest and gradual and precision == "highest")
+    return checks
+
+
+class _BoundedModel:
+    """A uatlab Transformer as float64 arrays, evaluated with error radii for runs in its parameters' dtype."""
+
+    def __init__(self, model: Transformer, exp_ulps: float = DEFAULT_EXP_ULPS) -> None:
         cfg = model.config
         if model.embed is None:
             raise InputError("certify needs a model with a token embedding (vocab_size set)")
@@ -247,9 +404,10 @@ class _BoundedModel:
         if cfg.attention != "softmax":
             raise InputError("certify supports softmax attention only (hardmax is discontinuous in its scores)")
         self.cfg = cfg
-        self.dtype = cfg.dtype
-        self.u = unit_roundoff(cfg.dtype)
-        self.eta = underflow_eta(cfg.dtype)  # absolute error of one underflowing product
+        self.dtype = parameter_dtype(model)  # the arithmetic PyTorch will do (not cfg.dtype)
+        self.exp_ulps = check_exp_ulps(exp_ulps)
+        self.u = unit_roundoff(self.dtype)
+        self.eta = underflow_eta(self.dtype)  # absolute error of one underflowing product
         self.E = model.embed.weight.detach().to(torch.float64).numpy().copy()  # (V, d)
         self.P = model.pos.detach().to(torch.float64).numpy().copy() if model.pos is not None else None
         d = cfg.d_model
@@ -265,7 +423,7 @@ class _BoundedModel:
         for block in model.blocks:
             self.layers.append(
                 (
-                    _attention_weights(block.attn, cfg.dtype),
+                    _attention_weights(block.attn, self.dtype),
                     _linear(block.ff.hidden, block.ff.width, d),
                     _linear(block.ff.output, d, block.ff.width),
                 )
@@ -375,7 +533,6 @@ class _BoundedModel:
 
     def _ff_tail(self, x, r, z, rz, W2, absW2, b2, rz_round=None, W1=None):
         """Given pre-activations of the evaluated units: output y = x + W2 relu(z) + b2 and its radius."""
-        u = self.u
         live = (z + 2 * rz * RADIUS_SAFETY) > 0  # units that may be non-zero in some run
         a = np.maximum(z, 0.0)
         A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
@@ -395,8 +552,8 @@ class _BoundedModel:
         nnz = live.astype(np.float64) @ (W2 != 0).T.astype(np.float64) + (b2 != 0)  # (T, d_out), exact
         nprod = nnz - (b2 != 0)
         o = a @ W2.T + b2
-        ro = ra @ absW2.T + prop + gamma(np.maximum(nnz, 1), u) * (A @ absW2.T + np.abs(b2)) + nprod * self.eta
-        return self._add(x, r, o, ro)
+        ro_prop = ra @ absW2.T + prop + nprod * self.eta
+        return self._residual(x, r, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
 
     LINEAR_ON_MAX_COORDS = 4
 
@@ -421,12 +578,31 @@ class _BoundedModel:
             prop += (np.abs(M) + g64 * (np.abs(w) @ absW2.T)) * r[:, j : j + 1]
         return prop
 
-    def _add(self, x, r, y, ry):
+    def _residual(self, x, r, y, ry_prop, S, n):
+        """x + y where y = Σ_i w_i t_i (+ b) is a sum of n terms with Σ|w_i t_i| + |b| ≤ S in every run.
+
+        ``ry_prop`` bounds |y_run − y_exact| except the rounding of y's own sum (propagated input errors and
+        underflow). Returns x + y and its radius, valid for both ways of evaluating it:
+
+        * separately, fl(x + fl(Σ)): |fl(Σ) − Σ| ≤ γ_n S (Higham Lemma 3.1, any order), then the add rounds
+          once more by ≤ u |x + ŷ| ≤ u (X + Y) with X, Y bounds on |x_run|, |y_run|; an add of an exact 0
+          (X = 0 or Y = 0) is exact;
+        * fused, a GEMM whose accumulator starts at x (``addmm(x, ·, ·)``, a residual epilogue): one sum of
+          n + 1 terms x, w_1 t_1, …, b in some order, so |fl − (x + Σ)| ≤ γ_{n+1}(|x| + S) ≤ γ_{n+1}(X + S);
+          when X = 0 the extra term is an exact zero and the bound is γ_n S; with n = 0 (no term can be
+          non-zero: S = 0) the accumulator is returned unchanged, exactly.
+
+        The radius adds the larger of the two rounding bounds to r + ry_prop; both forms also cover FMA
+        accumulation (one rounding instead of two).
+        """
         u = self.u
+        n = np.asarray(n)
+        g_n = gamma(np.maximum(n, 1), u)
+        ry = ry_prop + g_n * S
         X, Y = np.abs(x) + 2 * r, np.abs(y) + 2 * ry
-        s = x + y
-        rounding = np.where((X > 0) & (Y > 0), u * (X + Y), 0.0)
-        return s, r + ry + rounding
+        separate = g_n * S + np.where((X > 0) & (Y > 0), u * (X + Y), 0.0)
+        fused = np.where((X > 0) & (n > 0), gamma(n + 1, u) * (X + S), g_n * S)
+        return x + y, r + ry_prop + np.maximum(separate, fused)
 
     def attention(self, x, r, att: _Attention, mask_causal: bool):
         """x, r (B, n, d) → x + SA(x), radius; also a (B, n) flag of rows that are not certifiable."""
@@ -468,7 +644,7 @@ class _BoundedModel:
             P = e / e.sum(axis=-1, keepdims=True)  # (B, n, n)
             rSmax = np.where(allowed, rS, 0.0).max(axis=-1, keepdims=True)
             T = np.where(allowed, (M - S) + 4 * rSmax, 0.0)
-            rho = np.where(allowed, 2 * rS + u * T, 0.0).max(axis=-1) + exp_relative_error(u)  # (B, n)
+            rho = np.where(allowed, 2 * rS + u * T, 0.0).max(axis=-1) + exp_relative_error(u, self.exp_ulps)  # (B, n)
             # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
             rho = rho + u * (np.log(nkeys) + 2.0)
             # every exp(s − max) AND every weight exp(·)/Σ (Σ ≤ nkeys) must stay normal for the relative bounds
@@ -488,16 +664,14 @@ class _BoundedModel:
             Hb_acc.append(np.abs(h) + 2 * rh)
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
         hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
-        hs_terms = np.maximum(hs_count, 1)
-        g_o = gamma(hs_terms, u)
         rounding = np.zeros_like(x)
         for i, (h, rh) in enumerate(heads):
             WO, rO = att.WO[i], att.rO[i]  # (d, s)
             upd += h @ WO.T
             rupd_lin += rh @ np.abs(WO).T + Hb_acc[i] @ rO.T
             rounding += Hb_acc[i] @ (np.abs(WO) + rO).T
-        rupd = rupd_lin + g_o * rounding + hs_count * self.eta
-        y, ry = self._add(x, r, upd, rupd)
+        # update = Σ W_O h over h·s terms per coordinate; residual x + update, possibly fused (see _residual)
+        y, ry = self._residual(x, r, upd, rupd_lin + hs_count * self.eta, rounding, hs_count)
         return y, ry, bad
 
     def readout_bound(self, y, ry):
@@ -708,8 +882,10 @@ def certify(
     chunk_tokens: int = 200_000,
     progress: Callable[[int, int], None] | None = None,
     max_examples: int = 20,
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+    keep_margins: bool = True,
 ) -> Certificate:
-    """Prove, token by token, that ``model`` (in its own dtype) predicts each token's label.
+    """Prove, token by token, that ``model`` (in its parameters' dtype) predicts each token's label.
 
     Args:
         model: any uatlab Transformer with a token embedding and a readout (softmax attention).
@@ -718,6 +894,10 @@ def certify(
             compiled model with :func:`uatlab.constructions.memorizer.load_compiled`).
         chunk_tokens: tokens processed at a time (memory ~ 1 kB per token).
         progress: callback(done_sequences, total_sequences).
+        max_examples: uncertified tokens listed in the certificate.
+        exp_ulps: the assumed error of the evaluator's exp, in ulps (normal range); see
+            :mod:`uatlab.verify.float_bounds` for measured kernels.
+        keep_margins: keep every token's certified lower margin (``Certificate.margins``; 8 bytes a token).
 
     Returns:
         A :class:`Certificate`; ``certified`` is True iff every token that a perfect model can get right
@@ -725,11 +905,13 @@ def certify(
 
     Raises:
         InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
-            than the model's positional encoding, unsupported models.
+            than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes).
+        ValueError: ``exp_ulps`` outside [0.5, 10^4].
     """
     return certify_chunks(
-        model, _chunks(data, chunk_tokens), len(data), encoding, progress=progress, max_examples=max_examples
-    )
+        model, _chunks(data, chunk_tokens), len(data), encoding, progress=progress, max_examples=max_examples,
+        exp_ulps=exp_ulps, keep_margins=keep_margins,
+    )  # fmt: skip
 
 
 def certify_chunks(
@@ -741,11 +923,14 @@ def certify_chunks(
     progress: Callable[[int, int], None] | None = None,
     max_examples: int = 20,
     spot_check_flops: float = 3e8,
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+    keep_margins: bool = False,
 ) -> Certificate:
-    """:func:`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory)."""
+    """:func:`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory unless
+    ``keep_margins``)."""
     t0 = time.perf_counter()
+    bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read
     enc = _encoding_of(model, encoding)
-    bm = _BoundedModel(model)
     if bm.cfg.num_labels != len(enc.label_to_id):
         raise InputError(f"the model has {bm.cfg.num_labels} labels but its encoding lists {len(enc.label_to_id)}")
     context = "prefix" if bm.cfg.causal else "sequence"
@@ -754,7 +939,7 @@ def certify_chunks(
     min_margin, min_at = np.inf, None
     max_err = 0.0
     examples: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
+    margins: dict[int, np.ndarray] | None = {} if keep_margins else None
     n_seq = n_tok = 0
     # budget for the PyTorch spot check (multiply-adds of the dense forward pass)
     cost_per_token = max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - bm.E.size)
@@ -782,6 +967,9 @@ def certify_chunks(
             onehot = np.arange(C)[None, None, :] == ys[..., None]
             lower = np.where(onehot, np.inf, lower).min(axis=-1)
             lower = np.where(bad, -np.inf, lower)
+            if margins is not None:
+                for b, si in enumerate(idx):
+                    margins[start + int(si)] = lower[b].copy()
             pred = L.argmax(axis=-1)
             correct += int((pred == ys).sum())
             ok = lower > 0
@@ -818,8 +1006,13 @@ def certify_chunks(
     ceiling = counter.ceiling()
     counter.close()
     tokens = n_tok
+    env = environment_checks()
     return Certificate(
         dtype=bm.dtype,
+        config_dtype=bm.cfg.dtype,
+        exp_ulps=bm.exp_ulps,
+        environment=env,
+        margins=None if margins is None else [margins[i] for i in sorted(margins)],
         sequences=n_seq,
         tokens=tokens,
         ceiling_tokens=ceiling,
@@ -837,12 +1030,16 @@ def certify_chunks(
         uncertified_examples=examples,
         torch_spot_check=spot,
         assumptions=[
-            f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), no overflow, gradual "
-            "underflow (subnormals not flushed to zero: PyTorch's default, torch.set_flush_denormal(False))",
-            f"exp accurate to {EXP_ULPS:g} ulp for normal results (softmax rows that could underflow are not certified)",
-            "any summation order, blocking or FMA use; padding masks allowed",
-            "PyTorch's default float32 matmul precision ('highest': no bf16/TF32 reduced-precision modes), eager "
-            "execution (no torch.compile kernel fusion)",
+            f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), the dtype of the model's "
+            f"parameters (its config says {bm.cfg.dtype}); no overflow (checked per batch)",
+            "gradual underflow: subnormals neither flushed to zero nor read as zero (PyTorch's default; "
+            "torch.set_flush_denormal(False)); checked in this process: environment['gradual_underflow']",
+            f"exp accurate to {bm.exp_ulps:g} ulp for normal results (softmax rows that could underflow are not "
+            "certified); covers torch.exp (0.56 ulp measured), torch.softmax (0.99), numpy float32 exp (2.54) "
+            "when this is ≥ 2.6",
+            "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks",
+            "float32 matmul precision 'highest' (no TF32/bf16 reduced-precision modes): checked in this process, "
+            "environment['float32_matmul_precision']; eager execution (torch.compile not covered, not checked)",
         ],
     )
 
@@ -864,10 +1061,12 @@ def stream_chunks(records: Iterable[tuple[list[str], list[str], int]], source: s
         yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
 
 
-def logit_bounds(model: Transformer, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def logit_bounds(
+    model: Transformer, ids: np.ndarray, exp_ulps: float = DEFAULT_EXP_ULPS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reference logits, radii and uncertifiable-row flags for token ids (B, n) of one length.
 
-    For every run of ``model`` in its dtype and every token: |L_run − L_exact| ≤ radius, and the float64
-    reference obeys the same bound (the quantities :func:`certify` compares).
+    For every run of ``model`` in its parameters' dtype and every token: |L_run − L_exact| ≤ radius, and the
+    float64 reference obeys the same bound (the quantities :func:`certify` compares).
     """
-    return _BoundedModel(model).forward_bounds(np.asarray(ids, dtype=np.int64))
+    return _BoundedModel(model, exp_ulps).forward_bounds(np.asarray(ids, dtype=np.int64))

@@ -1,0 +1,131 @@
+"""The certificate's assumptions: the exp error is a parameter, the checkable ones are checked at run time,
+a residual add fused into the preceding GEMM is covered, and the Certificate serialises to JSON text."""
+
+import ctypes
+import ctypes.util
+import json
+import platform
+
+import numpy as np
+import pytest
+import torch
+
+from uatlab.cli import main
+from uatlab.constructions.memorizer import compile_dataset, save_compiled
+from uatlab.data.jsonl import write_jsonl
+from uatlab.data.synthetic import synthetic_dataset
+from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
+from uatlab.verify.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
+
+F32 = np.float32
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    data = synthetic_dataset(30, 6, 12, 3, seed=1)
+    res = compile_dataset(data, dtype="float32", run_certificate=False)
+    return res.model, data
+
+
+def test_exp_ulps_is_recorded_and_widens_the_softmax_radii(compiled):
+    model, data = compiled
+    ids = np.stack(model.encoding.encode_tokens(data))
+    _, r1, _ = logit_bounds(model, ids, exp_ulps=1.0)
+    _, r5, _ = logit_bounds(model, ids, exp_ulps=5.0)
+    _, r50, _ = logit_bounds(model, ids, exp_ulps=50.0)
+    assert np.all(r1 <= r5) and np.all(r5 <= r50) and np.any(r1 < r50)
+    cert = certify(model, data, exp_ulps=3.0)
+    assert cert.exp_ulps == 3.0 and any("exp accurate to 3 ulp" in a for a in cert.assumptions)
+    assert certify(model, data).exp_ulps == DEFAULT_EXP_ULPS
+    for bad in (0.25, float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="exp error"):
+            certify(model, data, exp_ulps=bad)
+
+
+def test_cli_records_exp_ulp_and_rejects_a_bad_value(compiled, tmp_path, capsys):
+    model, data = compiled
+    path, model_path = tmp_path / "d.jsonl", tmp_path / "m.safetensors"
+    write_jsonl(data, path)
+    save_compiled(model, model_path)
+    assert main(["certify", str(model_path), str(path), "--json", "--exp-ulp", "7.5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["exp_ulps"] == 7.5 and out["environment"]["ok"] is True and out["certified"] is True
+    assert main(["certify", str(model_path), str(path), "--exp-ulp", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --exp-ulp" in err and "Traceback" not in err
+    assert main(["compile", str(path), "--exp-ulp", "nan", "--out", str(tmp_path / "x.safetensors")]) == 2
+    assert "error: --exp-ulp" in capsys.readouterr().err and not (tmp_path / "x.safetensors.work").exists()
+
+
+def test_environment_checks_detect_flush_to_zero_and_reduced_matmul_precision():
+    assert environment_checks()["ok"]  # PyTorch's defaults satisfy every checkable assumption
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU cannot flush denormals")
+    try:
+        env = environment_checks()
+        assert env["gradual_underflow"] is False and env["ok"] is False
+    finally:
+        torch.set_flush_denormal(False)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        env = environment_checks()
+        assert env["float32_matmul_precision"] == "high" and env["ok"] is False
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert environment_checks()["ok"]
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="x86-64 fenv constants")
+def test_environment_checks_detect_a_directed_rounding_mode():
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    FE_TONEAREST, FE_UPWARD = 0x000, 0x800  # glibc x86-64 <fenv.h>
+    assert libm.fesetround(FE_UPWARD) == 0
+    try:
+        env = environment_checks()
+    finally:
+        libm.fesetround(FE_TONEAREST)
+    assert env["round_to_nearest"] is False and env["ok"] is False
+    assert environment_checks()["round_to_nearest"] is True
+
+
+def test_a_residual_fused_into_the_gemm_is_covered():
+    # x = 2^20 plus 100 terms 0.3 in float32. Separately: Σ = 30.0000x (tiny error), then one add (≤ ulp/2 =
+    # 0.0625). Fused, accumulator starting at x: each add of 0.3 to ~2^20 rounds to a multiple of 0.125,
+    # losing ~0.05 each time, all in one direction: an error of ~5, far beyond the separate evaluation's
+    # bound γ_n S + u(|x| + |y|) but within γ_{n+1}(|x| + S).
+    bm = object.__new__(_BoundedModel)
+    bm.dtype, bm.u, bm.eta = "float32", unit_roundoff("float32"), 2.0**-149
+    x, t, n = F32(2.0**20), F32(0.3), 100
+    exact = float(x) + n * float(t)
+    acc = x
+    for _ in range(n):
+        acc = F32(acc + t)  # the fused accumulation, in order
+    fused_error = abs(float(acc) - exact)
+    u, S = bm.u, n * float(t)
+    separate_bound = gamma(n, u) * S + u * (float(x) + S)
+    assert fused_error > 10 * separate_bound  # the premise: the separate form's bound does not cover it
+    y, ry = bm._residual(np.array([float(x)]), np.zeros(1), np.array([S]), np.zeros(1), np.array([S]), np.array([n]))
+    assert y[0] == exact and fused_error <= ry[0]
+    # torch.addmm fuses it too (its blocking may differ from the in-order sum): also within the radius
+    run = torch.addmm(torch.tensor([[x]]), torch.full((1, n), float(t)), torch.ones(n, 1))
+    assert abs(float(run) - exact) <= ry[0]
+
+
+def test_certificate_to_json_is_json_text_with_per_token_margins(compiled):
+    model, data = compiled
+    cert = certify(model, data)
+    text = cert.to_json()
+    assert isinstance(text, str)
+    back = json.loads(text)
+    assert back["certified_tokens"] == cert.certified_tokens and "margins" not in back
+    assert back == cert.to_dict()
+    with_margins = json.loads(cert.to_json(margins=True))["margins"]
+    assert [len(m) for m in with_margins] == [len(t) for t in data.tokens]
+    flat = np.concatenate(cert.margins)
+    assert int((flat > 0).sum()) == cert.certified_tokens
+    assert cert.min_certified_margin == pytest.approx(flat[flat > 0].min(), rel=0, abs=0)
+    assert cert.margin(0, 1) == with_margins[0][1]
+    streamed = certify(model, data, keep_margins=False)
+    with pytest.raises(ValueError, match="kept no per-token margins"):
+        streamed.margin(0, 0)
