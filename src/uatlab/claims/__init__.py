@@ -21,6 +21,8 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.approximation",
     "uatlab.claims.training",
     "uatlab.claims.paper_b_experiments",
+    "uatlab.claims.paper_b_registered",
+    "uatlab.claims.paper_a_registered",
 ]
 
 _loaded = False

@@ -20,6 +20,7 @@ COMMAND_MODULES: list[str] = [
     "uatlab.cli.paper_b",
     "uatlab.cli.compile",
     "uatlab.cli.approx",
+    "uatlab.cli.boltzmann",
 ]
 
 
