@@ -9,6 +9,7 @@ NEW_IDS = {
     "B.exp.trained-seq2seq",
     "A.sec5.depth-ablation",
     "A.cor1.causal-memorization",
+    "baseline.yun2020.one-softmax-layer-replaces-deep-hardmax",
 }
 
 

@@ -23,6 +23,7 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.paper_b_experiments",
     "uatlab.claims.paper_b_registered",
     "uatlab.claims.paper_a_registered",
+    "uatlab.claims.baselines",
 ]
 
 _loaded = False
