@@ -10,6 +10,8 @@ NEW_IDS = {
     "A.sec5.depth-ablation",
     "A.cor1.causal-memorization",
     "baseline.yun2020.one-softmax-layer-replaces-deep-hardmax",
+    "A.equivariance.constructions-without-pe",
+    "A.prop1.positional-non-equivariant",
 }
 
 

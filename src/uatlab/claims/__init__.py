@@ -24,6 +24,7 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.paper_b_registered",
     "uatlab.claims.paper_a_registered",
     "uatlab.claims.baselines",
+    "uatlab.claims.equivariance",
 ]
 
 _loaded = False

@@ -176,7 +176,7 @@ def relu_cmd(
 
 @approx.command("universal")
 def universal_cmd(
-    target: str = typer.Option("product-mean", "--target", help="product-mean, softmax-average or smooth-rank."),
+    target: str = typer.Option("product-mean", "--target", help="product-mean, softmax-average, smooth-rank or first-token-product (positional encoding)."),
     d: int = typer.Option(1, "--d", help="Token dimension."),
     n: int = typer.Option(3, "--n", help="Sequence length."),
     grids: str = typer.Option("5,10,20,30,44", "--grids", help="Cells per coordinate G to sweep."),
@@ -185,8 +185,15 @@ def universal_cmd(
     quick: bool = QUICK,
     json_out: bool = JSON,
 ) -> None:
-    """Paper A: FF∘SA∘FF with one rank-1 attention layer; error, params vs grid, next to Yun et al.'s depth."""
+    """Paper A: FF∘SA∘FF with one rank-1 attention layer; error, params vs grid, next to Yun et al.'s depth.
+
+    ``--target first-token-product`` is the non-equivariant f(X)_k = x_k·x_1 with the positional encoding
+    z_k = x_k + k (d = 1); ``--grids`` are then cells per unit interval.
+    """
     torch.set_num_threads(1)
+    if target == "first-token-product":
+        _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
+        return
     gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
     s = sw.sweep_universal(
         gs, target=target, d=d, n=n, samples=2000 if quick else samples, progress=_progress(json_out)
@@ -216,6 +223,26 @@ def universal_cmd(
         extra_keys=["l2_error"],
         title=f"paper A FF∘SA∘FF, {target}, d={d}, n={n}",
     )
+
+
+def _positional_universal(d: int, n: int, cells: list[int], samples: int, json_out: bool) -> None:
+    from uatlab.constructions.positional_universal import sweep_positional
+
+    if d != 1:
+        raise InputError(f"--target first-token-product is built for d = 1, got --d {d}")
+    if n < 2:
+        raise InputError(f"--n must be ≥ 2, got {n}")
+    rows = sweep_positional(cells, n=n, samples=samples)
+    if json_out:
+        print_json({"target": "first-token-product", "positional_encoding": "z_k = x_k + k", "rows": rows})
+        return
+    cols = ["cells_per_unit", "grid", "context_ids", "params", "sup_error", "bound", "l2_error", "no_pe_lower_bound"]
+    table = Table(title=f"FF∘SA∘FF with positional encoding, f(X)_k = x_k·x_1, n={n}")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for r in rows:
+        table.add_row(*(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    console.print(table)
 
 
 @approx.command("gd-in-context")
