@@ -12,6 +12,7 @@ NEW_IDS = {
     "baseline.yun2020.one-softmax-layer-replaces-deep-hardmax",
     "A.equivariance.constructions-without-pe",
     "A.prop1.positional-non-equivariant",
+    "B.approx.standard-layers",
 }
 
 
