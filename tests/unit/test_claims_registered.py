@@ -13,6 +13,8 @@ NEW_IDS = {
     "A.equivariance.constructions-without-pe",
     "A.prop1.positional-non-equivariant",
     "B.approx.standard-layers",
+    "A.sec5.rank-ablation",
+    "A.thm2.causal-exact",
 }
 
 

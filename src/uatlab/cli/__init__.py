@@ -21,6 +21,7 @@ COMMAND_MODULES: list[str] = [
     "uatlab.cli.compile",
     "uatlab.cli.approx",
     "uatlab.cli.boltzmann",
+    "uatlab.cli.rank_ablation",
 ]
 
 
