@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("split", ["train", "valid"])
 def test_conll_at_ceiling_and_certified(split, dtype):
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data import ceiling_report, read_conll
 
     data = read_conll(DATA / f"{split}.txt")

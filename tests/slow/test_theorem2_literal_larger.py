@@ -2,7 +2,7 @@
 
 import pytest
 
-from uatlab.constructions.theorem2_literal import theorem2_literal
+from uatlab.experiments.thm2_precision import theorem2_literal
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uatlab.errors import InputError
+from uatlab.numerics.arb import arb_boltz, working_precision
 from uatlab.theory import (
     boltz,
     boltz_exact,
@@ -20,7 +21,6 @@ from uatlab.theory import (
     require_lemma1_hypotheses,
 )
 from uatlab.theory.boltzmann import lemma1_exact_check, sample_lemma1_pair
-from uatlab.verify.exact import arb_boltz, working_precision
 
 
 def naive_boltz(a):

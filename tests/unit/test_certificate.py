@@ -8,8 +8,8 @@ import torch
 from uatlab.data import from_lists
 from uatlab.errors import InputError
 from uatlab.models import Transformer, TransformerConfig
+from uatlab.numerics.float_bounds import gamma, is_power_of_two, product_radius, representable
 from uatlab.verify.certificate import certify, logit_bounds
-from uatlab.verify.float_bounds import gamma, is_power_of_two, product_radius, representable
 
 
 def random_model(dtype="float32", causal=False, heads=1, head_dim=1, rank=1, layers=1, input_ff=None, seed=0,
@@ -163,7 +163,7 @@ def test_softmax_rows_that_could_underflow_are_not_certified():
 
 
 def test_gated_fast_path_agrees_with_dense_evaluation():
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
     from uatlab.verify.certificate import _BoundedModel
 
@@ -183,7 +183,7 @@ def test_input_keys_identify_inputs_and_are_stable_across_processes():
     import subprocess
     import sys
 
-    from uatlab.verify.certificate import input_keys
+    from uatlab.data.keys import input_keys
 
     seq = ["a", "b", "a", "c"] * 20
     keys = input_keys(seq, "sequence")
@@ -192,7 +192,7 @@ def test_input_keys_identify_inputs_and_are_stable_across_processes():
     assert input_keys(seq[:-1] + ["d"], "sequence")[0] != keys[0]  # whole-sequence context
     pre = input_keys(seq, "prefix")
     assert len(set(pre)) == len(seq) and input_keys(seq[:3] + ["zz"], "prefix")[:3] == pre[:3]
-    code = "from uatlab.verify.certificate import input_keys; print(input_keys(['x', 'y'], 'sequence'))"
+    code = "from uatlab.data.keys import input_keys; print(input_keys(['x', 'y'], 'sequence'))"
     import os
 
     env = {**os.environ, "PYTHONHASHSEED": "12345"}  # a different str-hash seed than this process

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from uatlab.cli import main
-from uatlab.constructions.memorizer import compile_dataset, save_compiled
+from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset, save_compiled
 from uatlab.data.jsonl import write_jsonl
 from uatlab.data.synthetic import synthetic_dataset
+from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
-from uatlab.verify.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 
 F32 = np.float32
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.constructions.memorizer import compile_dataset
+from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 from uatlab.data import from_lists
 from uatlab.data.synthetic import synthetic_dataset
 from uatlab.errors import InputError

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import uatlab.verify.certificate as certificate_module
+from uatlab.numerics.float_bounds import unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, _exact_score_products, _matvec_bound, logit_bounds
-from uatlab.verify.float_bounds import unit_roundoff
 
 F32 = np.float32
 
@@ -281,7 +281,7 @@ def test_a_model_with_exact_scores_is_still_bounded_by_its_radius():
 
 
 def test_complement_gated_units_are_recognised_and_agree_with_the_dense_path():
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
     data = synthetic_dataset(60, 7, 20, 4, seed=8)
@@ -306,7 +306,7 @@ def test_complement_gated_units_are_recognised_and_agree_with_the_dense_path():
 
 
 def test_a_tampered_complement_row_is_not_gated():
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
     data = synthetic_dataset(40, 6, 15, 3, seed=9)
@@ -361,7 +361,7 @@ def test_the_exact_score_rule_fires_on_a_compiled_float32_memorizer(monkeypatch)
     # W_Q, W_K are single weight-1 rows and the inputs are exact, so q and k have radius 0 (no underflow
     # allowance: x·2^k, k ≥ 0, cannot underflow) and every score of the compiled model is proven exact
     import uatlab.verify.certificate as cert_mod
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
     seen = {"exact": 0, "scores": 0}

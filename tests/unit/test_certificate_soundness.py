@@ -14,8 +14,8 @@ import torch
 import uatlab.verify.certificate as certificate_module
 from uatlab.data import from_lists
 from uatlab.models import Transformer, TransformerConfig
+from uatlab.numerics.float_bounds import TINY, product_radius
 from uatlab.verify.certificate import certify, certify_chunks, logit_bounds
-from uatlab.verify.float_bounds import TINY, product_radius
 
 
 def tiny_model(d: int, vocab: int, labels: int, ff_width: int = 0) -> Transformer:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from uatlab.constructions.incontext_gd import build_incontext_gd, relative_error
+from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
 from uatlab.errors import InputError, PrecisionError
+from uatlab.experiments.measure import relative_error
 
 
 def test_one_step_context64_d8():

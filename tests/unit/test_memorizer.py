@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.constructions.memorizer import (
+from uatlab.constructions.paper_a.cor1_memorizer import (
     compile_dataset,
     compile_memorizer,
     load_compiled,
@@ -141,7 +141,7 @@ def test_bad_beta_and_dtype():
 
 @pytest.mark.parametrize("code", ["binary", "2-hot", "3-hot"])
 def test_code_schemes_all_memorize_and_use_the_gated_certificate(code):
-    from uatlab.constructions.memorizer import word_codes
+    from uatlab.constructions.paper_a.cor1_memorizer.layout import word_codes
 
     codes, m = word_codes(37, code)
     assert len({tuple(c) for c in codes}) == 37  # distinct codes

@@ -7,19 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uatlab.constructions.memorizer import (
-    Occurrences,
-    compile_encoded,
-    compile_store,
-    encode_dataset,
-    label_boundaries,
-    reduce_occurrences,
-)
+from uatlab.constructions.paper_a.cor1_memorizer import compile_encoded, compile_store
+from uatlab.constructions.paper_a.cor1_memorizer.contexts import Occurrences, label_boundaries, reduce_occurrences
 from uatlab.data.ceiling_counter import CeilingCounter
+from uatlab.data.encoded import encode_dataset
+from uatlab.data.keys import input_keys
 from uatlab.data.synthetic import synthetic_dataset
 from uatlab.data.token_store import TokenStore
 from uatlab.errors import InputError
-from uatlab.verify.certificate import input_keys
 
 
 def _records(data):
@@ -90,7 +85,7 @@ def test_store_never_deletes_a_directory_it_did_not_make(tmp_path):
 
 def test_store_compile_equals_in_memory_compile(tmp_path):
     data = synthetic_dataset(60, 7, 20, 4, repeats=True, seed=5)
-    m1, r1 = compile_encoded(encode_dataset(data))
+    m1, r1 = compile_encoded(encode_dataset(data, context="sequence"))
     store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=37)
     store.read(_records(data), input_keys)
     m2, r2 = compile_store(store)

@@ -9,20 +9,21 @@ import torch
 
 from uatlab.errors import InputError
 from uatlab.experiments.executor import Trial
+from uatlab.experiments.measure import fit_loglog_slope
 from uatlab.experiments.paper_b.data import (
     corrected_truncated_linear_data,
     parity_truncated_linear_data,
     relu_seq2seq_problem,
 )
 from uatlab.experiments.paper_b.models import (
-    AttentionOnlyConfig,
     ManualKeyValueAttentionModel,
+    TruncatedAttentionConfig,
     TruncatedAttentionModel,
     TwoLayerAttentionModel,
 )
 from uatlab.experiments.paper_b.runner import execute, write_csv
 from uatlab.experiments.paper_b.seq2seq import build_seq2seq_model, linear_baselines, run_seq2seq_any, seq2seq_trials
-from uatlab.experiments.paper_b.sweeps import fit_loglog_slope, plan, summarise_columns, trials_for
+from uatlab.experiments.paper_b.sweeps import plan, summarise_columns, trials_for
 from uatlab.experiments.paper_b.train import evaluate_truncated, train_truncated
 
 
@@ -54,9 +55,9 @@ def test_repository_architecture_has_its_parameter_count():
     # truncated.py at p = 60: token_proj 10·32+32, modulation 50·32, 10 anchors·32, Q/K/V 3·(32·32+32), out 32·32+32
     expected = (10 * 32 + 32) + 50 * 32 + 10 * 32 + 3 * (32 * 32 + 32) + (32 * 32 + 32)
     for H in (1, 2, 4, 8, 16):
-        model = TruncatedAttentionModel(AttentionOnlyConfig(n_heads=H, head_dim=32 // H))
+        model = TruncatedAttentionModel(TruncatedAttentionConfig(n_heads=H, head_dim=32 // H))
         assert model.num_parameters() == expected
-    out, w = TruncatedAttentionModel(AttentionOnlyConfig(n_heads=4, head_dim=8))(torch.zeros(2, 50, 10), True)
+    out, w = TruncatedAttentionModel(TruncatedAttentionConfig(n_heads=4, head_dim=8))(torch.zeros(2, 50, 10), True)
     assert out.shape == (2, 50, 32) and w.shape == (2, 4, 60, 60)
     assert torch.allclose(w.sum(-1), torch.ones(2, 4, 60))
 
@@ -78,7 +79,7 @@ def test_convergence_criterion_stops_when_nothing_improves():
     data = corrected_truncated_linear_data(n=4, d=2, n_train=64, n_val=16, n_test=16)
     torch.manual_seed(0)
     model = TruncatedAttentionModel(
-        AttentionOnlyConfig(n=4, d=2, n_anchors=2, width=8, n_heads=1, head_dim=4, out_dim=1)
+        TruncatedAttentionConfig(n=4, d=2, n_anchors=2, width=8, n_heads=1, head_dim=4, out_dim=1)
     )
     log = train_truncated(model, data.x_train, data.y_train, epochs=50, lr=0.0, x_val=data.x_val, y_val=data.y_val,
                           converge=True, patience=3)  # fmt: skip
@@ -89,7 +90,7 @@ def test_training_reduces_the_target_error():
     data = corrected_truncated_linear_data(n=4, d=2, clipped_fraction=0.2, n_train=256, n_val=64, n_test=128)
     torch.manual_seed(0)
     model = TruncatedAttentionModel(
-        AttentionOnlyConfig(n=4, d=2, n_anchors=4, width=16, n_heads=2, head_dim=4, out_dim=1)
+        TruncatedAttentionConfig(n=4, d=2, n_anchors=4, width=16, n_heads=2, head_dim=4, out_dim=1)
     )
     before = evaluate_truncated(model, data.x_test, data.y_test).mse_target
     train_truncated(model, data.x_train, data.y_train, epochs=25, lr=1e-2, x_val=data.x_val, y_val=data.y_val,
@@ -171,7 +172,7 @@ def test_stacked_training_equals_separate_runs():
     from uatlab.experiments.paper_b.train import embed_target
 
     data = corrected_truncated_linear_data(n=4, d=2, n_train=64, n_val=16, n_test=16)
-    cfg = AttentionOnlyConfig(n=4, d=2, n_anchors=3, width=8, n_heads=2, head_dim=3, out_dim=2)
+    cfg = TruncatedAttentionConfig(n=4, d=2, n_anchors=3, width=8, n_heads=2, head_dim=3, out_dim=2)
     runs, singles = [], []
     for seed in (5, 6):
         torch.manual_seed(seed)

@@ -6,13 +6,9 @@ import numpy as np
 import pytest
 from torch import nn
 
-from uatlab.constructions.relu_compiler import (
-    ReluNetwork,
-    compile_relu_network,
-    measure_compiled,
-    random_relu_network,
-)
+from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, compile_relu_network, random_relu_network
 from uatlab.errors import InputError
+from uatlab.experiments.measure import measure_compiled
 
 
 def test_small_network_within_bound_and_converging():

@@ -7,9 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from uatlab.constructions.relu_compiler import ReluNetwork, measure_compiled, random_relu_network
-from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
+from uatlab.constructions.paper_b.lem3_11_relu_network import (
+    ReluNetwork,
+    compile_relu_network_two_layer,
+    random_relu_network,
+)
 from uatlab.errors import InputError
+from uatlab.experiments.measure import measure_compiled
 from uatlab.models.attention_only import AttentionOnlyLayer
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.constructions.hardmax_counterexample import (
+from uatlab.constructions.paper_a.thm1_hardmax_counterexample import (
     batched_self_attention,
     check_hardmax_collision,
     counterexample_scalars,

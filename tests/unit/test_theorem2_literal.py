@@ -7,17 +7,16 @@ import numpy as np
 import pytest
 from flint import arb
 
-from uatlab.constructions.theorem2_literal import (
+from uatlab.constructions.paper_a.thm2_contextual_mapping import (
     all_sequences,
     build_theorem2_layer,
-    certify_theorem2,
-    float64_collapse,
     random_vocabulary,
     theorem2_constants,
-    theorem2_literal,
 )
 from uatlab.errors import InputError, PrecisionError
-from uatlab.verify.exact import working_precision
+from uatlab.experiments.thm2_precision import float64_collapse, theorem2_literal
+from uatlab.numerics.arb import working_precision
+from uatlab.verify.theorem2 import certify_theorem2
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_random_vocabulary_is_separated_and_seeded():
 
 def test_weights_follow_the_construction():
     V = random_vocabulary(4, 2, 0.5, 1.0, 2.0, seed=0)
-    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=0)
+    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=0).detail
     W = con.weights
     w = con.w
     # exact factorisation: W_Kᵀ W_Q = c_used w wᵀ, W_V = wᵀ, W_O = o w with o ≤ ε/(4 r_max)
@@ -101,7 +100,7 @@ def test_achieved_delta_agrees_with_independent_mpmath(default_run):
     """Recompute the worst pair by the closed form x_k + o w boltz(c a_k a)/(c a_k) in mpmath."""
     r = default_run
     V = np.array(r["vocabulary"])
-    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=0)
+    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=0).detail
     wp = r["worst_pair"]
     with mpmath.workdps(r["digits"] + 30):
 
@@ -121,7 +120,7 @@ def test_achieved_delta_agrees_with_independent_mpmath(default_run):
 
 def test_certificate_fails_at_low_precision_and_for_a_broken_layer():
     V = random_vocabulary(3, 2, 0.5, 1.0, 2.0, seed=1)
-    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=1)
+    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=1).detail
     seqs = all_sequences(3, 2)
     assert not certify_theorem2(con, bits=53, sequences=seqs).passes
     # W_O = 0 turns the layer into the identity: same token in different sets collides
@@ -159,6 +158,6 @@ def test_small_case_float64_and_sets_mode():
     r = theorem2_literal(vocab_size=3, dim=2, n=2, seed=2, sequences="sets")
     assert r["passes"] and r["n_sequences"] == 3
     V = np.array(r["vocabulary"])
-    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=2)
+    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=2).detail
     f = float64_collapse(con, all_sequences(3, 2))
     assert f["exact_distinct_ids"] == 6 and f["float64_collapsed_ids"] == r["float64_collapsed_ids"]

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.data import from_lists
+from uatlab.data import Encoding, from_lists
 from uatlab.errors import InputError
 from uatlab.models import save_model
-from uatlab.training.batching import Vocab, collate, encode, epoch_batches
+from uatlab.training.batching import collate, encode, epoch_batches, fit_encoding
 from uatlab.training.checkpoint import CheckpointError
 from uatlab.training.metrics import entity_f1
 from uatlab.training.trainer import TrainConfig, TrainingError, epochs_to_targets, learning_rate, train
@@ -69,7 +69,7 @@ def test_epoch_batches_cover_everything_once_bucketed_and_deterministic():
 
 def test_collate_pads_and_masks():
     data = from_lists([["a", "b", "c"], ["a"]], [["O", "B-PER", "O"], ["O"]])
-    enc = encode(data, Vocab.fit(data))
+    enc = encode(data, fit_encoding(data))
     b = collate(enc, [0, 1])
     assert b.inputs.shape == (2, 3) and b.mask.tolist() == [[True, True, True], [True, False, False]]
     assert b.targets[1, 1:].tolist() == [-100, -100]
@@ -91,7 +91,7 @@ def test_unknown_label_at_evaluation_is_named():
     train_data = from_lists([["a", "b"]], [["O", "B-PER"]], source="train.conll")
     valid = from_lists([["a", "b"]], [["O", "B-XYZ"]], source="valid.conll")
     with pytest.raises(InputError, match=r"valid\.conll:1: label 'B-XYZ' \(sequence 0, position 1\)"):
-        encode(valid, Vocab.fit(train_data), role="validation")
+        encode(valid, fit_encoding(train_data), role="validation")
 
 
 def test_memorizes_tiny_data_and_writes_files(tmp_path):
@@ -111,7 +111,7 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     from uatlab.models import load_model
 
     model, extra = load_model(tmp_path / "run" / "model.safetensors")
-    vocab = Vocab(tuple(extra["tokens"]), tuple(extra["labels"]))
+    vocab = Encoding.from_lists(extra["tokens"], extra["labels"], "<unk>")
     enc = encode(data, vocab)
     b = collate(enc, range(len(enc)))
     with torch.no_grad():
@@ -199,7 +199,7 @@ def test_epochs_to_targets():
 
 
 def test_init_from_a_compiled_memorizer(tmp_path):
-    memorizer = pytest.importorskip("uatlab.constructions.memorizer")
+    memorizer = pytest.importorskip("uatlab.constructions.paper_a.cor1_memorizer")
     data = tiny_ner(20)
     res = memorizer.compile_dataset(data, run_certificate=False)
     path = memorizer.save_compiled(res.model, tmp_path / "compiled.safetensors")

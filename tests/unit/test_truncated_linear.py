@@ -6,13 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.constructions.truncated_linear import (
-    build_truncated_linear_attention,
-    fit_loglog_slope,
-    measure_sup_error,
-    plan_interpolation,
-)
+from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention, plan_interpolation
 from uatlab.errors import InputError, PrecisionError
+from uatlab.experiments.measure import fit_loglog_slope, measure_sup_error
 
 YS = np.linspace(-3.0, 3.0, 2001)
 

@@ -6,17 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.constructions.universal_approximator import (
+from uatlab.constructions.paper_a.prop1_universal_approximator import (
     build_universal_approximator,
     example_error_bound,
-    measure_approximation,
-    model_size,
     product_with_mean,
     smooth_rank,
     softmax_weighted_average,
-    yun_comparison,
 )
 from uatlab.errors import InputError
+from uatlab.experiments.measure import measure_approximation, model_size, yun_comparison
 from uatlab.models import Transformer, load_model, save_model
 
 

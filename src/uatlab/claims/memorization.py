@@ -2,7 +2,7 @@
 
 Paper A (Kajitsuka & Sato, ICLR 2024), Corollary 1: F^(FF) ∘ F^(SA) with one rank-1 head memorizes any
 finite labelled data set (consistent labels). The checks compile a data set made on the fly with
-:mod:`uatlab.constructions.memorizer` and certify it in float64, and in float32, with
+:mod:`uatlab.constructions.paper_a.cor1_memorizer` and certify it in float64, and in float32, with
 :mod:`uatlab.verify.certificate`: the verdict is 'pass' iff every winnable token is *proven* correct in
 that dtype, the attention is one head of rank 1, and the model has one block.
 """
@@ -38,7 +38,7 @@ def check_memorization_float32(ctx: ClaimContext) -> ClaimResult:
 
 
 def _memorization(ctx: ClaimContext, dtype: str, size: tuple[int, int, int, int]) -> ClaimResult:
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
     N, n, V, C = size

@@ -96,7 +96,7 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
 def _causal_memorization(ctx: ClaimContext) -> ClaimResult:
     import torch
 
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
 
     N, n, V, C = (300, 10, 200, 5) if ctx.quick else (5000, 24, 2000, 10)

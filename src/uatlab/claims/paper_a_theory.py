@@ -49,7 +49,7 @@ def _plt():
     theorem="Theorem 1",
 )
 def check_theorem1(ctx: ClaimContext) -> ClaimResult:
-    from uatlab.constructions.hardmax_counterexample import hardmax_collision_trials
+    from uatlab.constructions.paper_a.thm1_hardmax_counterexample import hardmax_collision_trials
 
     with _single_thread():
         res = hardmax_collision_trials((1, 2, 4, 8), trials=1000, seed=ctx.seed, return_deltas=True)
@@ -95,7 +95,7 @@ def check_theorem1(ctx: ClaimContext) -> ClaimResult:
     theorem="Theorem 2",
 )
 def check_theorem2_literal(ctx: ClaimContext) -> ClaimResult:
-    from uatlab.constructions.theorem2_literal import theorem2_literal
+    from uatlab.experiments.thm2_precision import theorem2_literal
 
     res = theorem2_literal(vocab_size=4, dim=2, n=3, seed=ctx.seed)
     ok = res["passes"] and res["log10_delta_achieved"] >= res["log10_delta_theorem"] and res["max_norm"] <= res["r"]
@@ -177,7 +177,7 @@ def check_lemma1(ctx: ClaimContext) -> ClaimResult:
     theorem="Theorem 2 (numerics)",
 )
 def check_float64_collapse(ctx: ClaimContext) -> ClaimResult:
-    from uatlab.constructions.theorem2_literal import separation_vs_scale
+    from uatlab.experiments.thm2_precision import separation_vs_scale
 
     scales = [1e-4, 1e-3, 1e-2, 0.1, 1.0] if ctx.quick else [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0]
     rows = separation_vs_scale(scales, seed=ctx.seed)

@@ -11,10 +11,11 @@ import math
 import torch
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.experiments.measure import fit_loglog_slope
 from uatlab.experiments.paper_b.closed_form import closed_form_model
 from uatlab.experiments.paper_b.data import parity_truncated_linear_data
-from uatlab.experiments.paper_b.models import AttentionOnlyConfig, TruncatedAttentionModel
-from uatlab.experiments.paper_b.sweeps import fit_loglog_slope, run_truncated_trial, trials_for
+from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
+from uatlab.experiments.paper_b.sweeps import run_truncated_trial, trials_for
 from uatlab.experiments.paper_b.train import evaluate_truncated
 
 PAPER = "Hu et al. 2025, arXiv 2504.15956 (paper B)"
@@ -36,7 +37,7 @@ def _closed_form_rates(ctx: ClaimContext) -> ClaimResult:
     heads = [1, 2, 4, 8, 16]
     head_err, mse32 = [], []
     for H in heads:
-        model = TruncatedAttentionModel(AttentionOnlyConfig(n_heads=H, head_dim=32 // H))
+        model = TruncatedAttentionModel(TruncatedAttentionConfig(n_heads=H, head_dim=32 // H))
         closed_form_model(model, data.target, data.x_train, data.y_train)
         ev = evaluate_truncated(model, data.x_test, data.y_test)
         head_err.append(ev.sup_target)
@@ -44,7 +45,7 @@ def _closed_form_rates(ctx: ClaimContext) -> ClaimResult:
     anchors = [10, 20, 40, 70] if ctx.quick else [10, 20, 30, 40, 50, 60, 70]
     anchor_err = []
     for m in anchors:
-        model = TruncatedAttentionModel(AttentionOnlyConfig(n_anchors=m, n_heads=1, head_dim=32))
+        model = TruncatedAttentionModel(TruncatedAttentionConfig(n_anchors=m, n_heads=1, head_dim=32))
         closed_form_model(model, data.target, data.x_train, data.y_train)
         anchor_err.append(evaluate_truncated(model, data.x_test, data.y_test).sup_target)
     sh, sa = fit_loglog_slope(heads, head_err), fit_loglog_slope(anchors, anchor_err)
@@ -52,7 +53,7 @@ def _closed_form_rates(ctx: ClaimContext) -> ClaimResult:
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures={
-            "params": TruncatedAttentionModel(AttentionOnlyConfig()).num_parameters(),
+            "params": TruncatedAttentionModel(TruncatedAttentionConfig()).num_parameters(),
             "heads": heads,
             "sup_error_vs_heads": [round(e, 5) for e in head_err],
             "slope_heads": round(sh, 3),

@@ -64,10 +64,10 @@ def _two_layers(ctx: ClaimContext) -> ClaimResult:
 def _range_sweep(ctx: ClaimContext) -> ClaimResult:
     import torch
 
-    from uatlab.experiments.paper_b.closed_form import closed_form_model, interpolation_error_bound
+    from uatlab.experiments.measure import fit_loglog_slope
+    from uatlab.experiments.paper_b.closed_form import closed_form_model
     from uatlab.experiments.paper_b.data import parity_truncated_linear_data
-    from uatlab.experiments.paper_b.models import AttentionOnlyConfig, TruncatedAttentionModel
-    from uatlab.experiments.paper_b.sweeps import fit_loglog_slope
+    from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
     from uatlab.experiments.paper_b.train import evaluate_truncated
 
     torch.set_num_threads(1)
@@ -76,14 +76,14 @@ def _range_sweep(ctx: ClaimContext) -> ClaimResult:
     rows = []
     for r in ranges:
         data = parity_truncated_linear_data(1234 + ctx.seed, a=-r / 2, b=r / 2)
-        model = TruncatedAttentionModel(AttentionOnlyConfig(n_anchors=m, n_heads=1, head_dim=32))
+        model = TruncatedAttentionModel(TruncatedAttentionConfig(n_anchors=m, n_heads=1, head_dim=32))
         info = closed_form_model(model, data.target, data.x_train, data.y_train)
         ev = evaluate_truncated(model, data.x_test, data.y_test)
         rows.append(
             {
                 "range": r,
                 "sup_error": ev.sup_target,
-                "bound": interpolation_error_bound(-r / 2, r / 2, info["levels_per_head"], info["beta"]),
+                "bound": info["spec_bound"],
                 "clipped_fraction": data.target.clipped_fraction(data.x_test),
             }
         )

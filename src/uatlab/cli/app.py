@@ -8,13 +8,14 @@ become one line ``error: ...`` on stderr and exit code 2, without a traceback.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from uatlab._util import to_jsonable
 
 app = typer.Typer(
     name="uatlab",
@@ -34,23 +35,9 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
-        return _jsonable(obj.item())
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
-        return obj
-    return str(obj)
-
-
 def print_json(data: dict[str, Any]) -> None:
     """Print one JSON object on stdout (non-finite floats become strings)."""
-    sys.stdout.write(json.dumps(_jsonable(data), indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
     sys.stdout.flush()
 
 

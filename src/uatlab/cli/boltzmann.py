@@ -61,7 +61,7 @@ def boltzmann_cmd(
     if len(vecs) == 2:
         from flint import arb
 
-        from uatlab.verify.exact import arb_boltz, arb_log10, working_precision
+        from uatlab.numerics.arb import arb_boltz, arb_log10, working_precision
 
         same_set = sorted(vecs[0]) == sorted(vecs[1])
         digits = int(2 * h.r / math.log(10)) + 30

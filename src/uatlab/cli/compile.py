@@ -1,7 +1,7 @@
 """``uatlab compile``, ``uatlab certify`` and ``uatlab synth``: memorizing Transformers, compiled and proven.
 
 * ``compile DATA``: stream a CoNLL/JSONL file into a one-layer single-head rank-1 Transformer
-  (:mod:`uatlab.constructions.memorizer`), certify it in its dtype, print the figures, save the model.
+  (:mod:`uatlab.constructions.paper_a.cor1_memorizer`), certify it in its dtype, print the figures, save the model.
 * ``certify MODEL DATA``: re-check any saved uatlab model (with a token encoding) on any data set.
 * ``synth OUT``: write a random labelled data set as JSONL (:mod:`uatlab.data.synthetic`).
 """
@@ -17,7 +17,7 @@ import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
 from uatlab.errors import InputError
-from uatlab.verify.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
+from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
 EXP_ULP_HELP = (
     "Assumed error of the evaluator's exp in ulps (normal range), recorded in the certificate. The default 5 "
@@ -98,15 +98,15 @@ def compile_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Compile a labelled data set into a certified one-layer rank-1 Transformer (out of core)."""
-    from uatlab.constructions.memorizer import (
+    from uatlab.cli.progress import StageBars
+    from uatlab.constructions.paper_a.cor1_memorizer import (
         certify_chunks_with_progress,
         compile_store,
-        progress_bar,
         save_compiled,
         summarize,
     )
+    from uatlab.data.keys import input_keys
     from uatlab.data.token_store import TokenStore
-    from uatlab.verify.certificate import input_keys
 
     torch.set_num_threads(1)
     if dtype not in ("float64", "float32"):
@@ -118,26 +118,23 @@ def compile_cmd(
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
         err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
-    bar = progress_bar(not json_out, None, "reading")
-    try:
-        store.read(_records(data, fmt), input_keys, progress=bar.update)
-    finally:
-        bar.close()
-    t_read = time.perf_counter() - t0
-    model, report = compile_store(
-        store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
-        progress=not json_out,
-    )  # fmt: skip
-    report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
-    report["chunk_tokens"] = chunk_tokens
-    report["buckets"] = store.m["buckets"]["count"]
-    cert = None
-    if not no_certify:
-        t = time.perf_counter()
-        cert = certify_chunks_with_progress(
-            model, _records(data, fmt), str(data), store.sequences, not json_out, exp_ulps=exp_ulp
-        )
-        report["stage_seconds"]["certify"] = time.perf_counter() - t
+    with StageBars(not json_out) as bars:
+        store.read(_records(data, fmt), input_keys, progress=bars.step("reading"))
+        t_read = time.perf_counter() - t0
+        model, report = compile_store(
+            store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
+            progress=bars,
+        )  # fmt: skip
+        report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
+        report["chunk_tokens"] = chunk_tokens
+        report["buckets"] = store.m["buckets"]["count"]
+        cert = None
+        if not no_certify:
+            t = time.perf_counter()
+            cert = certify_chunks_with_progress(
+                model, _records(data, fmt), str(data), store.sequences, bars, exp_ulps=exp_ulp
+            )
+            report["stage_seconds"]["certify"] = time.perf_counter() - t
     t = time.perf_counter()
     fig = summarize(model, report, cert)
     fig["chunk_tokens"], fig["buckets"] = chunk_tokens, report["buckets"]
@@ -172,7 +169,8 @@ def certify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
-    from uatlab.constructions.memorizer import certify_chunks_with_progress, load_compiled
+    from uatlab.cli.progress import StageBars
+    from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress, load_compiled
 
     _check_exp_ulp(exp_ulp)
     torch.set_num_threads(1)
@@ -180,7 +178,8 @@ def certify_cmd(
     model = load_compiled(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
-    cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, not json_out, exp_ulps=exp_ulp)
+    with StageBars(not json_out) as bars:
+        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, bars, exp_ulps=exp_ulp)
     fig = cert.to_dict()
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)

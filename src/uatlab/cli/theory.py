@@ -40,7 +40,7 @@ def hardmax_counterexample(
     """Theorem 1: one input pair collides under every random hardmax layer; softmax separates it."""
     import torch
 
-    from uatlab.constructions.hardmax_counterexample import hardmax_collision_trials
+    from uatlab.constructions.paper_a.thm1_hardmax_counterexample import hardmax_collision_trials
 
     torch.set_num_threads(1)  # shared machine; the batched trials are small
     head_list = _parse_heads(heads)
@@ -94,7 +94,7 @@ def contextual_mapping_literal(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Theorem 2 literally: build the paper's rank-1 weights, certify them exactly, compare float64."""
-    from uatlab.constructions.theorem2_literal import theorem2_literal
+    from uatlab.experiments.thm2_precision import theorem2_literal
 
     if sequences not in ("all", "sets"):
         raise InputError(f"--sequences must be 'all' or 'sets', got {sequences!r}")

@@ -2,7 +2,7 @@
 
 The ceiling of a labelled data set is the number of tokens a perfect classifier can get right: for every
 distinct input (a token in its context, identified by a 64-bit key, see
-:func:`uatlab.verify.certificate.input_keys`) the count of its majority label. Counting it with a dict keyed by
+:func:`uatlab.data.keys.input_keys`) the count of its majority label. Counting it with a dict keyed by
 input costs ~200 bytes per distinct input, i.e. per token on natural data. :class:`CeilingCounter` keeps
 (key, label) pairs as int64 arrays (16 bytes a token) and, past ``max_pairs`` pairs, spills them to
 ``buckets`` files on disk partitioned by key (a key's pairs all land in one bucket), so the final count

@@ -81,19 +81,41 @@ class SequenceDataset:
         return iter(zip(self.tokens, self.labels, strict=True))
 
 
+UNK = "<unk>"
+UNKNOWN_POLICIES = ("error", "unk")
+
+
 @dataclass(frozen=True)
 class Encoding:
-    """Maps between strings and integer ids for tokens and labels."""
+    """Maps between strings and integer ids for tokens and labels (id order = dict order).
+
+    Attributes:
+        token_to_id: token string → embedding row.
+        label_to_id: label string → readout row.
+        unknown_token: the token that words outside the vocabulary map to (it has its own id and is not a
+            real word), or None: then an unknown word is an error naming it.
+    """
 
     token_to_id: dict[str, int]
     label_to_id: dict[str, int]
+    unknown_token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.unknown_token is not None and self.unknown_token not in self.token_to_id:
+            raise InputError(f"the unknown-word token {self.unknown_token!r} is not in the vocabulary")
 
     @classmethod
-    def fit(cls, data: SequenceDataset) -> Encoding:
-        return cls(
-            {t: i for i, t in enumerate(data.vocabulary())},
-            {y: i for i, y in enumerate(data.label_set())},
-        )
+    def fit(cls, data: SequenceDataset, unknown_token: str | None = None) -> Encoding:
+        """Ids in first-seen order; with ``unknown_token`` (e.g. ``"<unk>"``) that token is id 0."""
+        toks = data.vocabulary()
+        if unknown_token is not None:
+            toks = [unknown_token] + [t for t in toks if t != unknown_token]
+        return cls({t: i for i, t in enumerate(toks)}, {y: i for i, y in enumerate(data.label_set())}, unknown_token)
+
+    @classmethod
+    def from_lists(cls, tokens: Sequence[str], labels: Sequence[str], unknown_token: str | None = None) -> Encoding:
+        """The encoding whose token i is ``tokens[i]`` and label i is ``labels[i]``."""
+        return cls({str(t): i for i, t in enumerate(tokens)}, {str(y): i for i, y in enumerate(labels)}, unknown_token)
 
     @property
     def id_to_token(self) -> list[str]:
@@ -103,32 +125,52 @@ class Encoding:
     def id_to_label(self) -> list[str]:
         return list(self.label_to_id)
 
+    @property
+    def unknown_id(self) -> int | None:
+        """The id of :attr:`unknown_token` (None when unknown words are an error)."""
+        return None if self.unknown_token is None else self.token_to_id[self.unknown_token]
+
     def encode_tokens(self, data: SequenceDataset, unknown: str = "error", start: int = 0) -> list[np.ndarray]:
-        """Token ids per sequence (int64). ``unknown='error'`` names the first unknown token (-1 otherwise);
+        """Token ids per sequence (int64).
+
+        ``unknown='error'``: an unknown word is an :class:`InputError` naming it, its file:line, sequence and
+        position; ``unknown='unk'``: it maps to :attr:`unknown_id` (an error if the encoding has none).
         ``start`` is the global index of ``data``'s first sequence (a chunk of a larger set) for the message."""
-        return _encode(data, data.tokens, self.token_to_id, "token", "the model's vocabulary", start,
-                       error=unknown == "error")  # fmt: skip
+        if unknown not in UNKNOWN_POLICIES:
+            raise InputError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+        if unknown == "unk" and self.unknown_token is None:
+            raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
+        fallback = self.unknown_id if unknown == "unk" else None
+        return _encode(data, data.tokens, self.token_to_id, "token", "the model's vocabulary", start, fallback)
 
     def encode_labels(self, data: SequenceDataset, start: int = 0) -> list[np.ndarray]:
         """Label ids per sequence (int64); a label outside the label set is an error naming it."""
         return _encode(data, data.labels, self.label_to_id, "label", f"the label set {sorted(self.label_to_id)}", start)
 
+    def to_json(self) -> dict[str, object]:
+        """``{"tokens": [...id order...], "labels": [...], "unknown_token": ...}`` (what model files store)."""
+        return {"tokens": self.id_to_token, "labels": self.id_to_label, "unknown_token": self.unknown_token}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Encoding:
+        return cls.from_lists(obj["tokens"], obj["labels"], obj.get("unknown_token"))
+
 
 def _encode(data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int,
-            error: bool = True) -> list[np.ndarray]:  # fmt: skip
+            fallback: int | None = None) -> list[np.ndarray]:  # fmt: skip
     """Ids of ``rows`` under ``mapping``; an unknown item is an InputError naming file:line, sequence and position
-    (or -1 when ``error`` is False)."""
+    (or ``fallback`` when given)."""
     out = []
     for i, seq in enumerate(rows):
         ids = np.empty(len(seq), dtype=np.int64)
         for k, item in enumerate(seq):
             j = mapping.get(item)
             if j is None:
-                if error:
+                if fallback is None:
                     raise InputError(
                         f"{data.where(i)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
                     )
-                j = -1
+                j = fallback
             ids[k] = j
         out.append(ids)
     return out

@@ -18,22 +18,24 @@ from typing import Any
 import numpy as np
 import torch
 
-from uatlab.constructions.incontext_gd import build_incontext_gd, relative_error
-from uatlab.constructions.relu_compiler import compile_relu_network, measure_compiled, random_relu_network
-from uatlab.constructions.truncated_linear import (
-    build_truncated_linear_attention,
-    fit_loglog_slope,
-    measure_sup_error,
-)
-from uatlab.constructions.universal_approximator import (
+from uatlab.constructions.paper_a.prop1_universal_approximator import (
     EXAMPLES,
     build_universal_approximator,
     example_error_bound,
+)
+from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
+from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, random_relu_network
+from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
+from uatlab.errors import InputError
+from uatlab.experiments.measure import (
+    fit_loglog_slope,
     measure_approximation,
+    measure_compiled,
+    measure_sup_error,
     model_size,
+    relative_error,
     yun_comparison,
 )
-from uatlab.errors import InputError
 
 Progress = Callable[[str], None]
 
@@ -155,10 +157,10 @@ def sweep_relu_network(
     """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors.
 
     ``layers=1``: :func:`compile_relu_network` (one attention layer); ``layers=2``:
-    :func:`~uatlab.constructions.relu_compiler_two_layer.compile_relu_network_two_layer` (two attention layers,
+    :func:`~uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer` (two attention layers,
     far fewer parameters).
     """
-    from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
+    from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network_two_layer
 
     if layers not in (1, 2):
         raise InputError(f"layers must be 1 or 2, got {layers}")

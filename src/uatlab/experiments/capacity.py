@@ -278,7 +278,7 @@ def data_params(kind, n, data, length, vocab, labels, seed) -> dict[str, Any]:
 
 def compiled_sizes(kind, ns, data, length, vocab, labels, seed) -> dict[str, Any]:
     """Parameter counts of the closed-form memorizer of ``uatlab compile`` on the same data sets."""
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 
     sizes = {}
     for n in ns:

@@ -25,7 +25,7 @@ from uatlab.data import baselines, ceiling_report, read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.experiments.executor import Trial, run_trials
 from uatlab.experiments.plots import hline, save_figure
-from uatlab.training.batching import Vocab
+from uatlab.training.batching import fit_encoding
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, build_model, epochs_to_targets, train
 
 TARGETS = (PAPER_ACCURACY, 0.999)
@@ -67,7 +67,7 @@ def _partial_result(t: Trial, data: SequenceDataset) -> dict[str, Any] | None:
         return None
     history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     cfg = TrainConfig(**t.params["config"])
-    model = build_model(cfg, Vocab.fit(data), data.max_len)
+    model = build_model(cfg, fit_encoding(data), data.max_len)
     return {
         "status": f"partial ({len(history)} of {cfg.epochs} epochs)",
         "epochs": len(history),

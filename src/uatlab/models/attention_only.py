@@ -37,8 +37,8 @@ and :attr:`AttentionOnlyLayer.is_tokenwise` reports whether a given layer avoids
 anchors of one layer are not seen by the next), as paper B's W_O selector does.
 
 All parameters are ordinary ``nn.Parameter`` tensors, so the same module is built in closed form
-(:mod:`uatlab.constructions.truncated_linear`, :mod:`uatlab.constructions.relu_compiler`,
-:mod:`uatlab.constructions.incontext_gd`) and trained (paper-B experiments). ``freeze_anchors`` /
+(:mod:`uatlab.constructions.paper_b.thm3_truncated_linear`, :mod:`uatlab.constructions.paper_b.lem3_11_relu_network`,
+:mod:`uatlab.constructions.paper_b.appB_incontext_gd`) and trained (paper-B experiments). ``freeze_anchors`` /
 ``requires_grad_`` control what training may move.
 """
 

@@ -9,12 +9,12 @@ import os
 import platform
 from pathlib import Path
 
+from uatlab._util import to_jsonable
 from uatlab.claims.registry import ClaimRun
-from uatlab.cli.app import _jsonable
 
 
 def _md_value(v: object) -> str:
-    text = json.dumps(_jsonable(v)) if not isinstance(v, str) else v
+    text = json.dumps(to_jsonable(v)) if not isinstance(v, str) else v
     return text.replace("|", "\\|")
 
 
@@ -31,7 +31,7 @@ def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: f
     }
     json_path = out / "claims.json"
     tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_jsonable(payload), indent=2))
+    tmp.write_text(json.dumps(to_jsonable(payload), indent=2))
     os.replace(tmp, json_path)
 
     md = [f"# uatlab reproduce{' --quick' if quick else ''}", "", f"Generated {stamp}, {seconds:.1f} s.", ""]

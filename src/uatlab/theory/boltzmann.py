@@ -126,7 +126,7 @@ def boltz_exact(a: Any, digits: int = 50, backend: str = "arb") -> Any:
     if not values:
         raise InputError("boltz of an empty vector is undefined")
     if backend == "arb":
-        from uatlab.verify.exact import arb_boltz, working_precision
+        from uatlab.numerics.arb import arb_boltz, working_precision
 
         with working_precision(digits=digits):
             return arb_boltz(values)
@@ -288,7 +288,7 @@ def lemma1_exact_check(a: Any, b: Any, extra_digits: int = 30) -> dict[str, Any]
     """
     from flint import arb
 
-    from uatlab.verify.exact import arb_boltz, arb_log10, working_precision
+    from uatlab.numerics.arb import arb_boltz, arb_log10, working_precision
 
     h = require_lemma1_hypotheses(np.stack([np.asarray(a, float), np.asarray(b, float)]))
     if sorted(np.asarray(a, float).tolist()) == sorted(np.asarray(b, float).tolist()):

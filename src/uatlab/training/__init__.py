@@ -1,6 +1,6 @@
 """Training uatlab Transformers: trainer, length-bucketed batches, checkpoints, full-pass metrics."""
 
-from uatlab.training.batching import Vocab, collate, encode, epoch_batches
+from uatlab.training.batching import collate, encode, epoch_batches, fit_encoding
 from uatlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from uatlab.training.metrics import EvalResult, entity_f1, evaluate
 from uatlab.training.trainer import (
@@ -23,7 +23,6 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "TrainingError",
-    "Vocab",
     "build_model",
     "collate",
     "encode",
@@ -31,6 +30,7 @@ __all__ = [
     "epoch_batches",
     "epochs_to_targets",
     "evaluate",
+    "fit_encoding",
     "learning_rate",
     "load_checkpoint",
     "save_checkpoint",

@@ -16,64 +16,32 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uatlab.data import SequenceDataset
+from uatlab.data import Encoding, SequenceDataset
+from uatlab.data.dataset import UNK
+from uatlab.data.encoded import EncodedData
 from uatlab.errors import InputError
 
-UNK = "<unk>"
 IGNORE = -100
 
 
-@dataclass(frozen=True)
-class Vocab:
-    """Token and label vocabularies in first-seen order; ``tokens[0]`` is ``<unk>``."""
-
-    tokens: tuple[str, ...]
-    labels: tuple[str, ...]
-
-    @classmethod
-    def fit(cls, data: SequenceDataset) -> Vocab:
-        toks = [UNK] + [t for t in data.vocabulary() if t != UNK]
-        return cls(tuple(toks), tuple(data.label_set()))
-
-    @property
-    def token_ids(self) -> dict[str, int]:
-        return {t: i for i, t in enumerate(self.tokens)}
-
-    @property
-    def label_ids(self) -> dict[str, int]:
-        return {y: i for i, y in enumerate(self.labels)}
+def fit_encoding(data: SequenceDataset) -> Encoding:
+    """The training encoding: ``<unk>`` is token 0, then the tokens and labels of ``data`` in first-seen order."""
+    return Encoding.fit(data, unknown_token=UNK)
 
 
-@dataclass
-class EncodedData:
-    """A data set as id arrays: ``ids[i]`` (n_i,) int64 tokens, ``targets[i]`` (n_i,) int64 labels."""
-
-    ids: list[np.ndarray]
-    targets: list[np.ndarray]
-    lengths: np.ndarray  # (N,) int64
-    source: SequenceDataset
-    unknown_tokens: int
-    gold_spans: list[set[tuple[str, int, int]]] | None = None  # entity spans of the targets, cached by evaluate
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.lengths.sum())
-
-
-def encode(data: SequenceDataset, vocab: Vocab, role: str = "training") -> EncodedData:
-    """Encode ``data``; unknown words become ``<unk>``; an unknown label is an :class:`InputError`.
+def encode(data: SequenceDataset, vocab: Encoding, role: str = "training") -> EncodedData:
+    """Encode ``data``; unknown words become the encoding's unknown-word token (id 0 if it has none, which
+    the trainer warns about); an unknown label is an :class:`InputError`.
 
     Raises:
         InputError: naming the file:line, sequence, position and label when a label is missing from
             the label set the model was trained with.
     """
-    tok_ids, lab_ids = vocab.token_ids, vocab.label_ids
+    tok_ids, lab_ids = vocab.token_to_id, vocab.label_to_id
+    unk = vocab.unknown_id if vocab.unknown_id is not None else 0
     ids, targets, unknown = [], [], 0
     for i, (toks, labs) in enumerate(data):
-        row = np.fromiter((tok_ids.get(t, 0) for t in toks), dtype=np.int64, count=len(toks))
+        row = np.fromiter((tok_ids.get(t, unk) for t in toks), dtype=np.int64, count=len(toks))
         unknown += int(sum(1 for t in toks if t not in tok_ids))
         tgt = np.empty(len(labs), dtype=np.int64)
         for k, lab in enumerate(labs):
@@ -81,13 +49,13 @@ def encode(data: SequenceDataset, vocab: Vocab, role: str = "training") -> Encod
             if j is None:
                 raise InputError(
                     f"{data.where(i)}: label {lab!r} (sequence {i}, position {k}) of the {role} data was never "
-                    f"seen in training; the model knows only {list(vocab.labels)}"
+                    f"seen in training; the model knows only {vocab.id_to_label}"
                 )
             tgt[k] = j
         ids.append(row)
         targets.append(tgt)
-    lengths = np.array([len(r) for r in ids], dtype=np.int64)
-    return EncodedData(ids, targets, lengths, data, unknown)
+    lines = [data.lines[i] if i < len(data.lines) else i + 1 for i in range(len(data))]
+    return EncodedData(vocab, ids, targets, lines, data.source, unknown_tokens=unknown)
 
 
 @dataclass

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uatlab.training.batching import IGNORE, EncodedData, collate, eval_batches
+from uatlab.data.encoded import EncodedData
+from uatlab.training.batching import IGNORE, collate, eval_batches
 
 _IOB = re.compile(r"^(O|[BIES]-.+)$")
 

@@ -39,9 +39,10 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from uatlab.data import SequenceDataset, ceiling_report
+from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
 from uatlab.models import Transformer, TransformerConfig, load_model, save_model
-from uatlab.training.batching import IGNORE, UNK, Vocab, collate, encode, epoch_batches
+from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding
 from uatlab.training.checkpoint import (
     CheckpointError,
     config_differences,
@@ -208,7 +209,7 @@ def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
         os.replace(tmp, out_dir / name)
 
 
-def _load_init(path: str) -> tuple[Transformer, Vocab]:
+def _load_init(path: str) -> tuple[Transformer, Encoding]:
     """A model saved by ``uatlab compile`` or ``uatlab train`` plus its token/label encoding.
 
     The encoding is read from the model's metadata (``tokens`` and ``labels`` lists in id order, at
@@ -231,16 +232,17 @@ def _load_init(path: str) -> tuple[Transformer, Vocab]:
         )
     if model.config.vocab_size is None or model.config.num_labels is None:
         raise InputError(f"{path}: the model has no token embedding or no readout; it cannot be trained on tokens")
-    vocab = Vocab(tuple(str(t) for t in enc["tokens"]), tuple(str(y) for y in enc["labels"]))
-    if len(vocab.tokens) != model.config.vocab_size or len(vocab.labels) != model.config.num_labels:
+    tokens = [str(t) for t in enc["tokens"]]
+    vocab = Encoding.from_lists(tokens, enc["labels"], enc.get("unknown_token", UNK if tokens[:1] == [UNK] else None))
+    if len(vocab.token_to_id) != model.config.vocab_size or len(vocab.label_to_id) != model.config.num_labels:
         raise InputError(
-            f"{path}: encoding lists {len(vocab.tokens)} tokens / {len(vocab.labels)} labels but the model has "
+            f"{path}: encoding lists {len(vocab.token_to_id)} tokens / {len(vocab.label_to_id)} labels but the model has "
             f"vocab_size {model.config.vocab_size} / num_labels {model.config.num_labels}"
         )
     return model, vocab
 
 
-def build_model(cfg: TrainConfig, vocab: Vocab, max_len: int) -> Transformer:
+def build_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
     """A fresh model for ``cfg`` (seeded), sized for ``vocab`` and sequences up to ``max_len``."""
     mc = TransformerConfig(
         d_model=cfg.dim,
@@ -249,8 +251,8 @@ def build_model(cfg: TrainConfig, vocab: Vocab, max_len: int) -> Transformer:
         head_dim=cfg.head_dim,
         rank=cfg.rank,
         ff_width=cfg.feedforward_width,
-        vocab_size=len(vocab.tokens),
-        num_labels=len(vocab.labels),
+        vocab_size=len(vocab.token_to_id),
+        num_labels=len(vocab.label_to_id),
         max_len=max_len,
         positional=cfg.positional,
         beta=cfg.beta,
@@ -338,7 +340,7 @@ def train(
     if cfg.init:
         model, vocab = _load_init(cfg.init)
         model.train()
-        known = vocab.token_ids  # a dict built once (the property builds a new one on every call)
+        known = vocab.token_to_id
         unknown = [(i, t) for i, seq in enumerate(train_data.tokens) for t in seq if t not in known]
         if unknown:
             i, t = unknown[0]
@@ -347,11 +349,12 @@ def train(
                 f"({len(unknown)} such tokens)"
             )
     else:
-        vocab = Vocab.fit(train_data)
+        vocab = fit_encoding(train_data)
         max_len = max(train_data.max_len, valid_data.max_len if valid_data is not None else 0)
         model = build_model(cfg, vocab, max_len)
     enc_train = encode(train_data, vocab, role="training")
     enc_valid = encode(valid_data, vocab, role="validation") if valid_data is not None else None
+    label_names = tuple(vocab.id_to_label)
     rep = ceiling_report(train_data)
     data_info = {
         "source": train_data.source,
@@ -359,16 +362,16 @@ def train(
         "tokens": train_data.num_tokens,
         "ceiling_accuracy": rep.ceiling_accuracy,
         "conflict_tokens": rep.conflict_tokens,
-        "vocab_size": len(vocab.tokens),
-        "labels": list(vocab.labels),
+        "vocab_size": len(vocab.token_to_id),
+        "labels": vocab.id_to_label,
     }
     if valid_data is not None:
         data_info["valid_sequences"] = len(valid_data)
         data_info["valid_unknown_tokens"] = enc_valid.unknown_tokens
-        if enc_valid.unknown_tokens and vocab.tokens[0] != UNK:  # e.g. a compiled init model: no <unk> row
+        if enc_valid.unknown_tokens and vocab.unknown_token is None:  # e.g. a compiled init model: no <unk> row
             say(
                 f"warning: the init model has no {UNK} token; {enc_valid.unknown_tokens} validation tokens unknown "
-                f"to it are read as {vocab.tokens[0]!r} (token id 0)"
+                f"to it are read as {vocab.id_to_token[0]!r} (token id 0)"
             )
 
     if cfg.optimizer == "adamw":
@@ -434,8 +437,8 @@ def train(
                 "step": st,
                 "epoch_seconds": secs,
                 "history": history,
-                "vocab_tokens": list(vocab.tokens),
-                "vocab_labels": list(vocab.labels),
+                "vocab_tokens": vocab.id_to_token,
+                "vocab_labels": vocab.id_to_label,
                 "threads": torch.get_num_threads(),  # results depend on it (see the resume warning)
             },
             ckpt_path,
@@ -503,11 +506,11 @@ def train(
                 epoch, batch_in_epoch, epoch_seconds = epoch + 1, 0, 0.0
                 continue
             t1 = time.perf_counter()
-            ev = evaluate(model, enc_train, vocab.labels, with_f1=with_f1)
+            ev = evaluate(model, enc_train, label_names, with_f1=with_f1)
             row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr}
             row |= ev.as_dict("train")
             if enc_valid is not None:
-                row |= evaluate(model, enc_valid, vocab.labels, with_f1=with_f1).as_dict("valid")
+                row |= evaluate(model, enc_valid, label_names, with_f1=with_f1).as_dict("valid")
             row["seconds_train"] = seconds_train
             row["seconds_eval"] = time.perf_counter() - t1
             history.append(row)
@@ -547,7 +550,7 @@ def train(
         model_path = save_model(
             model,
             out / "model.safetensors",
-            extra={"tokens": list(vocab.tokens), "labels": list(vocab.labels), "train_config": cfg.as_dict()},
+            extra={"tokens": vocab.id_to_token, "labels": vocab.id_to_label, "train_config": cfg.as_dict()},
         )
         result.files["model"] = str(model_path)
     summary = result.summary()

@@ -9,7 +9,7 @@ dtypes is refused), and an "evaluation" is any implementation of the model's for
 summation order / blocking / FMA use, a residual add fused into the preceding matrix product, with or
 without padding masks, whose exp errs by at most ``exp_ulps`` ulp in the normal range (see "Assumptions"
 below). The proof is a forward error analysis (Higham's model, see
-:mod:`uatlab.verify.float_bounds`):
+:mod:`uatlab.numerics.float_bounds`):
 
 1. The **exact model** is the network evaluated in real arithmetic on the stored weights (a low-rank
    weight W = A B is the exact product of its stored factors).
@@ -72,14 +72,13 @@ process are checked by :func:`environment_checks` and reported in ``environment`
 * float32 matrix products at full precision, no TF32/bf16 reduced-precision modes (checked:
   ``torch.get_float32_matmul_precision() == 'highest'``);
 * exp errs by at most ``exp_ulps`` ulp for results in the normal range (a parameter; not checkable
-  exhaustively: it is a property of the evaluator's exp kernel, see :mod:`uatlab.verify.float_bounds`);
+  exhaustively: it is a property of the evaluator's exp kernel, see :mod:`uatlab.numerics.float_bounds`);
 * no compiler rewrites beyond the orders, FMAs and fused residuals covered above (``torch.compile`` may
   change the formula, e.g. recompute softmax algebraically; not covered and not checkable from the model).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -93,9 +92,10 @@ import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.data.keys import input_keys
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
-from uatlab.verify.float_bounds import (
+from uatlab.numerics.float_bounds import (
     DEFAULT_EXP_ULPS,
     check_exp_ulps,
     exp_relative_error,
@@ -848,30 +848,6 @@ def _chunks(data: SequenceDataset, tokens_per_chunk: int) -> Iterator[tuple[int,
         yield start, data.subset(range(start, len(data)))
 
 
-def _token_hash(tok: str) -> int:
-    return int.from_bytes(hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-_MASK64 = (1 << 64) - 1
-_MUL = 0x9E3779B97F4A7C15  # odd 64-bit multiplier of the rolling hash
-
-
-def input_keys(tokens: list[str], context: str) -> list[int]:
-    """One 63-bit key per position identifying the model's input there (sequence+position or prefix).
-
-    Deterministic across processes (BLAKE2b of each token, combined by a rolling hash mod 2^64), so keys
-    stored in a checkpoint stay valid after ``--resume``. Equal inputs always get equal keys; different
-    inputs collide with probability ~2^-63 per pair (keys are only used to count conflicts).
-    """
-    acc, prefix = 0, []
-    for tok in tokens:
-        acc = (acc * _MUL + _token_hash(tok) + 1) & _MASK64
-        prefix.append(acc >> 1)
-    if context == "prefix":
-        return prefix
-    base = prefix[-1] if prefix else 0
-    # positions enter through a large odd multiplier, so keys of one sequence stay distinct after >> 1
-    return [((base * _MUL + (k + 1) * 0xC2B2AE3D27D4EB4F) & _MASK64) >> 1 for k in range(len(tokens))]
 
 
 def certify(
@@ -891,12 +867,12 @@ def certify(
         model: any uatlab Transformer with a token embedding and a readout (softmax attention).
         data: the labelled sequences to check.
         encoding: token/label ids; default: ``model.encoding`` (set by the compiler and by loading a
-            compiled model with :func:`uatlab.constructions.memorizer.load_compiled`).
+            compiled model with :func:`uatlab.constructions.paper_a.cor1_memorizer.load_compiled`).
         chunk_tokens: tokens processed at a time (memory ~ 1 kB per token).
         progress: callback(done_sequences, total_sequences).
         max_examples: uncertified tokens listed in the certificate.
         exp_ulps: the assumed error of the evaluator's exp, in ulps (normal range); see
-            :mod:`uatlab.verify.float_bounds` for measured kernels.
+            :mod:`uatlab.numerics.float_bounds` for measured kernels.
         keep_margins: keep every token's certified lower margin (``Certificate.margins``; 8 bytes a token).
 
     Returns:

@@ -13,11 +13,11 @@ Stages, one module each:
 """
 
 from uatlab.experiments.paper_b.closed_form import closed_form_model, write_interpolation_weights
-from uatlab.experiments.paper_b.models import AttentionOnlyConfig, TruncatedAttentionModel
+from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
 from uatlab.experiments.paper_b.runner import run_heatmap, run_seq2seq, run_truncated_sweep
 
 __all__ = [
-    "AttentionOnlyConfig",
+    "TruncatedAttentionConfig",
     "TruncatedAttentionModel",
     "closed_form_model",
     "run_heatmap",

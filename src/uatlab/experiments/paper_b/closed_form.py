@@ -1,23 +1,14 @@
-"""The closed-form interpolation construction, written into the *same* model class that is trained.
+"""Paper B's interpolation construction (Theorems 3.4 and 3.9) written into the *same* model class that is
+trained, so that trained and constructed models are compared at equal parameter counts.
 
-Paper B (Hu et al. 2025), Theorem 3.4 (sequence-wise A with appended anchor columns) and
-Theorem 3.9 (token-wise A whose bias acts as a positional encoding); reconstruction [DER] of
-spec ATTENTION_ONLY_APPROXIMATION.md §3.2-3.4 (the paper's exact constants are not available).
-
-Interpolation identity (§3.2). With anchors ``L_k = a_h + kΔ`` (k = 0..m-1) on a head's interval,
-
-    −β[(y − L_k)² − (y − L_0)²] = β · (2y·kΔ − kΔ(L_k + L_0)),
-
-so the query ``β(2y, −1)`` against the key ``(kΔ, kΔ(L_k + L_0))`` scores anchor k by minus its
-squared distance to y (up to a constant). With value ``L_k`` the head outputs a softmax-weighted
-average of the anchors near y, which is ``Range_[a_h, a_h+(m−1)Δ](y)`` up to
-``Δ + (b−a)·m·exp(−βΔ²)`` (§3.3); outside the interval the nearest anchor is the endpoint, so
-truncation comes for free.
-
-Heads (§3.4, telescoping). Head h covers ``[a_h, a_{h+1}]`` with ``a_h = a + h(m−1)Δ`` and
-``Δ = (b − a)/(H(m−1))``; ``Range_[a,b](y) = a + Σ_h (Range_[a_h,a_{h+1}](y) − a_h)``, which the
-output projection computes (weights 1 on every head's value channel, bias ``a − Σ_h a_h``). The
-resolution is therefore ``Δ = (b − a)/(H(m − 1))``: error O(1/(H·m)).
+The construction, its β and its proven bound are :mod:`uatlab.constructions.paper_b.thm3_truncated_linear`
+(:func:`~uatlab.constructions.paper_b.thm3_truncated_linear.plan_interpolation`); this module only places the
+same anchors, scores and values into the parameters of
+:class:`~uatlab.experiments.paper_b.models.TruncatedAttentionModel`, whose map A is a per-position
+modulation (so per-token w_i work token-wise) and whose heads share two anchor channels. Head h covers
+``[a_h, a_h + (m−1)Δ]``, ``Δ = (b − a)/(H(m − 1))``; query ``β(2y, −1)`` against key
+``(kΔ, 2a_h·kΔ + (kΔ)²) = (kΔ, kΔ(L_k + L_0))`` scores anchor k by minus its squared distance to y; the value is
+``L_k = a_h + kΔ`` and the output bias ``a − Σ_h a_h`` completes the telescoping sum.
 
 Notation map (paper → :class:`~uatlab.experiments.paper_b.models.TruncatedAttentionModel`):
 
@@ -25,8 +16,8 @@ Notation map (paper → :class:`~uatlab.experiments.paper_b.models.TruncatedAtte
     y_i = w_iᵀx_i + t_i → Σ_{j≤d} z_i[j]        (read by W_Q)
     anchor column k     → anchors[k] = (…, kΔ, (kΔ)², …) in channels d+2, d+3   (sequence-wise, m ≥ 2)
                           or modulation[k, d+2 : d+4] · bias 1                  (token-wise, m = 0: tokens are anchors)
-    "data token" flag   → channel d+1 (bias 1): its key (0, K_big) scores −β·K_big, so data tokens get
-                          weight ≤ n·e^{−40} in the sequence-wise form
+    "data token" flag   → channel d+1 (bias 1): its key (0, C) scores −βC = −DEAD_SCORE, so data tokens are
+                          dead keys in the sequence-wise form
     β                   → folded into W_Q (times √head_dim to undo the 1/√s scaling)
     output k̃_i          → out_proj row 0 (all other output rows are exactly 0)
 
@@ -39,6 +30,7 @@ import math
 
 import torch
 
+from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE, InterpolationPlan, plan_interpolation
 from uatlab.errors import InputError
 from uatlab.experiments.paper_b.data import TruncatedLinearTarget
 from uatlab.experiments.paper_b.models import TruncatedAttentionModel
@@ -48,13 +40,6 @@ from uatlab.experiments.paper_b.models import TruncatedAttentionModel
 SHARPNESS_GRID = (1.0, 2.0, 4.0, 8.0, 16.0)
 
 
-def grid_spacing(a: float, b: float, n_levels: int, n_heads: int) -> float:
-    """Δ = (b − a) / (H (m − 1)): the spacing of the telescoped anchor grid."""
-    if n_levels < 2:
-        raise InputError(f"the interpolation grid needs at least 2 anchors per head, got {n_levels}")
-    return (b - a) / (n_heads * (n_levels - 1))
-
-
 @torch.no_grad()
 def write_interpolation_weights(
     model: TruncatedAttentionModel, target: TruncatedLinearTarget, sharpness: float = 4.0
@@ -62,7 +47,9 @@ def write_interpolation_weights(
     """Overwrite every parameter of ``model`` with the closed-form construction for ``target``.
 
     Sequence-wise (Thm 3.4) when the model has anchors (m ≥ 2), token-wise (Thm 3.9) when it has
-    none (then the n tokens are the m = n anchors). Returns β, Δ, m and the form used.
+    none (then the n tokens are the m = n anchors). β = ``sharpness``/Δ². Returns β, Δ, m, the form used
+    and the construction's sup-error bounds: ``bound`` (the sharper proven bound in exact arithmetic plus the
+    float64 rounding estimate) and ``spec_bound`` (H·(Δ + (b−a)/H·m·e^{−βΔ²}) plus the dead-key leakage).
     """
     cfg = model.config
     n, d, H, s = cfg.n, cfg.d, cfg.n_heads, cfg.head_dim
@@ -73,9 +60,9 @@ def write_interpolation_weights(
     token_wise = cfg.n_anchors == 0
     m = n if token_wise else cfg.n_anchors
     a, b = target.a, target.b
-    delta = grid_spacing(a, b, m, H)  # Δ
-    beta = sharpness / delta**2  # β = (βΔ²)/Δ²
-    k_big = 40.0 / beta  # data-token key offset: weight ≤ n·e^{-40}
+    plan = interpolation_plan(a, b, m, H, sharpness, n_dead=0 if token_wise else n)
+    delta, beta = plan.delta, plan.beta
+    k_big = DEAD_SCORE / beta  # data-token key offset: score −DEAD_SCORE
     dt = model.attn.q_proj.weight.dtype
     for p in model.parameters():
         p.zero_()
@@ -116,7 +103,17 @@ def write_interpolation_weights(
         # telescoping sum in output channel 0
         att.out_proj.weight[0, r] = 1.0
     att.out_proj.bias[0] = a - sum(offsets)
-    return {"beta": beta, "delta": delta, "levels_per_head": m, "sharpness": sharpness, "token_wise": token_wise}
+    return {"beta": beta, "delta": delta, "levels_per_head": m, "sharpness": sharpness, "token_wise": token_wise,
+            "bound": plan.bound, "spec_bound": plan.spec_bound}  # fmt: skip
+
+
+def interpolation_plan(a: float, b: float, n_levels: int, n_heads: int, sharpness: float,
+                       n_dead: int = 0) -> InterpolationPlan:  # fmt: skip
+    """The library plan (Δ, β = sharpness/Δ², proven bound) for ``n_heads`` heads of ``n_levels`` anchors."""
+    if n_levels < 2:
+        raise InputError(f"the interpolation grid needs at least 2 anchors per head, got {n_levels}")
+    delta = (b - a) / (n_heads * (n_levels - 1))
+    return plan_interpolation(a, b, anchors=n_levels, heads=n_heads, beta=sharpness / delta**2, n_dead=n_dead)
 
 
 @torch.no_grad()
@@ -138,18 +135,3 @@ def closed_form_model(
     if best is None:
         raise InputError("the closed-form construction overflowed for every βΔ² in the grid")
     return write_interpolation_weights(model, target, best[0])
-
-
-def interpolation_error_bound(a: float, b: float, n_levels: int, beta: float) -> float:
-    """Single-head bound of §3.3: ``Δ + (b−a)·m·exp(−βΔ²)`` with Δ = (b−a)/(m−1)."""
-    delta = grid_spacing(a, b, n_levels, 1)
-    return delta + (b - a) * n_levels * math.exp(-beta * delta**2)
-
-
-def external_builder():
-    """The approximation engineer's ``build_truncated_linear_attention`` if it is installed, else None."""
-    try:
-        from uatlab.constructions.truncated_linear import build_truncated_linear_attention  # type: ignore
-    except Exception:  # the module may not exist yet in this tree
-        return None
-    return build_truncated_linear_attention

@@ -22,7 +22,11 @@ import torch
 
 from uatlab.experiments.paper_b.closed_form import write_interpolation_weights
 from uatlab.experiments.paper_b.data import TruncatedLinearTarget, uniform_inputs
-from uatlab.experiments.paper_b.models import AttentionOnlyConfig, ManualKeyValueAttentionModel, TruncatedAttentionModel
+from uatlab.experiments.paper_b.models import (
+    ManualKeyValueAttentionModel,
+    TruncatedAttentionConfig,
+    TruncatedAttentionModel,
+)
 from uatlab.experiments.paper_b.sweeps import git_revision
 from uatlab.experiments.paper_b.train import evaluate_truncated, train_truncated
 
@@ -68,7 +72,7 @@ def run_heatmap_trial(params: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         _, w_tr = model(x_te[:k], return_weights=True)  # (k, 1, n, n)
     closed = TruncatedAttentionModel(
-        AttentionOnlyConfig(n=n, d=d, n_anchors=0, width=d + 4, n_heads=1, head_dim=2, out_dim=1)
+        TruncatedAttentionConfig(n=n, d=d, n_anchors=0, width=d + 4, n_heads=1, head_dim=2, out_dim=1)
     )
     info = write_interpolation_weights(closed, target, sharpness=float(params.get("sharpness", 4.0)))
     cf = evaluate_truncated(closed, x_te, y_te)

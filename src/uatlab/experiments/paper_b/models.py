@@ -31,7 +31,7 @@ from uatlab.errors import InputError
 
 
 @dataclass(frozen=True)
-class AttentionOnlyConfig:
+class TruncatedAttentionConfig:
     """Sizes of :class:`TruncatedAttentionModel` (one A map + one multi-head attention layer)."""
 
     n: int = 50  # sequence length (data tokens)
@@ -102,7 +102,7 @@ class RepoMultiHeadAttention(nn.Module):
 class TruncatedAttentionModel(nn.Module):
     """A then one multi-head attention layer; returns the n data rows (anchors dropped)."""
 
-    def __init__(self, config: AttentionOnlyConfig) -> None:
+    def __init__(self, config: TruncatedAttentionConfig) -> None:
         super().__init__()
         self.config = config
         self.mapping_A = ExtendedTokenMap(config.d, config.width, config.n, config.n_anchors)

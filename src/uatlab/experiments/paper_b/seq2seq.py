@@ -161,18 +161,21 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
 def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
     """The closed forms on the same target, evaluated on the same test set as the trained models.
 
-    * ``mode="closed-form"``: :func:`uatlab.constructions.relu_compiler.compile_relu_network`, one softmax
+    * ``mode="closed-form"``: :func:`uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network`, one softmax
       attention layer with ``n_anchors`` anchor tokens and a sequence-wise input map (paper B Sec. 3.3; not a
       standard Transformer layer).
-    * ``mode="closed-form-2layer"``: :func:`uatlab.constructions.relu_compiler_two_layer.compile_relu_network_two_layer`,
+    * ``mode="closed-form-2layer"``: :func:`uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer`,
       two attention layers (truncated-linear heads, then an exact positional combination) with ``n_anchors``
       layer-1 anchors: the architecture the trained attention-only model has, in closed form.
 
     The parameter count is the number of non-zero parameters.
     """
     torch.set_num_threads(1)
-    from uatlab.constructions.relu_compiler import ReluNetwork, compile_relu_network
-    from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
+    from uatlab.constructions.paper_b.lem3_11_relu_network import (
+        ReluNetwork,
+        compile_relu_network,
+        compile_relu_network_two_layer,
+    )
 
     n, d = int(params["n"]), int(params["d"])
     target, _, _, x_test, y_test = relu_seq2seq_problem(

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from uatlab.experiments.paper_b.models import AttentionOnlyConfig, TruncatedAttentionModel
+from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
 
 _NAMES = (
     "mapping_A.token_proj.weight", "mapping_A.token_proj.bias", "mapping_A.modulation", "mapping_A.anchors",
@@ -42,7 +42,7 @@ class StackedTruncatedAttention(torch.nn.Module):
 
     def __init__(self, models: list[TruncatedAttentionModel]) -> None:
         super().__init__()
-        self.config: AttentionOnlyConfig = models[0].config
+        self.config: TruncatedAttentionConfig = models[0].config
         self.S = len(models)
         states = [dict(m.named_parameters()) for m in models]
         self.params = torch.nn.ParameterList(

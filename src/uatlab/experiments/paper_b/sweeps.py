@@ -21,7 +21,6 @@ class and configuration (hence the same parameter count) and evaluates it on the
 
 from __future__ import annotations
 
-import math
 import subprocess
 import time
 from dataclasses import dataclass
@@ -32,15 +31,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from uatlab.errors import InputError
+from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
+from uatlab.errors import InputError, UatlabError
 from uatlab.experiments.executor import Trial
+from uatlab.experiments.measure import fit_loglog_slope
 from uatlab.experiments.paper_b.closed_form import closed_form_model
 from uatlab.experiments.paper_b.data import (
     corrected_truncated_linear_data,
     parity_truncated_linear_data,
     range_for_clipped_fraction,
 )
-from uatlab.experiments.paper_b.models import AttentionOnlyConfig, TruncatedAttentionModel
+from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
 from uatlab.experiments.paper_b.stacked import SeedRun, batch_orders, train_stacked
 from uatlab.experiments.paper_b.train import embed_target, evaluate_truncated
 
@@ -188,7 +189,7 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     n, d = int(params["n"]), int(params["d"])
-    cfg = AttentionOnlyConfig(
+    cfg = TruncatedAttentionConfig(
         n=n, d=d, n_anchors=int(params["n_anchors"]), width=int(params["width"]), n_heads=int(params["n_heads"]),
         head_dim=int(params["head_dim"]), out_dim=int(params["out_dim"]),
     )  # fmt: skip
@@ -267,27 +268,24 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str, Any]:
-    """Errors of :func:`uatlab.constructions.truncated_linear.build_truncated_linear_attention` (if present).
+    """Errors of :func:`uatlab.constructions.paper_b.thm3_truncated_linear.build_truncated_linear_attention`.
 
     The library's sequence-wise construction (Thm 3.4) with the same anchors and heads, float64,
-    its own β; its parameter count is its number of non-zero parameters. NaN when the module is
-    absent or refuses (e.g. a PrecisionError).
+    its own β; its parameter count is its number of non-zero parameters. NaN when it refuses
+    (e.g. a PrecisionError) or with fewer than two anchors.
     """
-    from uatlab.experiments.paper_b.closed_form import external_builder
-
-    build = external_builder()
     nan = float("nan")
-    if build is None or n_anchors < 2:
+    if n_anchors < 2:
         return {"lib_n_params": nan, "lib_mse": nan, "lib_sup": nan}
     try:
         tgt = data.target
-        con = build(tgt.w.double(), tgt.t.double(), tgt.a, tgt.b, anchors=n_anchors, heads=n_heads, mode="sequence",
+        con = build_truncated_linear_attention(tgt.w.double(), tgt.t.double(), tgt.a, tgt.b, anchors=n_anchors, heads=n_heads, mode="sequence",
                     dtype="float64")  # fmt: skip
         with torch.no_grad():
             err = torch.cat([con(data.x_test[i : i + 250].double()) - data.y_test[i : i + 250].double()
                              for i in range(0, data.x_test.shape[0], 250)])  # fmt: skip
         return {"lib_n_params": con.params, "lib_mse": float(err.pow(2).mean()), "lib_sup": float(err.abs().max())}
-    except Exception as exc:  # a refusal of the library construction is recorded, not fatal
+    except UatlabError as exc:  # a refusal of the library construction is recorded, not fatal
         return {"lib_n_params": nan, "lib_mse": nan, "lib_sup": nan, "lib_error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -300,15 +298,6 @@ CSV_COLUMNS = [
     "cf_n_params", "cf_mse_all_channels", "cf_mse", "cf_sup", "cf_sharpness", "cf_grid_spacing",
     "lib_n_params", "lib_mse", "lib_sup",
 ]  # fmt: skip
-
-
-def fit_loglog_slope(x: list[float], y: list[float]) -> float:
-    """Least-squares slope of log y against log x (NaN with fewer than two positive points)."""
-    pts = [(math.log(a), math.log(b)) for a, b in zip(x, y, strict=True) if a > 0 and b > 0]
-    if len(pts) < 2:
-        return float("nan")
-    xs, ys = np.array(pts).T
-    return float(np.polyfit(xs, ys, 1)[0])
 
 
 def summarise_columns(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:

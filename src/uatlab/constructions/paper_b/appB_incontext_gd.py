@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uatlab.constructions.truncated_linear import DEAD_SCORE
+from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer, AttentionOnlyNetwork
 
@@ -195,28 +195,3 @@ def build_incontext_gd(
     return InContextGD(model=AttentionOnlyNetwork(layers), d=d, context=N, steps=steps, lr=lr, eps=eps, sink=M)
 
 
-def sample_regression(batch: int, context: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x ~ N(0, I_d), w* ~ N(0, I_d/d), y = w*ᵀx: returns x_ctx (B, N, d), y_ctx (B, N), x_query (B, d)."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, context + 1, d))
-    w = rng.standard_normal((batch, d)) / math.sqrt(d)
-    y = np.einsum("bnd,bd->bn", x, w)
-    return x[:, :context], y[:, :context], x[:, context]
-
-
-def relative_error(model: InContextGD, batch: int = 64, seed: int = 0) -> dict[str, float]:
-    """‖ŷ_attention − ŷ_GD‖ / ‖ŷ_GD‖ over a batch of regression tasks, and the proven sup-error bound."""
-    xc, yc, xq = sample_regression(batch, model.context, model.d, seed)
-    pred = model.predict(xc, yc, xq)
-    exact = gd_prediction(xc, yc, xq, model.lr, model.steps)
-    rel = float(np.linalg.norm(pred - exact) / max(np.linalg.norm(exact), 1e-300))
-    S = float(np.abs(np.einsum("bnd,bd->bn", np.concatenate([xc, xq[:, None]], 1), xq)).max())
-    S = max(S, float(np.abs(np.einsum("bnd,bmd->bnm", xc, xc)).max()))
-    V = float(np.abs(yc).max())
-    bound = multi_step_bound(model.context, model.sink, model.eps, S, V, model.lr, model.steps)
-    return {
-        "relative_error": rel,
-        "sup_error": float(np.abs(pred - exact).max()),
-        "bound": bound,
-        "max_abs_prediction": float(np.abs(exact).max()),
-    }

@@ -64,6 +64,7 @@ import torch
 
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.transformer import Transformer, TransformerConfig
+from uatlab.verify.universal_ids import certify_ids_exact
 
 TargetFn = Callable[[np.ndarray], np.ndarray]  # (B, n, d) -> (B, n, d)
 
@@ -400,54 +401,6 @@ def build_universal_approximator(
     return approx
 
 
-def certify_ids_exact(
-    tok_a: np.ndarray, ms: np.ndarray, first: np.ndarray, c: float, wo: float, prec: int = 128
-) -> tuple[bool, float]:
-    """Exact certificate that the context ids are pairwise distinct, by ball arithmetic (python-flint arb).
-
-    For every id (multiset ``ms[i]``, query position ``k``) the real number
-    z = a_k + wo · Σ_j e^{c a_k a_j} a_j / Σ_j e^{c a_k a_j} is enclosed in a ball, using the float64 values
-    of c, wo and a exactly (they are the model's weights). Sorting by centre, the ids are certified distinct
-    when every consecutive difference is certainly positive. Returns (certified, lower bound of the
-    smallest gap).
-    """
-    from flint import arb, ctx
-
-    old_prec = ctx.prec
-    ctx.prec = prec
-    try:
-        ca, woa = arb(float(c)), arb(float(wo))
-        a_arb = [arb(float(v)) for v in tok_a]
-        vals = []
-        for mi, ki in first:
-            row = [a_arb[t] for t in ms[mi]]
-            q = row[ki]
-            num, den = arb(0), arb(0)
-            for aj in row:
-                e = (ca * q * aj).exp()
-                num += e * aj
-                den += e
-            vals.append(q + woa * num / den)
-        order = sorted(range(len(vals)), key=lambda i: float(vals[i].mid()))
-        gap = math.inf
-        for i0, i1 in zip(order[:-1], order[1:], strict=True):
-            diff = vals[i1] - vals[i0]
-            if not diff > 0:
-                return False, float(diff.lower())
-            gap = min(gap, float(diff.lower()))
-        return True, gap
-    finally:
-        ctx.prec = old_prec
-
-
-def _unique_ids(z: np.ndarray, ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One id per (multiset, distinct token): returns the z values and their (multiset, position) indices."""
-    keep = np.ones(ms.shape, dtype=bool)
-    keep[:, 1:] = ms[:, 1:] != ms[:, :-1]  # multisets are sorted: equal tokens are adjacent
-    idx = np.argwhere(keep)  # (K, 2)
-    return z[keep], idx
-
-
 def _grid_for_eps(f: TargetFn, n: int, d: int, lo: float, hi: float, eps: float, seed: int) -> int:
     """Smallest G (doubling, then bisection) with a sampled estimate of sup|f − f̄| ≤ eps."""
     rng = np.random.default_rng(seed + 1)
@@ -475,51 +428,6 @@ def _grid_for_eps(f: TargetFn, n: int, d: int, lo: float, hi: float, eps: float,
 
 
 # ---------------------------------------------------------------------------- measurement
-def measure_approximation(
-    approx: UniversalApproximator, samples: int = 20000, dense: int | None = None, p: float = 2.0, seed: int = 0
-) -> dict[str, float]:
-    """Sup and L^p error of the model against f on random points plus a dense grid of the domain.
-
-    ``lp_error`` = d_p(f, g) = (vol · mean ||f − g||_p^p)^{1/p} (spec §2.3, entrywise ℓ^p over the d×n outputs),
-    estimated by Monte Carlo. ``misquantised_fraction``: fraction of random points with a coordinate within
-    η/2 of a cell boundary, where F_1 is not exact; ``sup_error_clean`` leaves them out.
-    """
-    rng = np.random.default_rng(seed)
-    n, d, lo, hi = approx.n, approx.d, approx.lo, approx.hi
-    x = rng.uniform(lo, hi, size=(samples, n, d))
-    if dense is None:
-        dense = max(2, int(round((4096) ** (1 / (n * d)))))
-    axis = lo + (np.arange(dense) + 0.5) * (hi - lo) / dense
-    xd = np.array(list(itertools.product(axis, repeat=n * d))).reshape(-1, n, d)
-    g_rand = approx(x)
-    f_rand = _call_target(approx.f, x, n, d)
-    err_rand = np.abs(g_rand - f_rand)  # (S, n, d)
-    err_dense = np.abs(approx(xd) - _call_target(approx.f, xd, n, d))
-    thetas = lo + approx.delta * np.arange(1, approx.grid)
-    if len(thetas):
-        near = np.abs(x[..., None] - thetas).min(-1) < approx.ramp / 2  # (S, n, d)
-        bad = near.reshape(samples, -1).any(-1)
-    else:
-        bad = np.zeros(samples, dtype=bool)
-    vol = (hi - lo) ** (n * d)
-    lp = (vol * np.mean((err_rand**p).sum(axis=(1, 2)))) ** (1 / p)
-    clean = err_rand[~bad]
-    return {
-        "sup_error": float(max(err_rand.max(), err_dense.max())),
-        "sup_error_clean": float(clean.max()) if clean.size else math.nan,
-        "lp_error": float(lp),
-        "p": p,
-        "misquantised_fraction": float(bad.mean()),
-        "misquantised_fraction_bound": float(min(1.0, n * d * (approx.grid - 1) * approx.ramp / (hi - lo))),
-        "dense_points": int(xd.shape[0]),
-        "random_points": samples,
-    }
-
-
-def model_size(approx: UniversalApproximator) -> dict[str, float]:
-    """Parameters (rank-1 factors counted as in paper A) and the largest absolute weight."""
-    largest = max(float(p.detach().abs().max()) for p in approx.model.parameters())
-    return {"params": approx.model.num_parameters(), "largest_weight": largest}
 
 
 def example_error_bound(target: str, approx: UniversalApproximator) -> float:
@@ -548,17 +456,9 @@ def example_error_bound(target: str, approx: UniversalApproximator) -> float:
     return base + (approx.grid_check_max_error if math.isfinite(approx.grid_check_max_error) else math.inf)
 
 
-def yun_comparison(grid: int, n: int, d: int) -> dict[str, float]:
-    """Layer counts of Yun et al. (ICLR 2020) for the same grid δ = 1/G (spec §9), next to ours.
-
-    Yun et al.: quantisation by d/δ FF layers, contextual mapping by δ^{−d} + 1 selective-shift attention
-    layers (2 heads of size 1: 8d parameters each), value mapping by ~n·δ^{−dn}/n! FF layers.
-    """
-    return {
-        "yun_attention_layers": grid**d + 1,
-        "yun_attention_params": (grid**d + 1) * 8 * d,
-        "yun_quantisation_ff_layers": d * grid,
-        "yun_value_mapping_ff_layers": n * grid ** (d * n) / math.factorial(n),
-        "ours_attention_layers": 1,
-        "ours_ff_layers": 2,
-    }
+def _unique_ids(z: np.ndarray, ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One id per (multiset, distinct token): returns the z values and their (multiset, position) indices."""
+    keep = np.ones(ms.shape, dtype=bool)
+    keep[:, 1:] = ms[:, 1:] != ms[:, :-1]  # multisets are sorted: equal tokens are adjacent
+    idx = np.argwhere(keep)  # (K, 2)
+    return z[keep], idx

@@ -1,0 +1,53 @@
+"""Progress bars for long commands: a tqdm bar per stage, driven by the library's progress callbacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StageBars:
+    """A ``progress(stage, done, total)`` callback that shows one tqdm bar per stage (stderr).
+
+    Use as a context manager so the bars are closed even when a stage fails.
+    """
+
+    def __init__(self, enabled: bool = True, unit: str = "seq") -> None:
+        self.enabled = enabled
+        self.unit = unit
+        self._bars: dict[str, Any] = {}
+        self._done: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        bar = self._bars.get(stage)
+        if bar is None:
+            from tqdm import tqdm
+
+            for other in self._bars.values():  # stages run one after the other
+                other.close()
+            bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=False, unit=self.unit, dynamic_ncols=True)
+            self._done[stage] = 0
+        bar.update(done - self._done[stage])
+        self._done[stage] = done
+
+    def step(self, stage: str, total: int | None = None):
+        """An increment callback (``n`` more items done) for the same bars."""
+        done = [0]
+
+        def update(n: int = 1) -> None:
+            done[0] += n
+            self(stage, done[0], total)
+
+        return update
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+        self._bars.clear()
+
+    def __enter__(self) -> StageBars:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,42 @@
+"""Paper A, Corollary 1: memorize a labelled data set with one rank-1 softmax attention layer and a ReLU
+feed-forward layer, compiled for floating point and certified.
+
+Modules: :mod:`.layout` (residual stream and codes), :mod:`.contexts` (Boltzmann attention output h and its
+grouping), :mod:`.select` (query scales β), :mod:`.assemble` (the weights E, P, W_Q, W_K, W_V, W_O, W1, W2,
+with their derivation), :mod:`.api` (compile entry points and the report).
+"""
+
+from uatlab.constructions.paper_a.cor1_memorizer.api import (
+    CompileResult,
+    ProgressFn,
+    certify_chunks_with_progress,
+    certify_with_progress,
+    compile_dataset,
+    compile_encoded,
+    compile_memorizer,
+    compile_store,
+    label_information_bits,
+    load_compiled,
+    paper_a_param_count,
+    save_compiled,
+    summarize,
+)
+from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, build_model
+
+__all__ = [
+    "CONSTRUCTION",
+    "CompileResult",
+    "ProgressFn",
+    "build_model",
+    "certify_chunks_with_progress",
+    "certify_with_progress",
+    "compile_dataset",
+    "compile_encoded",
+    "compile_memorizer",
+    "compile_store",
+    "label_information_bits",
+    "load_compiled",
+    "paper_a_param_count",
+    "save_compiled",
+    "summarize",
+]

@@ -1,0 +1,359 @@
+"""Compile a labelled sequence data set into a one-layer, one-head, rank-1 softmax Transformer and certify it
+(paper A, Corollary 1; the construction is in :mod:`~uatlab.constructions.paper_a.cor1_memorizer.assemble`).
+
+Two inputs, one code path: an in-memory :class:`~uatlab.data.SequenceDataset` (or its
+:class:`~uatlab.data.encoded.EncodedData`) and an on-disk :class:`~uatlab.data.token_store.TokenStore`
+(out of core: h is computed chunk by chunk and the token records are partitioned by word into buckets; each
+bucket is grouped alone and reduced to the points the feed-forward layer needs). Both give the same model
+bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from uatlab.constructions.paper_a.cor1_memorizer.assemble import build_model
+from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
+    Occurrences,
+    context_columns,
+    group_occurrences,
+    merge_occurrences,
+    reduce_occurrences,
+)
+from uatlab.constructions.paper_a.cor1_memorizer.layout import (
+    alpha_grid,
+    positional_codes,
+    query_scales,
+    word_key_codes,
+)
+from uatlab.constructions.paper_a.cor1_memorizer.select import check_request, choose_beta, position_scores
+from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.data.encoded import EncodedData, encode_dataset
+from uatlab.data.token_store import TokenStore, TokenTable
+from uatlab.errors import InputError
+from uatlab.models.io import load_model, save_model
+from uatlab.models.transformer import Transformer
+from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS
+from uatlab.verify.certificate import Certificate, certify, certify_chunks, stream_chunks
+
+#: progress callback: (stage, done, total or None); stages "attention" and "certify" count sequences
+ProgressFn = Callable[[str, int, int | None], None]
+
+
+def _stage(progress: ProgressFn | None, stage: str, total: int | None) -> Callable[[int], None] | None:
+    """An increment callback (n more sequences done) reporting cumulative counts to ``progress``."""
+    if progress is None:
+        return None
+    done = [0]
+
+    def step(n: int) -> None:
+        done[0] += n
+        progress(stage, done[0], total)
+
+    return step
+
+@dataclass
+class CompileResult:
+    model: Transformer
+    certificate: Certificate | None
+    encoding: Encoding
+    report: dict[str, Any]
+
+
+def encoding_of(store: TokenStore) -> Encoding:
+    """The encoding of the strings a token store has read (ids in first-seen order)."""
+    return Encoding(dict(store.token_to_id), dict(store.label_to_id))
+
+
+def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding, group: str,
+                    pool: list[tuple[float, int]], lines: np.ndarray, sequences: int, max_len: int, dtype: str,
+                    causal: bool, seed: int, d_model: int | None, code: str,
+                    times: dict[str, float]) -> tuple[Transformer, dict]:  # fmt: skip
+    """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
+    the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
+
+    Word groups: one β for all positions (:func:`_choose_beta`). (word, position) groups with β auto: the
+    query scale b_k is chosen per position k among the (β, shift) candidates. The h of a token at position k
+    depends on b_k only (the keys do not depend on β) and every FF unit serves one position, so the choice
+    decomposes over positions: per position, fewest tokens next to a boundary gap below
+    ``RISKY_RELATIVE_GAP·r_h``, then the largest smallest gap relative to r_h. A heuristic; the certificate
+    decides.
+    """
+    t = time.perf_counter()
+    id2tok, id2lab = list(vocab.token_to_id), list(vocab.label_to_id)
+    V = len(id2tok)
+    by_position = max_len if group == "word-pos" else None
+    scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
+    query_choice = None
+    if by_position and len(pool) > 1:
+        risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)
+        for table in tables():  # pass 1: scores per (candidate, position)
+            r, q = position_scores(table, pool, max_len, dtype)
+            risky += r
+            ratio = np.minimum(ratio, q)
+        choice = np.array([min(range(len(pool)), key=lambda c: (risky[c, k], -ratio[c, k], c)) for k in range(max_len)])
+        parts = []
+        for table in tables():  # pass 2: group with each token's chosen column
+            h = table.h[np.arange(len(table)), choice[table.pos]]
+            parts.append(
+                reduce_occurrences(group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position))
+            )
+        occ = merge_occurrences(parts)
+        b = np.array([scales[c][k] for k, c in enumerate(choice)])
+        beta: float | str = "per-position"
+        counts: dict[str, int] = {}
+        for c in choice:
+            name = f"beta {pool[c][0]:g} shift {pool[c][1]}"
+            counts[name] = counts.get(name, 0) + 1
+        beta_scores = {"per_position_choices": counts,
+                       "tokens_in_risky_groups": int(sum(risky[c, k] for k, c in enumerate(choice)))}  # fmt: skip
+        query_choice = b
+    else:
+        per: list[list[Occurrences]] = [[] for _ in pool]
+        for table in tables():
+            for c in range(len(pool)):
+                per[c].append(
+                    reduce_occurrences(
+                        group_occurrences(table, table.h[:, c], id2tok, id2lab, lines, by_position=by_position)
+                    )  # fmt: skip
+                )
+        occs = [merge_occurrences(p) for p in per]
+        if len(pool) > 1:
+            i, beta_scores = choose_beta(occs, [p[0] for p in pool], V, code, dtype)
+        else:
+            i, beta_scores = 0, {}
+        beta, occ, b = pool[i][0], occs[i], scales[i]
+    times["group contexts per word"] = time.perf_counter() - t
+    t = time.perf_counter()
+    alpha = word_key_codes(V, seed)
+    pi, _ = positional_codes(max_len, 1.0, seed)  # π does not depend on β
+    model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+    model.encoding = vocab
+    times["feed-forward construction"] = time.perf_counter() - t
+    report = {
+        "sequences": sequences,
+        "tokens": occ.tokens,
+        "distinct_contexts": int(occ.distinct),
+        # the true ceiling also counts collision tokens as winnable (only conflicts are inherent)
+        "ceiling_tokens": occ.ceiling_tokens + occ.collision_tokens,
+        "conflict_tokens": occ.tokens - occ.ceiling_tokens - occ.collision_tokens,
+        "conflicts": occ.conflicts,
+        "collision_tokens": occ.collision_tokens,
+        "vocabulary": V,
+        "labels": id2lab,
+        "max_len": max_len,
+        "beta": beta,
+        "beta_search": beta_scores,
+        "query_scales": None if query_choice is None else query_choice.tolist(),
+        "causal": causal,
+        "dtype": dtype,
+        **info,
+        "stage_seconds": times,
+    }
+    return model, report
+
+
+def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
+                    seed: int = 0, max_len: int | None = None,
+                    d_model: int | None = None, code: str = "auto", group: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Compile already-encoded in-memory data (with input keys, see :class:`EncodedData`); returns (model, report).
+
+    ``group``: gate the FF units on the word (``"word"``) or on (word, position) (``"word-pos"``, needs an
+    m-hot ``code``); ``"auto"``: word-pos in float32, word in float64.
+    """
+    group, pool = check_request(dtype, beta, group)
+    if len(enc) == 0:
+        raise InputError(f"{enc.source}: no sequences to compile")
+    if enc.keys is None:
+        raise InputError(f"{enc.source}: encoded without input keys (encode_dataset(..., context=...))")
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    max_len = max(max_len or 0, max(len(w) for w in enc.ids))
+    alpha = word_key_codes(len(enc.encoding.token_to_id), seed)
+    h = context_columns(alpha, max_len, pool, seed, causal)(enc.ids)  # (T, K)
+    table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h)
+    times["attention (h per token)"] = time.perf_counter() - t
+    model, report = _compile_tables(lambda: [table], enc.encoding, group, pool, np.asarray(enc.lines), len(enc), max_len,
+                                    dtype, causal, seed, d_model, code, times)  # fmt: skip
+    report["label_counts"] = np.bincount(table.label, minlength=len(enc.encoding.label_to_id)).tolist()
+    return model, report
+
+
+def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
+                  seed: int = 0, max_len: int | None = None, progress: ProgressFn | None = None,
+                  d_model: int | None = None, code: str = "auto", group: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+    """Compile a data set held in an on-disk :class:`~uatlab.data.token_store.TokenStore` (out of core).
+
+    h is computed chunk by chunk for every query-scale candidate and the token records are partitioned by
+    word into buckets; each bucket is grouped on its own and reduced to the points the model needs
+    (:func:`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
+    """
+    group, pool = check_request(dtype, beta, group)
+    if store.sequences == 0:
+        raise InputError(f"{store.source}: no sequences to compile")
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    max_len = max(max_len or 0, store.max_len)
+    alpha = word_key_codes(len(store.token_to_id), seed)
+    columns = context_columns(alpha, max_len, pool, seed, causal)
+    signature = {"pool": [list(p) for p in pool], "seed": seed, "max_len": max_len, "causal": causal,
+                 "alpha_grid": float(alpha_grid(len(store.token_to_id)))}  # fmt: skip
+    store.bucketize(columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences))
+    times["attention (h per token)"] = time.perf_counter() - t
+    model, report = _compile_tables(store.bucket_tables, encoding_of(store), group, pool, store.lines, store.sequences, max_len,
+                                    dtype, causal, seed, d_model, code, times)  # fmt: skip
+    report["label_counts"] = store.label_counts.tolist()
+    return model, report
+
+
+def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
+    """Paper A's memorization parameter count 4(s+d) + d(2nN + d) (spec §6)."""
+    return 4 * (s + d) + d * (2 * n * N + d)
+
+
+def label_information_bits(label_counts: list[int] | np.ndarray) -> float:
+    """Σ over tokens of −log2 p(label) with p the empirical label distribution (bits of label information)."""
+    counts = np.asarray(label_counts, dtype=np.float64)
+    p = counts / counts.sum()
+    nz = counts > 0
+    return float(-(counts[nz] * np.log2(p[nz])).sum())
+
+
+def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | None) -> dict:
+    """The figures the issue asks for, as one flat dict (JSON contract fields first)."""
+    p_total = model.num_parameters()
+    p_ne = model.num_parameters(non_embedding=True)
+    paper = paper_a_param_count(model.config.d_model, report["max_len"], report["sequences"])
+    max_w = max(float(t.detach().abs().max()) for t in model.state_dict().values() if t.numel())
+    bits = label_information_bits(report["label_counts"])
+    out = {
+        "sequences": report["sequences"],
+        "tokens": report["tokens"],
+        "conflict_tokens": report["conflict_tokens"],
+        "ceiling_tokens": report["ceiling_tokens"],
+        "correct_tokens": cert.correct_tokens if cert else None,
+        "certified": cert.certified if cert else None,
+        "certified_fraction": cert.certified_fraction if cert else None,
+        "certified_tokens": cert.certified_tokens if cert else None,
+        "min_certified_margin": cert.min_certified_margin if cert else None,
+        "min_margin_at": cert.min_margin_at if cert else None,
+        "params_total": p_total,
+        "params_non_embedding": p_ne,
+        "paper_a_param_count": paper,
+        "non_embedding_vs_paper_a": p_ne / paper,
+        "ff_width": model.config.layer_ff_width(0),
+        "d_model": model.config.d_model,
+        "max_abs_weight": max_w,
+        # log2(largest |W2| × own-token pre-activation term sum / margin 1/2): bits of h the model relies on
+        "bits_of_precision_relied_on": math.log2(
+            max(report["max_abs_W2"], 1.0) * 2 * max(report["preactivation_magnitude"], 1.0)
+        ),
+        "code": report["code"],
+        "dtype": report["dtype"],
+        "distinct_contexts": report["distinct_contexts"],
+        "conflicts": report["conflicts"],
+        "torch_spot_check": cert.torch_spot_check if cert else None,
+        "exp_ulps": cert.exp_ulps if cert else None,
+        "environment": cert.environment if cert else None,
+        "assumptions": cert.assumptions if cert else None,
+        "collision_tokens": report["collision_tokens"],
+        "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
+        "ceiling_accuracy": report["ceiling_tokens"] / report["tokens"],
+        "label_information_bits": bits,
+        "bits_per_param_non_embedding": bits / max(p_ne, 1),
+        "bits_per_param_total": bits / max(p_total, 1),
+        "beta": report["beta"],
+        "causal": report["causal"],
+        "min_gap": report["min_gap"],
+        "unresolved_boundaries": report["unresolved_boundaries"],
+        "vocabulary": report["vocabulary"],
+        "max_len": report["max_len"],
+        "stage_seconds": report["stage_seconds"],
+    }  # fmt: skip
+    return out
+
+
+def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
+                    beta: float | str = "auto", seed: int = 0, run_certificate: bool = True,
+                    progress: ProgressFn | None = None, d_model: int | None = None, code: str = "auto",
+                    group: str = "auto", exp_ulps: float = DEFAULT_EXP_ULPS) -> CompileResult:  # fmt: skip
+    """Compile ``data`` and (by default) certify the result; returns model, certificate and all figures."""
+    t0 = time.perf_counter()
+    enc = encode_dataset(data, context="prefix" if causal else "sequence")
+    t_read = time.perf_counter() - t0
+    model, report = compile_encoded(
+        enc,
+        dtype=dtype,
+        causal=causal,
+        beta=beta,
+        seed=seed,
+        d_model=d_model,
+        code=code,
+        group=group,
+    )
+    report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
+    cert = None
+    if run_certificate:
+        t = time.perf_counter()
+        cert = certify_with_progress(model, data, progress, exp_ulps)
+        report["stage_seconds"]["certify"] = time.perf_counter() - t
+    report["seconds"] = time.perf_counter() - t0
+    return CompileResult(model, cert, model.encoding, {**summarize(model, report, cert), "seconds": report["seconds"]})
+
+
+def certify_with_progress(model: Transformer, data: SequenceDataset, progress: ProgressFn | None,
+                          exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
+    """:func:`~uatlab.verify.certificate.certify`, reporting stage ``"certify"`` to ``progress``."""
+    cb = None if progress is None else (lambda n, total: progress("certify", n, total))
+    return certify(model, data, progress=cb, exp_ulps=exp_ulps)
+
+
+def compile_memorizer(dataset: SequenceDataset, dtype: str = "float64", causal: bool = False,
+                      beta: float | str = "auto", seed: int = 0) -> tuple[Transformer, Certificate]:  # fmt: skip
+    """Compile ``dataset`` into a one-layer single-head rank-1 Transformer and certify it.
+
+    Returns:
+        (model, certificate); ``model.encoding`` maps token/label strings to ids.
+    """
+    res = compile_dataset(dataset, dtype=dtype, causal=causal, beta=beta, seed=seed)
+    assert res.certificate is not None
+    return res.model, res.certificate
+
+
+def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
+    """Save a compiled model with its encoding: safetensors metadata ``uatlab_extra`` holds
+    ``{"encoding": {"tokens": [...id order...], "labels": [...]}, "construction": {...report...}}``."""
+    enc: Encoding = model.encoding
+    extra = {
+        "encoding": {"tokens": enc.id_to_token, "labels": enc.id_to_label},
+        "construction": {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")},
+    }
+    return save_model(model, path, extra=extra)
+
+
+def load_compiled(path: str | os.PathLike) -> Transformer:
+    """Load any uatlab model; attach ``model.encoding`` if the file stores one."""
+    with warnings.catch_warnings():  # a compiled model may have a width-0 FF (see assemble.new_transformer)
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        model, extra = load_model(path)
+    e = extra.get("encoding")
+    if e is not None:
+        model.encoding = Encoding({t: i for i, t in enumerate(e["tokens"])}, {y: i for i, y in enumerate(e["labels"])})
+    return model
+
+
+def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[list[str], list[str], int]],
+                                 source: str, total: int | None, progress: ProgressFn | None,
+                                 exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
+    """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``."""
+    cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
+    return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps)

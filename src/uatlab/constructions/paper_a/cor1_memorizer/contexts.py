@@ -1,0 +1,204 @@
+"""The attention output h of every token (paper A's Boltzmann operator) and its grouping into the points the
+feed-forward layer interpolates (paper A, Theorem 2 and Corollary 1).
+
+For a query at position q with keys a_1..a_n, h_q = Σ_j softmax_j(b_q a_j) a_j = boltz(b_q a)/b_q
+(paper A's ``boltz``; our b_q = c·a_q of the paper, chosen per position). Tokens are grouped by word (or by
+(word, position)) and sorted by h; identical inputs with different labels get the same h: the majority
+label (ties: first seen) is assigned and the losers are counted and listed as conflicts, never an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uatlab.constructions.paper_a.cor1_memorizer.layout import positional_codes, query_scales
+from uatlab.data.token_store import TokenTable
+
+
+def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray, b: np.ndarray, causal: bool,
+                      batch_tokens: int = 2_000_000) -> list[np.ndarray]:  # fmt: skip
+    """h for every token: h_q = Σ_j softmax_j(b_q a_j) a_j with a_j = α_{w_j} + π_j (float64 reference).
+
+    Sequences are bucketed by length (no padding). Returns one (n,) array per sequence.
+    """
+    out: list[np.ndarray | None] = [None] * len(words)
+    lengths = np.array([len(w) for w in words])
+    for n in np.unique(lengths):
+        idx = np.flatnonzero(lengths == n)
+        step = max(1, batch_tokens // (n * n))
+        for s in range(0, len(idx), step):
+            sel = idx[s : s + step]
+            ids = np.stack([words[i] for i in sel])  # (B, n)
+            a = alpha[ids] + pi[:n]  # (B, n) keys = values
+            S = b[:n][None, :, None] * a[:, None, :]  # (B, n_q, n_k)
+            if causal:
+                S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
+            S = S - S.max(axis=-1, keepdims=True)
+            P = np.exp(S)
+            P /= P.sum(axis=-1, keepdims=True)
+            h = np.einsum("bqk,bk->bq", P, a)  # (B, n)
+            for j, i in enumerate(sel):
+                out[i] = h[j]
+    return out  # type: ignore[return-value]
+
+
+def context_columns(alpha: np.ndarray, max_len: int, pool: list[tuple[float, int]], seed: int, causal: bool):
+    """A function words-of-some-sequences → (T, K) float64: h of every token for each query-scale candidate."""
+    pi, _ = positional_codes(max_len, 1.0, seed)  # π does not depend on β
+    scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
+
+    def columns(words: list[np.ndarray]) -> np.ndarray:
+        return np.stack([np.concatenate(boltzmann_context(words, alpha, pi, b, causal)) for b in scales], axis=1)
+
+    return columns
+
+
+@dataclass
+class Occurrences:
+    """Tokens sorted by (group, h), grouped into distinct (group, h) points with majority labels.
+
+    A group is a word (``group == word``) or a (word, position) pair (see :func:`context_groups`). After
+    :func:`reduce_occurrences` only the points the feed-forward layer needs are kept (each group's lowest
+    point and both sides of every label boundary); ``distinct`` still counts all of them.
+    """
+
+    word: np.ndarray  # (G,) per point
+    h: np.ndarray  # (G,)
+    label: np.ndarray  # (G,) majority label
+    tokens: int
+    ceiling_tokens: int
+    conflicts: list[dict[str, Any]]
+    collision_tokens: int  # tokens lost because different inputs got exactly the same h
+    group: np.ndarray | None = None  # (G,) group id per point (None: the word)
+    pos: np.ndarray | None = None  # (G,) position per point when groups are (word, position) pairs
+    distinct: int = -1  # distinct (group, h) points before any reduction
+
+    def __post_init__(self) -> None:
+        if self.group is None:
+            self.group = self.word
+        if self.distinct < 0:
+            self.distinct = len(self.h)
+
+
+def context_groups(word: np.ndarray, pos: np.ndarray, max_len: int | None) -> np.ndarray:
+    """Group id of each token for the FF's interpolation: the word, or (word, position) if ``max_len``."""
+    return word if max_len is None else word * max_len + pos
+
+
+def group_occurrences(table: TokenTable, h: np.ndarray, id2tok: list[str], id2lab: list[str], lines: np.ndarray,
+                      max_listed: int = 50, by_position: int | None = None) -> Occurrences:  # fmt: skip
+    """Group the tokens of ``table`` (``h`` (T,) their contexts) into (group, h) points; groups are words, or
+    (word, position) pairs when ``by_position`` (the model's max_len) is given.
+
+    ``table`` must hold every occurrence of each of its words, in data order (ties between labels of one
+    point go to the label seen first). ``lines`` maps a global sequence index to its source line.
+    """
+    word, lab, key, hh = table.word, table.label, table.key, h
+    T = len(word)
+    if T == 0:
+        e = np.zeros(0, dtype=np.int64)
+        return Occurrences(e, np.zeros(0), e, 0, 0, [], 0, pos=e if by_position else None, distinct=0)
+    num_labels = len(id2lab)
+    pos_all = table.pos if by_position else None
+    grp = context_groups(word, table.pos, by_position)
+    tok_index = np.arange(T)
+    order = np.lexsort((tok_index, hh, grp))
+    w_s, h_s, l_s, k_s, g_s = word[order], hh[order], lab[order], key[order], grp[order]
+    new = np.r_[True, (g_s[1:] != g_s[:-1]) | (h_s[1:] != h_s[:-1])]
+    gid = np.cumsum(new) - 1  # (T,) point id per sorted token
+    G = int(gid[-1]) + 1
+    # majority label per point: count (point, label) pairs; ties → label seen first in data order
+    pair = gid * (num_labels + 1) + l_s
+    uniq, first_pos, counts = np.unique(pair, return_index=True, return_counts=True)
+    p_gid = uniq // (num_labels + 1)
+    p_lab = uniq % (num_labels + 1)
+    first_tok = order[first_pos]  # data-order index of the first token with this (point, label)
+    best = np.lexsort((first_tok, -counts, p_gid))  # per point: highest count, then earliest
+    is_first = np.r_[True, p_gid[best][1:] != p_gid[best][:-1]]
+    win = best[is_first]
+    label = np.empty(G, dtype=np.int64)
+    label[p_gid[win]] = p_lab[win]
+    ceiling = int(counts[win].sum())
+    # conflicts vs collisions: a point whose tokens have several labels
+    multi = np.bincount(p_gid, minlength=G) > 1
+    conflicts: list[dict[str, Any]] = []
+    collision = 0
+    if multi.any():
+        starts = np.r_[np.flatnonzero(new), T]
+        for g in np.flatnonzero(multi):
+            members = np.arange(starts[g], starts[g + 1])
+            keys = k_s[members]
+            if np.all(keys == keys[0]):  # identical inputs: an inherent conflict
+                t0 = order[members[0]]
+                counts_g: dict[str, int] = {}
+                for li in l_s[members]:
+                    counts_g[id2lab[li]] = counts_g.get(id2lab[li], 0) + 1
+                if len(conflicts) < max_listed:
+                    seqs = sorted({int(table.seq[order[m]]) for m in members})
+                    conflicts.append({
+                        "sequences": seqs[:16], "lines": sorted({int(lines[q]) for q in seqs})[:16],
+                        "position": int(table.pos[t0]), "token": id2tok[int(w_s[members[0]])],
+                        "label_counts": counts_g, "majority": id2lab[int(label[g])],
+                    })  # fmt: skip
+            else:  # different inputs, same h: the construction cannot separate them
+                wrong = int((l_s[members] != label[g]).sum())
+                collision += wrong - _conflict_losers(keys, l_s[members])
+    first = np.flatnonzero(new)
+    return Occurrences(w_s[first], h_s[first], label, T, ceiling, conflicts, collision, group=g_s[first],
+                       pos=None if pos_all is None else pos_all[order][first])  # fmt: skip
+
+
+def reduce_occurrences(occ: Occurrences) -> Occurrences:
+    """Keep each group's first (lowest-h) point and the two points around every label boundary.
+
+    Between two kept points of a group that are not a boundary pair, every dropped point has the same label
+    (a label change would be a boundary), so :func:`label_boundaries` and the first point per group, all
+    that :func:`build_model` reads, are unchanged. Memory then scales with the model, not the data.
+    """
+    if len(occ.h) == 0:
+        return occ
+    keep = np.r_[True, occ.group[1:] != occ.group[:-1]]
+    bidx, _ = label_boundaries(occ)
+    keep[bidx] = True
+    keep[bidx + 1] = True
+    return Occurrences(occ.word[keep], occ.h[keep], occ.label[keep], occ.tokens, occ.ceiling_tokens,
+                       occ.conflicts, occ.collision_tokens, group=occ.group[keep],
+                       pos=None if occ.pos is None else occ.pos[keep], distinct=occ.distinct)  # fmt: skip
+
+
+def merge_occurrences(parts: list[Occurrences], max_listed: int = 50) -> Occurrences:
+    """Concatenate the occurrences of disjoint word sets (buckets), sorted by (group, h)."""
+
+    def cat(name: str, dt) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, dt)
+
+    word, h, label, group = cat("word", np.int64), cat("h", np.float64), cat("label", np.int64), cat("group", np.int64)
+    by_pos = bool(parts) and parts[0].pos is not None
+    pos = cat("pos", np.int64) if by_pos else None
+    order = np.lexsort((h, group))
+    conflicts = sorted((c for p in parts for c in p.conflicts), key=lambda c: (c["sequences"][0], c["position"]))
+    return Occurrences(
+        word[order], h[order], label[order], sum(p.tokens for p in parts), sum(p.ceiling_tokens for p in parts),
+        conflicts[:max_listed], sum(p.collision_tokens for p in parts), group=group[order],
+        pos=None if pos is None else pos[order], distinct=sum(p.distinct for p in parts),
+    )  # fmt: skip
+
+
+def _conflict_losers(keys: np.ndarray, labels: np.ndarray) -> int:
+    """Tokens that lose inside identical-input groups (inherent conflicts) among the given members."""
+    lost = 0
+    for k in np.unique(keys):
+        ls = labels[keys == k]
+        lost += len(ls) - np.bincount(ls).max()
+    return lost
+
+
+def label_boundaries(occ: Occurrences) -> tuple[np.ndarray, np.ndarray]:
+    """Indices i of points where point i and i+1 belong to the same group with different labels; gaps."""
+    same = occ.group[1:] == occ.group[:-1]
+    change = same & (occ.label[1:] != occ.label[:-1])
+    idx = np.flatnonzero(change)
+    return idx, occ.h[idx + 1] - occ.h[idx]

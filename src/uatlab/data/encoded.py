@@ -1,0 +1,69 @@
+"""A labelled data set as integer ids, in memory (the on-disk, streamable counterpart is
+:class:`uatlab.data.token_store.TokenStore`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.data.keys import input_keys
+
+
+@dataclass
+class EncodedData:
+    """N sequences as id arrays under one :class:`Encoding`.
+
+    Attributes:
+        encoding: the string ↔ id maps the ids refer to.
+        ids: ``ids[i]`` (n_i,) int64 token ids of sequence i.
+        targets: ``targets[i]`` (n_i,) int64 label ids.
+        lines: ``lines[i]`` the source line where sequence i starts.
+        source: where the data came from (a path or a description).
+        keys: ``keys[i]`` (n_i,) int64 input keys (:func:`uatlab.data.keys.input_keys`), or None.
+        unknown_tokens: tokens outside the encoding's vocabulary (mapped to its unknown-word token).
+        gold_spans: entity spans of the targets, cached by evaluation.
+    """
+
+    encoding: Encoding
+    ids: list[np.ndarray]
+    targets: list[np.ndarray]
+    lines: list[int]
+    source: str = "<memory>"
+    keys: list[np.ndarray] | None = None
+    unknown_tokens: int = 0
+    gold_spans: list[set[tuple[str, int, int]]] | None = None
+    lengths: np.ndarray = field(init=False)  # (N,) int64
+
+    def __post_init__(self) -> None:
+        self.lengths = np.array([len(r) for r in self.ids], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"EncodedData({len(self)} sequences, {self.num_tokens} tokens, source={self.source!r})"
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+
+def encode_dataset(data: SequenceDataset, encoding: Encoding | None = None, context: str | None = None,
+                   unknown: str = "error") -> EncodedData:  # fmt: skip
+    """Encode ``data`` under ``encoding`` (default: fitted on ``data``, first-seen order).
+
+    ``context`` (``"sequence"`` or ``"prefix"``) also computes the input keys; ``unknown`` is the
+    unknown-word policy of :meth:`Encoding.encode_tokens`.
+    """
+    enc = Encoding.fit(data) if encoding is None else encoding
+    ids = enc.encode_tokens(data, unknown=unknown)
+    unknown_tokens = 0
+    if unknown == "unk":
+        unknown_tokens = sum(1 for toks in data.tokens for t in toks if t not in enc.token_to_id)
+    keys = None
+    if context is not None:
+        keys = [np.array(input_keys(toks, context), dtype=np.int64) for toks in data.tokens]
+    lines = [data.lines[i] if i < len(data.lines) else i + 1 for i in range(len(data))]
+    return EncodedData(enc, ids, enc.encode_labels(data), lines, data.source, keys, unknown_tokens)

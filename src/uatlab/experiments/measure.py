@@ -1,0 +1,172 @@
+"""Measurements of constructions: sup errors on samples and grids, model sizes, log-log slopes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import torch
+
+from uatlab.constructions.paper_a.prop1_universal_approximator import (
+    UniversalApproximator,
+    _call_target,
+)
+from uatlab.constructions.paper_b.appB_incontext_gd import InContextGD, gd_prediction, multi_step_bound
+from uatlab.constructions.paper_b.lem3_11_relu_network import CompiledReluNetwork
+from uatlab.constructions.paper_b.thm3_truncated_linear import TruncatedLinearAttention
+
+
+def measure_approximation(
+    approx: UniversalApproximator, samples: int = 20000, dense: int | None = None, p: float = 2.0, seed: int = 0
+) -> dict[str, float]:
+    """Sup and L^p error of the model against f on random points plus a dense grid of the domain.
+
+    ``lp_error`` = d_p(f, g) = (vol · mean ||f − g||_p^p)^{1/p} (spec §2.3, entrywise ℓ^p over the d×n outputs),
+    estimated by Monte Carlo. ``misquantised_fraction``: fraction of random points with a coordinate within
+    η/2 of a cell boundary, where F_1 is not exact; ``sup_error_clean`` leaves them out.
+    """
+    rng = np.random.default_rng(seed)
+    n, d, lo, hi = approx.n, approx.d, approx.lo, approx.hi
+    x = rng.uniform(lo, hi, size=(samples, n, d))
+    if dense is None:
+        dense = max(2, int(round((4096) ** (1 / (n * d)))))
+    axis = lo + (np.arange(dense) + 0.5) * (hi - lo) / dense
+    xd = np.array(list(itertools.product(axis, repeat=n * d))).reshape(-1, n, d)
+    g_rand = approx(x)
+    f_rand = _call_target(approx.f, x, n, d)
+    err_rand = np.abs(g_rand - f_rand)  # (S, n, d)
+    err_dense = np.abs(approx(xd) - _call_target(approx.f, xd, n, d))
+    thetas = lo + approx.delta * np.arange(1, approx.grid)
+    if len(thetas):
+        near = np.abs(x[..., None] - thetas).min(-1) < approx.ramp / 2  # (S, n, d)
+        bad = near.reshape(samples, -1).any(-1)
+    else:
+        bad = np.zeros(samples, dtype=bool)
+    vol = (hi - lo) ** (n * d)
+    lp = (vol * np.mean((err_rand**p).sum(axis=(1, 2)))) ** (1 / p)
+    clean = err_rand[~bad]
+    return {
+        "sup_error": float(max(err_rand.max(), err_dense.max())),
+        "sup_error_clean": float(clean.max()) if clean.size else math.nan,
+        "lp_error": float(lp),
+        "p": p,
+        "misquantised_fraction": float(bad.mean()),
+        "misquantised_fraction_bound": float(min(1.0, n * d * (approx.grid - 1) * approx.ramp / (hi - lo))),
+        "dense_points": int(xd.shape[0]),
+        "random_points": samples,
+    }
+
+
+def model_size(approx: UniversalApproximator) -> dict[str, float]:
+    """Parameters (rank-1 factors counted as in paper A) and the largest absolute weight."""
+    largest = max(float(p.detach().abs().max()) for p in approx.model.parameters())
+    return {"params": approx.model.num_parameters(), "largest_weight": largest}
+
+
+def yun_comparison(grid: int, n: int, d: int) -> dict[str, float]:
+    """Layer counts of Yun et al. (ICLR 2020) for the same grid δ = 1/G (spec §9), next to ours.
+
+    Yun et al.: quantisation by d/δ FF layers, contextual mapping by δ^{−d} + 1 selective-shift attention
+    layers (2 heads of size 1: 8d parameters each), value mapping by ~n·δ^{−dn}/n! FF layers.
+    """
+    return {
+        "yun_attention_layers": grid**d + 1,
+        "yun_attention_params": (grid**d + 1) * 8 * d,
+        "yun_quantisation_ff_layers": d * grid,
+        "yun_value_mapping_ff_layers": n * grid ** (d * n) / math.factorial(n),
+        "ours_attention_layers": 1,
+        "ours_ff_layers": 2,
+    }
+
+
+def measure_sup_error(
+    construction: TruncatedLinearAttention,
+    y_values: np.ndarray,
+    chunk: int = 4096,
+) -> dict[str, float]:
+    """Sup error of a 1-D construction (d = 1, w = 1, t = 0) over the given y values.
+
+    Every token of every sequence is a query, so the n positions are filled with consecutive y values.
+    Returns ``sup_error`` (all y), ``sup_inside`` (y ∈ [a,b]) and ``sup_outside`` (clamp region).
+    """
+    n = construction.w.shape[0]
+    y = np.asarray(y_values, dtype=np.float64)
+    pad = (-len(y)) % n
+    y_pad = np.concatenate([y, np.full(pad, y[-1])])
+    x = torch.as_tensor(y_pad.reshape(-1, n, 1))  # (B, n, 1)
+    sup_in = sup_out = 0.0
+    a, b = construction.plan.a, construction.plan.b
+    with torch.no_grad():
+        for s in range(0, x.shape[0], max(1, chunk // n)):
+            xb = x[s : s + max(1, chunk // n)]
+            err = (construction(xb).to(torch.float64) - construction.target(xb)).abs()  # (B, n)
+            yb = (xb[..., 0].to(torch.float64) * construction.w[:, 0]) + construction.t
+            inside = (yb >= a) & (yb <= b)
+            if bool(inside.any()):
+                sup_in = max(sup_in, float(err[inside].max()))
+            if bool((~inside).any()):
+                sup_out = max(sup_out, float(err[~inside].max()))
+    return {"sup_error": max(sup_in, sup_out), "sup_inside": sup_in, "sup_outside": sup_out}
+
+
+def fit_loglog_slope(sizes: list[float], errors: list[float]) -> float:
+    """Least-squares slope of log(error) against log(size).
+
+    Points with a non-positive or non-finite size or error are dropped (a log-log fit cannot use them);
+    NaN when fewer than two distinct sizes remain.
+    """
+    pairs = zip(sizes, errors, strict=True)
+    pts = [(float(a), float(b)) for a, b in pairs if math.isfinite(a) and math.isfinite(b) and a > 0 and b > 0]
+    if len({a for a, _ in pts}) < 2:
+        return math.nan
+    xs = np.log(np.array([a for a, _ in pts], dtype=np.float64))
+    ys = np.log(np.array([b for _, b in pts], dtype=np.float64))
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+def measure_compiled(compiled: CompiledReluNetwork, samples: int = 200, seed: int = 0) -> dict[str, float]:
+    """Sup error of the compiled model against the network on random inputs plus the box corners' midpoints."""
+    rng = np.random.default_rng(seed)
+    lo, hi = compiled.domain
+    n, d = compiled.net.n, compiled.net.d
+    x = rng.uniform(lo, hi, size=(samples, n, d))
+    x[0] = lo
+    x[1 % samples] = hi
+    y = compiled.net(x)
+    g = compiled(x)
+    err = np.abs(g - y)
+    out_range = float(y.max() - y.min())
+    return {
+        "sup_error": float(err.max()),
+        "mean_abs_error": float(err.mean()),
+        "output_range": out_range,
+        "relative_sup_error": float(err.max() / out_range) if out_range > 0 else math.nan,
+    }
+
+
+def sample_regression(batch: int, context: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x ~ N(0, I_d), w* ~ N(0, I_d/d), y = w*ᵀx: returns x_ctx (B, N, d), y_ctx (B, N), x_query (B, d)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, context + 1, d))
+    w = rng.standard_normal((batch, d)) / math.sqrt(d)
+    y = np.einsum("bnd,bd->bn", x, w)
+    return x[:, :context], y[:, :context], x[:, context]
+
+
+def relative_error(model: InContextGD, batch: int = 64, seed: int = 0) -> dict[str, float]:
+    """‖ŷ_attention − ŷ_GD‖ / ‖ŷ_GD‖ over a batch of regression tasks, and the proven sup-error bound."""
+    xc, yc, xq = sample_regression(batch, model.context, model.d, seed)
+    pred = model.predict(xc, yc, xq)
+    exact = gd_prediction(xc, yc, xq, model.lr, model.steps)
+    rel = float(np.linalg.norm(pred - exact) / max(np.linalg.norm(exact), 1e-300))
+    S = float(np.abs(np.einsum("bnd,bd->bn", np.concatenate([xc, xq[:, None]], 1), xq)).max())
+    S = max(S, float(np.abs(np.einsum("bnd,bmd->bnm", xc, xc)).max()))
+    V = float(np.abs(yc).max())
+    bound = multi_step_bound(model.context, model.sink, model.eps, S, V, model.lr, model.steps)
+    return {
+        "relative_error": rel,
+        "sup_error": float(np.abs(pred - exact).max()),
+        "bound": bound,
+        "max_abs_prediction": float(np.abs(exact).max()),
+    }

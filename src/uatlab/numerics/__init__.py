@@ -1,0 +1,1 @@
+"""Numerical base layer: arbitrary-precision balls (python-flint) and floating-point error bounds."""
