@@ -1,10 +1,71 @@
 """uatlab: what softmax attention can express, made executable.
 
-Subpackages are the stages a user thinks in: :mod:`uatlab.models` (paper A's Transformer),
-:mod:`uatlab.theory` (Boltzmann operator, separatedness, contextual margins),
-:mod:`uatlab.constructions` (theorems as weight builders), :mod:`uatlab.verify` (certificates),
-:mod:`uatlab.data`, :mod:`uatlab.training`, :mod:`uatlab.experiments`, :mod:`uatlab.report`,
-:mod:`uatlab.claims` and the CLI (:mod:`uatlab.cli`).
+The public names below are imported lazily (on first use), so ``import uatlab`` and the command line stay
+fast; subpackages are the stages a user thinks in: :mod:`uatlab.models` (paper A's Transformer),
+:mod:`uatlab.theory`, :mod:`uatlab.constructions` (theorems as weight builders, each returning a
+:class:`Construction`), :mod:`uatlab.verify` (certificates), :mod:`uatlab.data`, :mod:`uatlab.training`,
+:mod:`uatlab.experiments`, :mod:`uatlab.claims`, :mod:`uatlab.report` and the CLI (:mod:`uatlab.cli`).
+
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+try:
+    __version__ = version("uatlab")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"
+
+_EXPORTS = {
+    # models
+    "Transformer": "uatlab.models.transformer",
+    "TransformerConfig": "uatlab.models.transformer",
+    "SelfAttention": ("uatlab.models.attention", "MultiHeadSelfAttention"),
+    "MultiHeadSelfAttention": "uatlab.models.attention",
+    "FeedForward": "uatlab.models.feedforward",
+    "AttentionOnlyConfig": "uatlab.models.attention_only",
+    "AttentionOnlyLayer": "uatlab.models.attention_only",
+    "save": "uatlab.models.io",
+    "load": "uatlab.models.io",
+    # constructions
+    "Construction": "uatlab.constructions.contract",
+    "build_theorem2_layer": "uatlab.constructions.paper_a.thm2_contextual_mapping",
+    "build_universal_approximator": "uatlab.constructions.paper_a.prop1_universal_approximator",
+    "hardmax_counterexample_inputs": "uatlab.constructions.paper_a.thm1_hardmax_counterexample",
+    "compile_memorizer": "uatlab.constructions.paper_a.cor1_memorizer",
+    "build_truncated_linear_attention": "uatlab.constructions.paper_b.thm3_truncated_linear",
+    "compile_relu_network": "uatlab.constructions.paper_b.lem3_11_relu_network",
+    "compile_relu_network_two_layer": "uatlab.constructions.paper_b.lem3_11_relu_network",
+    "build_incontext_gd": "uatlab.constructions.paper_b.appB_incontext_gd",
+    # certificates
+    "certify": "uatlab.verify.certificate",
+    "Certificate": "uatlab.verify.certificate",
+    # data
+    "Encoding": "uatlab.data.dataset",
+    "SequenceDataset": "uatlab.data.dataset",
+    "read_conll": "uatlab.data.conll",
+    "read_jsonl": "uatlab.data.jsonl",
+    # training and claims
+    "train": "uatlab.training.trainer",
+    "TrainConfig": "uatlab.training.trainer",
+    "run_claims": "uatlab.claims",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'uatlab' has no attribute {name!r}")
+    module, attr = target if isinstance(target, tuple) else (target, name)
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

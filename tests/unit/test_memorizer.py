@@ -36,7 +36,9 @@ def torch_predictions(model, data):
 @pytest.mark.parametrize("causal", [False, True])
 def test_memorizes_random_labels_exactly(repeats, causal):
     data = synthetic_dataset(120, 9, 25, 4, repeats=repeats, seed=3)
-    model, cert = compile_memorizer(data, causal=causal)
+    con = compile_memorizer(data, causal=causal)
+    model, cert = con.model, con.certificate
+    assert con.guarantee["certified_tokens"] == cert.certified_tokens and con.facts["theorem"] == "Corollary 1"
     context = "prefix" if causal else "sequence"
     rep = ceiling_report(data, context=context)
     assert cert.certified and cert.certified_tokens == rep.ceiling_tokens
@@ -49,7 +51,7 @@ def test_memorizes_random_labels_exactly(repeats, causal):
 
 def test_structure_one_layer_one_head_rank_one():
     data = synthetic_dataset(60, 6, 15, 3, seed=0)
-    model, _ = compile_memorizer(data)
+    model = compile_memorizer(data).model
     cfg = model.config
     assert (cfg.n_layers, cfg.n_heads, cfg.head_dim, cfg.rank, cfg.positional) == (1, 1, 1, 1, "given")
     assert all(r == [1] for r in model.blocks[0].attn.check_ranks().values())
@@ -75,14 +77,16 @@ def test_conflicts_are_counted_listed_and_majority_assigned():
 
 def test_repeated_word_with_different_labels_in_one_sequence():
     data = from_lists([["x", "x", "x", "y"], ["y", "x", "x", "x"]], [["A", "B", "A", "C"], ["C", "A", "A", "B"]])
-    model, cert = compile_memorizer(data)
+    con = compile_memorizer(data)
+    model, cert = con.model, con.certificate
     assert cert.certified and cert.certified_tokens == 8
     assert torch_predictions(model, data) == data.labels
 
 
 def test_single_label_words_need_no_units():
     data = from_lists([["a", "b"], ["b", "a"], ["c"]], [["P", "Q"], ["Q", "P"], ["P"]])
-    model, cert = compile_memorizer(data)
+    con = compile_memorizer(data)
+    model, cert = con.model, con.certificate
     assert model.config.ff_width == 0 and cert.certified
 
 

@@ -15,7 +15,7 @@ def test_small_network_within_bound_and_converging():
     net = random_relu_network(n=4, d=2, hidden=3, seed=3)
     errs = []
     for m in (17, 65):
-        c = compile_relu_network(net, anchors=m)
+        c = compile_relu_network(net, anchors=m).detail
         r = measure_compiled(c, samples=64)
         assert r["sup_error"] <= c.bound
         errs.append(r["sup_error"])
@@ -25,7 +25,7 @@ def test_small_network_within_bound_and_converging():
 
 def test_paper_b_shape_below_one_percent():
     net = random_relu_network(n=20, d=5, hidden=10, seed=0)
-    c = compile_relu_network(net, anchors=257)
+    c = compile_relu_network(net, anchors=257).detail
     r = measure_compiled(c, samples=8)
     assert r["relative_sup_error"] < 0.01
     assert c.params > 0 and c.heads <= 2 * 10 * 5
@@ -33,14 +33,14 @@ def test_paper_b_shape_below_one_percent():
 
 def test_eps_mode_proves_the_target():
     net = random_relu_network(n=3, d=2, hidden=2, seed=1)
-    c = compile_relu_network(net, eps=0.5)
+    c = compile_relu_network(net, eps=0.5).detail
     assert c.bound <= 0.5
     assert measure_compiled(c, samples=32)["sup_error"] <= 0.5
 
 
 def test_torch_module_and_wrong_input_size():
     seq = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 6)).double()
-    c = compile_relu_network(seq, n=3, d=2, anchors=33)
+    c = compile_relu_network(seq, n=3, d=2, anchors=33).detail
     x = np.random.default_rng(0).uniform(0, 1, size=(5, 3, 2))
     assert np.abs(c(x) - c.net(x)).max() <= c.bound
     with pytest.raises(InputError, match="input size"):

@@ -20,7 +20,7 @@ from uatlab.models.attention_only import AttentionOnlyLayer
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_paper_b_shape_below_one_percent_and_bound(seed):
     net = random_relu_network(n=20, d=5, hidden=10, seed=seed)
-    c = compile_relu_network_two_layer(net, anchors=257)
+    c = compile_relu_network_two_layer(net, anchors=257).detail
     r = measure_compiled(c, samples=100, seed=seed)
     assert r["relative_sup_error"] < 0.01
     assert r["sup_error"] <= c.bound
@@ -29,7 +29,7 @@ def test_paper_b_shape_below_one_percent_and_bound(seed):
 
 def test_really_two_attention_layers_and_nonstandard_maps_named():
     net = random_relu_network(n=20, d=5, hidden=10, seed=5)
-    c = compile_relu_network_two_layer(net, anchors=65)
+    c = compile_relu_network_two_layer(net, anchors=65).detail
     layers = list(c.model.layers)
     assert len(layers) == 2 and all(isinstance(layer, AttentionOnlyLayer) for layer in layers)
     # layer 1 is sequence-wise (non-standard), layer 2 is a standard token-wise attention layer
@@ -49,7 +49,7 @@ def test_really_two_attention_layers_and_nonstandard_maps_named():
 def test_layer_two_is_exact_on_exact_hidden_units():
     """Fed the exact normalised hidden units r_j, layer 2 reproduces f up to the floor/sink/rounding terms."""
     net = random_relu_network(n=4, d=2, hidden=7, seed=3)  # 7 units > n − 1: several groups
-    c = compile_relu_network_two_layer(net, anchors=33)
+    c = compile_relu_network_two_layer(net, anchors=33).detail
     G = c.heads_layer1
     assert G == 3
     x = np.random.default_rng(1).uniform(0, 1, size=(50, 4, 2))
@@ -64,20 +64,20 @@ def test_layer_two_is_exact_on_exact_hidden_units():
     err = np.abs(out.numpy() - net(x)).max()
     assert err <= c.details["floor_sink_float"] + 1e-9
     # and the full model is within its bound, with the error falling as the anchors grow
-    errs = [measure_compiled(compile_relu_network_two_layer(net, anchors=m), samples=64)["sup_error"] for m in (9, 65)]
+    errs = [measure_compiled(compile_relu_network_two_layer(net, anchors=m).detail, samples=64)["sup_error"] for m in (9, 65)]
     assert errs[1] < 0.25 * errs[0]
 
 
 def test_eps_mode_proves_the_target():
     net = random_relu_network(n=3, d=2, hidden=2, seed=1)
-    c = compile_relu_network_two_layer(net, eps=0.5)
+    c = compile_relu_network_two_layer(net, eps=0.5).detail
     assert c.bound <= 0.5
     assert measure_compiled(c, samples=32)["sup_error"] <= 0.5
 
 
 def test_wrong_input_size_and_bad_arguments():
     seq = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Linear(4, 6)).double()
-    c = compile_relu_network_two_layer(seq, n=3, d=2, anchors=33)
+    c = compile_relu_network_two_layer(seq, n=3, d=2, anchors=33).detail
     x = np.random.default_rng(0).uniform(0, 1, size=(5, 3, 2))
     assert np.abs(c(x) - c.net(x)).max() <= c.bound
     with pytest.raises(InputError, match="input size 6 does not match"):

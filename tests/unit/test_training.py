@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from uatlab.data import Encoding, from_lists
+from uatlab.data import from_lists
 from uatlab.errors import InputError
 from uatlab.models import save_model
 from uatlab.training.batching import collate, encode, epoch_batches, fit_encoding
@@ -108,11 +108,11 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     s = r.summary()
     assert {"epochs", "train_accuracy", "history", "epochs_to", "seconds_per_epoch"} <= set(s)
     # accuracy comes from a full pass: recompute it from the saved model
-    from uatlab.models import load_model
+    from uatlab.models.io import load
 
-    model, extra = load_model(tmp_path / "run" / "model.safetensors")
-    vocab = Encoding.from_lists(extra["tokens"], extra["labels"], "<unk>")
-    enc = encode(data, vocab)
+    model = load(tmp_path / "run" / "model.safetensors")
+    assert model.encoding.unknown_token == "<unk>" and model.encoding.id_to_token[0] == "<unk>"
+    enc = encode(data, model.encoding)
     b = collate(enc, range(len(enc)))
     with torch.no_grad():
         pred = model(b.inputs, key_padding_mask=b.mask).argmax(-1)

@@ -17,7 +17,7 @@ YS = np.linspace(-3.0, 3.0, 2001)
 def test_m81_error_within_bound_and_half_spacing(mode):
     c = build_truncated_linear_attention(
         [1.0], 0.0, -1.0, 1.0, anchors=81, mode=mode, n_tokens=81 if mode == "token" else 3
-    )
+    ).detail
     r = measure_sup_error(c, YS)
     assert r["sup_error"] <= c.plan.bound
     assert r["sup_error"] <= 0.0125
@@ -28,7 +28,7 @@ def test_m81_error_within_bound_and_half_spacing(mode):
 def test_error_slope_against_anchors_is_minus_one():
     errs, ms = [], [11, 21, 41, 81]
     for m in ms:
-        c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=m, mode="token")
+        c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=m, mode="token").detail
         errs.append(measure_sup_error(c, YS)["sup_error"])
     assert -1.1 <= fit_loglog_slope(ms, errs) <= -0.9
 
@@ -36,7 +36,7 @@ def test_error_slope_against_anchors_is_minus_one():
 def test_heads_divide_the_error():
     errs = []
     for H in (1, 2, 4, 8):
-        c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=11, heads=H, mode="token")
+        c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=11, heads=H, mode="token").detail
         r = measure_sup_error(c, YS)
         assert r["sup_error"] <= c.plan.bound
         errs.append(r["sup_error"])
@@ -45,8 +45,8 @@ def test_heads_divide_the_error():
 
 def test_token_and_sequence_modes_agree():
     x = torch.linspace(-2, 2, 21, dtype=torch.float64).reshape(1, 21, 1)
-    tok = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=21, mode="token")
-    seq = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=21, mode="sequence", n_tokens=21)
+    tok = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=21, mode="token").detail
+    seq = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=21, mode="sequence", n_tokens=21).detail
     assert tok.layer.is_tokenwise and not seq.layer.is_tokenwise
     assert torch.allclose(tok(x), seq(x), atol=1e-12)
 
@@ -56,21 +56,21 @@ def test_per_token_weights_need_sequence_mode():
     w, t = rng.standard_normal((5, 3)), rng.standard_normal(5)
     with pytest.raises(InputError, match="token mode needs the same w"):
         build_truncated_linear_attention(w, t, -1.0, 1.0, anchors=21, mode="token", n_tokens=21)
-    c = build_truncated_linear_attention(w, t, -1.0, 1.0, anchors=41, mode="sequence")
+    c = build_truncated_linear_attention(w, t, -1.0, 1.0, anchors=41, mode="sequence").detail
     x = torch.as_tensor(rng.uniform(-1, 1, size=(64, 5, 3)))
     err = (c(x) - c.target(x)).abs().max().item()
     assert err <= c.plan.bound
 
 
 def test_eps_mode_meets_the_target():
-    c = build_truncated_linear_attention([0.5, -1.0], [0.1, 0.2, 0.3], -2.0, 3.0, eps=0.05, heads=2, mode="sequence")
+    c = build_truncated_linear_attention([0.5, -1.0], [0.1, 0.2, 0.3], -2.0, 3.0, eps=0.05, heads=2, mode="sequence").detail
     assert c.plan.bound <= 0.05
     x = torch.as_tensor(np.random.default_rng(1).uniform(-4, 4, size=(200, 3, 2)))
     assert (c(x) - c.target(x)).abs().max().item() <= 0.05
 
 
 def test_construction_is_trainable_module():
-    c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=11, mode="sequence", n_tokens=2)
+    c = build_truncated_linear_attention([1.0], 0.0, -1.0, 1.0, anchors=11, mode="sequence", n_tokens=2).detail
     x = torch.rand(4, 2, 1, dtype=torch.float64)
     c(x).sum().backward()
     assert c.layer.W_Q.grad is not None and c.layer.anchors.grad is not None

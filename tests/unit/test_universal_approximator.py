@@ -20,7 +20,7 @@ from uatlab.models import Transformer, load_model, save_model
 
 @pytest.fixture(scope="module")
 def approx_d1():
-    return build_universal_approximator(product_with_mean, (0.0, 1.0), grid=6, n=3, d=1)
+    return build_universal_approximator(product_with_mean, (0.0, 1.0), grid=6, n=3, d=1).detail
 
 
 def test_one_rank1_attention_layer_and_certified_ids(approx_d1):
@@ -43,7 +43,7 @@ def test_model_equals_quantised_target_off_the_ramps(approx_d1):
 def test_error_falls_with_the_grid():
     errs = []
     for G in (3, 6, 12):
-        ap = build_universal_approximator(product_with_mean, (0.0, 1.0), grid=G, n=3, d=1)
+        ap = build_universal_approximator(product_with_mean, (0.0, 1.0), grid=G, n=3, d=1).detail
         meas = measure_approximation(ap, samples=500)
         assert meas["sup_error_clean"] <= example_error_bound("product-mean", ap)
         errs.append(meas["lp_error"])
@@ -53,7 +53,7 @@ def test_error_falls_with_the_grid():
 
 @pytest.mark.parametrize("f", [softmax_weighted_average, smooth_rank])
 def test_d2_examples_build(f):
-    ap = build_universal_approximator(f, (0.0, 1.0), grid=3, n=3, d=2)
+    ap = build_universal_approximator(f, (0.0, 1.0), grid=3, n=3, d=2).detail
     assert ap.certified and ap.grid_check_max_error < 1e-6
     assert model_size(ap)["params"] == ap.model.num_parameters()
 
@@ -71,7 +71,7 @@ def test_yun_depth_is_computed():
 
 
 def test_eps_chooses_a_grid():
-    ap = build_universal_approximator(product_with_mean, (0.0, 1.0), eps=0.2, n=2, d=1)
+    ap = build_universal_approximator(product_with_mean, (0.0, 1.0), eps=0.2, n=2, d=1).detail
     assert ap.grid >= 2
 
 

@@ -101,7 +101,7 @@ def sweep_truncated_linear(
         n_tok = m if mode == "token" else 4
         c = build_truncated_linear_attention(
             [1.0], 0.0, a, b, anchors=m, heads=heads, mode=mode, dtype=dtype, n_tokens=n_tok
-        )
+        ).detail
         r = measure_sup_error(c, ys)
         rows.append(
             {
@@ -133,7 +133,7 @@ def sweep_heads(
     ys = np.linspace(a - span, b + span, points)
     rows = []
     for H in heads:
-        c = build_truncated_linear_attention([1.0], 0.0, a, b, anchors=anchors, heads=H, mode="token")
+        c = build_truncated_linear_attention([1.0], 0.0, a, b, anchors=anchors, heads=H, mode="token").detail
         r = measure_sup_error(c, ys)
         rows.append(_truncated_linear_row(c, r, anchors=anchors, heads=H))
         progress(f"heads H={H}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
@@ -231,7 +231,7 @@ def sweep_universal(
     t0 = time.perf_counter()
     rows = []
     for G in grids:
-        ap = build_universal_approximator(f, domain, grid=G, n=n, d=d, seed=seed)
+        ap = build_universal_approximator(f, domain, grid=G, n=n, d=d, seed=seed).detail
         meas = measure_approximation(ap, samples=samples, seed=seed)
         size = model_size(ap)
         yun = yun_comparison(G, n, d)
@@ -288,7 +288,7 @@ def sweep_gd(
     for N in contexts:
         for eps in eps_values:
             for k in steps:
-                g = build_incontext_gd(d, N, steps=k, lr=lr, eps=eps)
+                g = build_incontext_gd(d, N, steps=k, lr=lr, eps=eps).detail
                 r = relative_error(g, batch=batch, seed=seed)
                 rows.append(
                     {

@@ -84,3 +84,48 @@ def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
     model.eval()
     extra = json.loads(meta["uatlab_extra"]) if "uatlab_extra" in meta else {}
     return model, extra
+
+
+def save(model: Transformer, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None) -> Path:
+    """Save a compiled or trained model as one file: weights, config, token encoding, construction facts and
+    the uatlab version, all in the safetensors header (metadata ``uatlab_extra``).
+
+    ``encoding`` (an :class:`uatlab.data.Encoding`) defaults to ``model.encoding``. :func:`load` reads it back.
+    """
+    from uatlab import __version__
+
+    enc = encoding if encoding is not None else getattr(model, "encoding", None)
+    extra: dict[str, Any] = {"uatlab_version": __version__}
+    if enc is not None:
+        extra["encoding"] = enc.to_json()
+    if facts:
+        extra["facts"] = facts
+    return save_model(model, path, extra=extra)
+
+
+def load(path: str | os.PathLike) -> Transformer:
+    """Load a model saved by :func:`save` (or by older versions); ``model.encoding`` is set when the file
+    stores one. The rest of the stored metadata is ``model.saved_extra``."""
+    import warnings
+
+    from uatlab.data.dataset import UNK, Encoding
+
+    with warnings.catch_warnings():  # a compiled model may have a width-0 feed-forward layer
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        model, extra = load_model(path)
+    enc = extra.get("encoding")
+    if enc is None and "tokens" in extra and "labels" in extra:  # files written by `uatlab train` before 0.2
+        enc = {"tokens": extra["tokens"], "labels": extra["labels"]}
+        enc["unknown_token"] = UNK if enc["tokens"][:1] == [UNK] else None
+    if enc is not None:
+        try:
+            model.encoding = Encoding.from_json(enc)
+        except (KeyError, TypeError, InputError) as exc:
+            raise ModelFileError(f"{path}: the stored encoding is invalid: {exc}") from None
+        if len(model.encoding.token_to_id) != model.config.vocab_size:
+            raise ModelFileError(
+                f"{path}: the encoding lists {len(model.encoding.token_to_id)} tokens, the model has "
+                f"vocab_size {model.config.vocab_size}"
+            )
+    model.saved_extra = extra
+    return model

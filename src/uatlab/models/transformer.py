@@ -137,11 +137,18 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    """Token embedding → [positional encoding] → [F_1^(FF)] → L blocks → [readout]."""
+    """Token embedding → [positional encoding] → [F_1^(FF)] → L blocks → [readout].
+
+    ``encoding`` (an :class:`uatlab.data.Encoding`, or None) maps token and label strings to the
+    embedding and readout rows; compiled, trained and loaded models carry it.
+    """
+
+    encoding: Any
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
+        self.encoding = None
         dt = config.torch_dtype
         self.embed = nn.Embedding(config.vocab_size, config.d_model, dtype=dt) if config.vocab_size else None
         if config.positional == "learned":

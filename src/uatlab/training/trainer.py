@@ -27,7 +27,6 @@ import os
 import signal
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,8 @@ from tqdm.auto import tqdm
 from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
-from uatlab.models import Transformer, TransformerConfig, load_model, save_model
+from uatlab.models import Transformer, TransformerConfig
+from uatlab.models.io import load, save
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding
 from uatlab.training.checkpoint import (
     CheckpointError,
@@ -212,14 +212,11 @@ def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
 def _load_init(path: str) -> tuple[Transformer, Encoding]:
     """A model saved by ``uatlab compile`` or ``uatlab train`` plus its token/label encoding.
 
-    The encoding is read from the model's metadata (``tokens`` and ``labels`` lists in id order, at
-    the top level as ``uatlab train`` writes them or under ``encoding`` as ``uatlab compile`` does),
-    or from a sidecar ``<model>.encoding.json`` with the same two keys.
+    The encoding is read from the model file (:func:`uatlab.models.io.load`) or from a sidecar
+    ``<model>.encoding.json`` with ``tokens`` and ``labels`` lists in id order.
     """
-    with warnings.catch_warnings():  # a compiled model may have a width-0 feed-forward layer
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        model, extra = load_model(path)
-    enc = extra if ("tokens" in extra and "labels" in extra) else extra.get("encoding")  # train / compile
+    model = load(path)
+    enc = model.encoding.to_json() if model.encoding is not None else None
     if enc is None:
         for side in (Path(str(path) + ".encoding.json"), Path(path).with_suffix(".encoding.json")):
             if side.is_file():
@@ -547,11 +544,7 @@ def train(
         },
     )
     if status in ("completed", "ceiling"):
-        model_path = save_model(
-            model,
-            out / "model.safetensors",
-            extra={"tokens": vocab.id_to_token, "labels": vocab.id_to_label, "train_config": cfg.as_dict()},
-        )
+        model_path = save(model, out / "model.safetensors", encoding=vocab, facts={"train_config": cfg.as_dict()})
         result.files["model"] = str(model_path)
     summary = result.summary()
     tmp = out / ".summary.json.tmp"

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab.constructions.contract import PAPER_A, Construction, count_parameters
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.transformer import Transformer, TransformerConfig
 from uatlab.verify.universal_ids import certify_ids_exact
@@ -204,7 +205,7 @@ def build_universal_approximator(
     scale_candidates: int = 24,
     verify_grid: bool = True,
     seed: int = 0,
-) -> UniversalApproximator:
+) -> Construction:
     """Build F_2^(FF) ∘ F^(SA) ∘ F_1^(FF) (one single-head rank-1 attention layer) approximating f.
 
     Args:
@@ -398,7 +399,23 @@ def build_universal_approximator(
     )
     if verify_grid:
         approx.grid_check_max_error = float(np.abs(approx(x_rep) - f_rep).max())
-    return approx
+    guarantee = {"id_rounding_bound": kappa, "min_id_gap": min_gap}
+    if math.isfinite(approx.grid_check_max_error):
+        guarantee["grid_check_max_error"] = approx.grid_check_max_error
+    facts = {
+        "paper": PAPER_A,
+        "theorem": "Proposition 1",
+        "parameters": count_parameters(model),
+        "grid": grid,
+        "n": n,
+        "d": d,
+        "domain": (lo, hi),
+        "context_ids": n_ids,
+        "ff1_width": width1,
+        "ff2_width": width2,
+    }
+    certificate = {"context_ids_distinct": certified, "exact_min_gap_lower_bound": exact_gap}
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=certificate, detail=approx)
 
 
 def _grid_for_eps(f: TargetFn, n: int, d: int, lo: float, hi: float, eps: float, seed: int) -> int:

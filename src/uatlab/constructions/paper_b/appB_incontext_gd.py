@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from uatlab.constructions.contract import PAPER_B, Construction, count_parameters
 from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer, AttentionOnlyNetwork
@@ -130,7 +131,7 @@ def build_incontext_gd(
     eps: float = 1e-4,
     sink: float | None = None,
     dtype: str = "float64",
-) -> InContextGD:
+) -> Construction:
     """k attention-only layers (2 softmax heads + a sink token each) approximating k GD steps.
 
     Args:
@@ -192,6 +193,17 @@ def build_incontext_gd(
                 layer.W_V[h, 0, cr] = 1.0  # value r_j
                 layer.W_O[h, cr, 0] = -sgn * scale  # r_i ← r_i − (η/N)(M+N)(R(ε) − R(−ε))/(2ε)
         layers.append(layer)
-    return InContextGD(model=AttentionOnlyNetwork(layers), d=d, context=N, steps=steps, lr=lr, eps=eps, sink=M)
+    detail = InContextGD(model=AttentionOnlyNetwork(layers), d=d, context=N, steps=steps, lr=lr, eps=eps, sink=M)
+    facts = {
+        "paper": PAPER_B,
+        "theorem": "Appendix B (in-context gradient descent)",
+        "parameters": count_parameters(detail.model),
+        "steps": steps,
+        "lr": lr,
+        "eps": eps,
+        "sink": M,
+    }
+    # the error bound depends on the data (|x| ≤ S, |y| ≤ V): multi_step_bound(N, M, eps, S, V, lr, steps)
+    return Construction(model=detail.model, guarantee={}, facts=facts, detail=detail)
 
 

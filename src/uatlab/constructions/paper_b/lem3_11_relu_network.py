@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from uatlab.constructions.contract import PAPER_B, Construction
 from uatlab.constructions.paper_b.thm3_truncated_linear import (
     DEAD_SCORE,
     InterpolationPlan,
@@ -183,7 +184,7 @@ def compile_relu_network(
     eps: float | None = None,
     anchors: int | None = None,
     dtype: str = "float64",
-) -> CompiledReluNetwork:
+) -> Construction:
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into one softmax attention layer (see module docstring).
 
     Args:
@@ -285,7 +286,7 @@ def compile_relu_network(
             layer.W_V[h, 0, 3] = 1.0
             layer.W_O[h, c, 0] = sign * K  # σ K_h into output coordinate c
     model = AttentionOnlyNetwork([layer], output_bias=torch.as_tensor(net.b2.reshape(n, d)).to(dt))
-    return CompiledReluNetwork(
+    compiled = CompiledReluNetwork(
         model=model,
         net=net,
         plan=plan,
@@ -297,6 +298,20 @@ def compile_relu_network(
             f"anchors: {m} anchor tokens appended to the sequence",
         ],
     )
+    return _as_construction(compiled, "Lemma 3.11 (one attention layer, a head per hidden unit)")
+
+
+def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Construction:
+    facts = {
+        "paper": PAPER_B,
+        "theorem": theorem,
+        "parameters": compiled.params,
+        "parameters_counted": "non-zero entries",
+        "heads": compiled.heads,
+        "domain": compiled.domain,
+        "nonstandard": list(compiled.nonstandard),
+    }
+    return Construction(model=compiled.model, guarantee={"sup_error_bound": compiled.bound}, facts=facts, detail=compiled)
 
 
 # ==================================================================================================
@@ -406,7 +421,7 @@ def compile_relu_network_two_layer(
     eps: float | None = None,
     anchors: int | None = None,
     dtype: str = "float64",
-) -> CompiledReluNetworkTwoLayer:
+) -> Construction:
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into two softmax attention layers (module docstring).
 
     Args:
@@ -566,7 +581,7 @@ def compile_relu_network_two_layer(
             layer2.W_V[h, 0, g] = 1.0  # value = r̂_{k,g}
             layer2.W_O[h, c, 0] = sign * Z  # σ Z^h into output channel c
     model = AttentionOnlyNetwork([layer1, layer2], output_bias=torch.as_tensor(net.b2.reshape(n, d)).to(dt))
-    return CompiledReluNetworkTwoLayer(
+    compiled = CompiledReluNetworkTwoLayer(
         model=model,
         net=net,
         plan=plan,
@@ -586,3 +601,4 @@ def compile_relu_network_two_layer(
         propagated_bound=prop,
         details={"eps0": eps0, **details},
     )
+    return _as_construction(compiled, "Lemma 3.11 with two attention layers (Sec. 3.3, step 2)")

@@ -85,6 +85,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from uatlab.constructions.contract import PAPER_B, Construction
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer
 
@@ -327,7 +328,7 @@ def build_truncated_linear_attention(
     d_out: int = 1,
     out_channel: int = 0,
     y_bound: float | None = None,
-) -> TruncatedLinearAttention:
+) -> Construction:
     """Closed-form attention-only layer computing Range_[a,b](w_iᵀx_i + t_i) for every token i.
 
     Args:
@@ -344,7 +345,9 @@ def build_truncated_linear_attention(
         y_bound: |w_iᵀx_i + t_i| ≤ y_bound on the inputs of interest (for the rounding estimate).
 
     Returns:
-        :class:`TruncatedLinearAttention` (``.layer`` is the nn.Module, ``.plan.bound`` the proven bound).
+        :class:`~uatlab.constructions.contract.Construction`: ``model`` the attention-only layer,
+        ``guarantee`` the proven sup-error bounds inside [a, b] and in the clamp region, ``detail`` the
+        :class:`TruncatedLinearAttention` (plan, target, the value channel as a callable).
 
     Raises:
         InputError: bad shapes, per-token w in token mode, too few positions for the anchors, bad mode.
@@ -456,6 +459,19 @@ def build_truncated_linear_attention(
             layer.W_O[h, out_channel, 0] = 1.0
     if mode == "sequence" and layer.anchors is not None:
         layer.anchors.requires_grad_(True)
-    return TruncatedLinearAttention(layer=layer, plan=plan, w=w_full, t=t_full, mode=mode, out_channel=out_channel)
+    detail = TruncatedLinearAttention(layer=layer, plan=plan, w=w_full, t=t_full, mode=mode, out_channel=out_channel)
+    facts = {
+        "paper": PAPER_B,
+        "theorem": "Theorem 3.9 (token-wise A)" if mode == "token" else "Theorem 3.4 (sequence-wise A)",
+        "parameters": detail.params,
+        "parameters_counted": "non-zero entries",
+        "heads": plan.heads,
+        "anchors_per_head": plan.anchors,
+        "beta": plan.beta,
+        "dtype": dtype,
+        "notes": list(plan.notes),
+    }
+    guarantee = {"sup_error_bound": plan.bound, "clamp_error_bound": plan.clamp_bound}
+    return Construction(model=layer, guarantee=guarantee, facts=facts, detail=detail)
 
 

@@ -280,7 +280,7 @@ def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str,
     try:
         tgt = data.target
         con = build_truncated_linear_attention(tgt.w.double(), tgt.t.double(), tgt.a, tgt.b, anchors=n_anchors, heads=n_heads, mode="sequence",
-                    dtype="float64")  # fmt: skip
+                    dtype="float64").detail  # fmt: skip
         with torch.no_grad():
             err = torch.cat([con(data.x_test[i : i + 250].double()) - data.y_test[i : i + 250].double()
                              for i in range(0, data.x_test.shape[0], 250)])  # fmt: skip

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from uatlab.constructions.contract import PAPER_A, Construction
 from uatlab.constructions.paper_a.cor1_memorizer.assemble import build_model
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     Occurrences,
@@ -40,7 +40,7 @@ from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.data.encoded import EncodedData, encode_dataset
 from uatlab.data.token_store import TokenStore, TokenTable
 from uatlab.errors import InputError
-from uatlab.models.io import load_model, save_model
+from uatlab.models.io import load, save
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS
 from uatlab.verify.certificate import Certificate, certify, certify_chunks, stream_chunks
@@ -317,38 +317,51 @@ def certify_with_progress(model: Transformer, data: SequenceDataset, progress: P
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
 
-def compile_memorizer(dataset: SequenceDataset, dtype: str = "float64", causal: bool = False,
-                      beta: float | str = "auto", seed: int = 0) -> tuple[Transformer, Certificate]:  # fmt: skip
-    """Compile ``dataset`` into a one-layer single-head rank-1 Transformer and certify it.
+def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
+                      beta: float | str = "auto", seed: int = 0, *, d_model: int | None = None, code: str = "auto",
+                      group: str = "auto", certify: bool = True, progress: ProgressFn | None = None,
+                      exp_ulps: float = DEFAULT_EXP_ULPS) -> Construction:  # fmt: skip
+    """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
+
+    Args:
+        data: labelled token sequences.
+        dtype: "float64" or "float32" (the dtype the certificate proves).
+        causal: attention over the prefix only (labels may depend on the prefix only).
+        beta: the query inverse temperature (a power of two) or "auto".
+        seed: seed of the key codes.
+        d_model: model width (default: the smallest that works; larger pads with unused coordinates).
+        code: word codes of the feed-forward gate: "binary", "M-hot" (e.g. "3-hot") or "auto".
+        group: feed-forward units per word or per (word, position): "word", "word-pos" or "auto".
+        certify: compute the floating-point certificate.
+        progress: callback ``(stage, done, total)``.
+        exp_ulps: the error of the evaluator's exp the certificate assumes, in ulps.
 
     Returns:
-        (model, certificate); ``model.encoding`` maps token/label strings to ids.
+        :class:`~uatlab.constructions.contract.Construction`: ``model`` (``model.encoding`` maps strings
+        to ids), ``certificate``, ``facts`` the compile report (parameter counts against paper A's, conflicts,
+        bits of precision relied on, stage times), ``guarantee`` the certified token count and smallest
+        certified logit margin.
     """
-    res = compile_dataset(dataset, dtype=dtype, causal=causal, beta=beta, seed=seed)
-    assert res.certificate is not None
-    return res.model, res.certificate
+    res = compile_dataset(data, dtype=dtype, causal=causal, beta=beta, seed=seed, run_certificate=certify,
+                          progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps)  # fmt: skip
+    cert = res.certificate
+    guarantee: dict[str, float] = {}
+    if cert is not None:
+        guarantee = {"certified_tokens": cert.certified_tokens, "ceiling_tokens": cert.ceiling_tokens,
+                     "min_certified_margin": cert.min_certified_margin}  # fmt: skip
+    facts = {"paper": PAPER_A, "theorem": "Corollary 1", "parameters": res.model.num_parameters(), **res.report}
+    return Construction(model=res.model, guarantee=guarantee, facts=facts, certificate=cert, detail=res.encoding)
 
 
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
-    """Save a compiled model with its encoding: safetensors metadata ``uatlab_extra`` holds
-    ``{"encoding": {"tokens": [...id order...], "labels": [...]}, "construction": {...report...}}``."""
-    enc: Encoding = model.encoding
-    extra = {
-        "encoding": {"tokens": enc.id_to_token, "labels": enc.id_to_label},
-        "construction": {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")},
-    }
-    return save_model(model, path, extra=extra)
+    """:func:`uatlab.models.io.save` with the compile report (without the conflict lists) as the facts."""
+    facts = {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")}
+    return save(model, path, facts=facts)
 
 
 def load_compiled(path: str | os.PathLike) -> Transformer:
-    """Load any uatlab model; attach ``model.encoding`` if the file stores one."""
-    with warnings.catch_warnings():  # a compiled model may have a width-0 FF (see assemble.new_transformer)
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        model, extra = load_model(path)
-    e = extra.get("encoding")
-    if e is not None:
-        model.encoding = Encoding({t: i for i, t in enumerate(e["tokens"])}, {y: i for i, y in enumerate(e["labels"])})
-    return model
+    """:func:`uatlab.models.io.load` (any uatlab model; ``model.encoding`` is set if the file stores one)."""
+    return load(path)
 
 
 def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[list[str], list[str], int]],
