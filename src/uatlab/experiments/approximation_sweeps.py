@@ -171,7 +171,7 @@ def sweep_relu_network(
     for k in range(nets):
         net = random_relu_network(n, d, hidden, seed=seed + k)
         for m in anchors:
-            c = compile_fn(net, anchors=m)
+            c = compile_fn(net, anchors=m).detail
             nonstandard = list(c.nonstandard)
             r = measure_compiled(c, samples=samples, seed=seed + 1000 + k)
             rows.append(

@@ -183,7 +183,7 @@ def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
     )
     net = ReluNetwork(*(t.double().numpy() for t in (target.W1, target.b1, target.W2, target.b2)), n, d)
     compile_fn = compile_relu_network if params["mode"] == "closed-form" else compile_relu_network_two_layer
-    compiled = compile_fn(net, anchors=int(params["n_anchors"]))
+    compiled = compile_fn(net, anchors=int(params["n_anchors"])).detail
     pred = torch.as_tensor(compiled(x_test.double().numpy()))  # (N, n, d)
     err = pred - y_test.double()
     return {
