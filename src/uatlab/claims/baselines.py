@@ -22,9 +22,9 @@ from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 def compare_on_grid(d: int, n: int, delta: Fraction, seed: int = 0) -> dict[str, Any]:
     """Yun et al., paper A literal and our compiled memorizer on the same (set, token) → label data."""
     from uatlab.constructions.baselines.yun2020 import run_case
-    from uatlab.constructions.memorizer import compile_dataset
-    from uatlab.constructions.theorem2_literal import theorem2_literal
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.dataset import SequenceDataset
+    from uatlab.experiments.thm2_precision import theorem2_literal
 
     yun = run_case(d, n, delta, classes=3, seed=seed)
     labels = yun.pop("labels")
