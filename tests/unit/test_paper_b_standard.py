@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
+from uatlab.constructions.paper_b.lem3_11_relu_network import random_relu_network
 from uatlab.constructions.paper_b_standard import compile_relu_network_standard
-from uatlab.constructions.relu_compiler import measure_compiled, random_relu_network
 from uatlab.errors import InputError
+from uatlab.experiments.measure import measure_compiled
 
 
 @pytest.mark.parametrize("seed", [0, 3])
@@ -13,7 +14,7 @@ def test_error_within_bound_and_falls_with_anchors(seed):
     net = random_relu_network(n=4, d=2, hidden=3, seed=seed)
     errs = []
     for m in (7, 31):
-        c = compile_relu_network_standard(net, anchors=m)
+        c = compile_relu_network_standard(net, anchors=m).detail
         r = measure_compiled(c, samples=64, seed=seed)
         assert r["sup_error"] <= c.bound
         assert c.nonstandard == []
@@ -23,7 +24,7 @@ def test_error_within_bound_and_falls_with_anchors(seed):
 
 def test_eps_mode_meets_eps_and_bad_requests():
     net = random_relu_network(n=3, d=2, hidden=2, seed=1)
-    c = compile_relu_network_standard(net, eps=0.05)
+    c = compile_relu_network_standard(net, eps=0.05).detail
     assert c.bound <= 0.05 and measure_compiled(c, samples=32)["sup_error"] <= 0.05
     with pytest.raises(InputError):
         compile_relu_network_standard(net, anchors=9, eps=0.1)
@@ -34,7 +35,7 @@ def test_eps_mode_meets_eps_and_bad_requests():
 def test_output_depends_on_other_positions():
     """A cross-position target is computed through attention only (the input of token 0 moves token 2's output)."""
     net = random_relu_network(n=3, d=1, hidden=4, seed=2)
-    c = compile_relu_network_standard(net, anchors=41)
+    c = compile_relu_network_standard(net, anchors=41).detail
     x = np.full((2, 3, 1), 0.5)
     x[1, 0, 0] = 0.9
     y, g = net(x), c(x)

@@ -3,9 +3,9 @@
 import json
 
 from uatlab.cli import main
-from uatlab.constructions.theorem2_literal import build_theorem2_layer, random_vocabulary
+from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer, random_vocabulary
 from uatlab.constructions.thm2_causal import certify_causal, theorem2_causal
-from uatlab.verify.exact import arb_attention, working_precision
+from uatlab.numerics.arb import arb_attention, working_precision
 
 
 def test_small_case_certified_and_float64_collapses():
@@ -17,13 +17,13 @@ def test_small_case_certified_and_float64_collapses():
 
 def test_too_few_digits_do_not_pass():
     V = random_vocabulary(3, 2, 0.5, 1.0, 2.0, seed=0)
-    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=0)
+    con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=0).detail
     assert not certify_causal(con, 16)["passes"]
 
 
 def test_same_set_same_last_token_gives_the_same_output():
     V = random_vocabulary(4, 2, 0.5, 1.0, 2.0, seed=1)
-    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=1)
+    con = build_theorem2_layer(V, 3, 0.5, 1.0, 2.0, seed=1).detail
     W = [[con.weights[k].tolist()] for k in ("W_Q", "W_K", "W_V", "W_O")]
     with working_precision(digits=200):
         a = arb_attention([V[t].tolist() for t in (0, 1, 2)], *W)[-1]

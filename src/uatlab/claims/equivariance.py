@@ -26,11 +26,11 @@ def theorem2_exact_equivariance(seed: int, trials: int, digits: int = 120) -> di
     """The literal Theorem-2 layer in arb: the enclosures of F(XP) and F(X)P overlap for every token; max radius."""
     from flint import arb
 
-    from uatlab.constructions.theorem2_literal import build_theorem2_layer, random_vocabulary
-    from uatlab.verify.exact import arb_attention, working_precision
+    from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer, random_vocabulary
+    from uatlab.numerics.arb import arb_attention, working_precision
 
     V = random_vocabulary(5, 2, eps=0.5, r_min=1.0, r_max=2.0, seed=seed)
-    con = build_theorem2_layer(V, n=4, eps=0.5, r_min=1.0, r_max=2.0, seed=seed)
+    con = build_theorem2_layer(V, n=4, eps=0.5, r_min=1.0, r_max=2.0, seed=seed).detail
     W = {k: [con.weights[k].tolist()] for k in ("W_Q", "W_K", "W_V", "W_O")}
     rng = np.random.default_rng(seed)
     overlap, max_rad = True, arb(0)
@@ -71,18 +71,22 @@ def theorem2_exact_equivariance(seed: int, trials: int, digits: int = 120) -> di
 def _equivariance(ctx: ClaimContext) -> ClaimResult:
     import torch
 
-    from uatlab.constructions.incontext_gd import build_incontext_gd, sample_regression
-    from uatlab.constructions.memorizer import compile_dataset
-    from uatlab.constructions.universal_approximator import build_universal_approximator, product_with_mean
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
+    from uatlab.constructions.paper_a.prop1_universal_approximator import (
+        build_universal_approximator,
+        product_with_mean,
+    )
+    from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
     from uatlab.data.synthetic import synthetic_dataset
+    from uatlab.experiments.measure import sample_regression
 
     rng = np.random.default_rng(ctx.seed)
     trials = 20 if ctx.quick else 200
     t2 = theorem2_exact_equivariance(ctx.seed, trials)
-    ua = build_universal_approximator(product_with_mean, (0.0, 1.0), grid=8, n=3, d=1, seed=ctx.seed)
+    ua = build_universal_approximator(product_with_mean, (0.0, 1.0), grid=8, n=3, d=1, seed=ctx.seed).detail
     X = rng.uniform(0, 1, size=(256 if ctx.quick else 4096, 3, 1))
     ua_dev = _perm_deviation(ua, X, rng)
-    gd = build_incontext_gd(4, 16, steps=1)
+    gd = build_incontext_gd(4, 16, steps=1).detail
     xc, yc, xq = sample_regression(32, 16, 4, seed=ctx.seed)  # (B, N, d), (B, N), (B, d)
     perm = rng.permutation(16)
     p0, p1 = gd.predict(xc, yc, xq), gd.predict(xc[:, perm], yc[:, perm], xq)
@@ -123,7 +127,7 @@ def _equivariance(ctx: ClaimContext) -> ClaimResult:
 )
 def _positional_universal(ctx: ClaimContext) -> ClaimResult:
     from uatlab.constructions.positional_universal import sweep_positional
-    from uatlab.experiments.paper_b.sweeps import fit_loglog_slope
+    from uatlab.experiments.measure import fit_loglog_slope
 
     cells = [2, 4] if ctx.quick else [2, 4, 8, 12]
     rows = sweep_positional(cells, n=3, samples=2000 if ctx.quick else 20000, seed=ctx.seed)

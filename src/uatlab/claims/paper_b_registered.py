@@ -174,9 +174,13 @@ def _seq2seq(ctx: ClaimContext) -> ClaimResult:
 def standard_vs_nonstandard(nets: int, samples: int, seed: int, anchors: int = 257) -> list[dict]:
     """Per benchmark net: sup error / bound / params / heads of the standard two-layer form and the two
     non-standard forms (one layer; two layers), all at ``anchors`` interpolation points, same inputs."""
+    from uatlab.constructions.paper_b.lem3_11_relu_network import (
+        compile_relu_network,
+        compile_relu_network_two_layer,
+        random_relu_network,
+    )
     from uatlab.constructions.paper_b_standard import compile_relu_network_standard
-    from uatlab.constructions.relu_compiler import compile_relu_network, measure_compiled, random_relu_network
-    from uatlab.constructions.relu_compiler_two_layer import compile_relu_network_two_layer
+    from uatlab.experiments.measure import measure_compiled
 
     rows = []
     for k in range(nets):
@@ -186,7 +190,7 @@ def standard_vs_nonstandard(nets: int, samples: int, seed: int, anchors: int = 2
             ("nonstandard-1-layer", compile_relu_network),
             ("nonstandard-2-layer", compile_relu_network_two_layer),
         ):
-            c = fn(net, anchors=anchors)
+            c = fn(net, anchors=anchors).detail
             r = measure_compiled(c, samples=samples, seed=seed + 1000 + k)
             rows.append(
                 {

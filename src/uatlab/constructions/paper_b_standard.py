@@ -2,7 +2,7 @@
 
 Paper B (Hu et al. 2025, arXiv 2504.15956, Sec. 3.3 and App. G.5) computes f(X) = W2 ReLU(W1 vec X + b1) + b2
 with two attention layers, but its first layer uses a linear map ACROSS positions and appended anchor tokens
-(:mod:`uatlab.constructions.relu_compiler_two_layer`). Here both layers are standard: every linear map acts
+(:mod:`uatlab.constructions.paper_b.lem3_11_relu_network`). Here both layers are standard: every linear map acts
 on each token separately, the softmax runs over the n keys of the sequence, a positional encoding P is
 added to the embedded input once, each layer has a residual connection, and a token-wise readout follows:
 
@@ -52,8 +52,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from uatlab.constructions.relu_compiler import ReluNetwork, check_compile_request, hidden_unit_ranges
-from uatlab.constructions.truncated_linear import InterpolationPlan, plan_interpolation
+from uatlab.constructions.contract import Construction
+from uatlab.constructions.paper_b.lem3_11_relu_network import (
+    ReluNetwork,
+    _as_construction,
+    check_compile_request,
+    hidden_unit_ranges,
+)
+from uatlab.constructions.paper_b.thm3_truncated_linear import InterpolationPlan, plan_interpolation
 from uatlab.errors import InputError
 
 MASK_SCORE = 60.0  # e^{-60}: weight left on keys a query must ignore (layer 2)
@@ -122,7 +128,7 @@ class CompiledStandardRelu:
 
 def compile_relu_network_standard(
     net: ReluNetwork, *, domain: tuple[float, float] = (0.0, 1.0), anchors: int | None = None, eps: float | None = None
-) -> CompiledStandardRelu:
+) -> Construction:
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into two standard attention layers (module docstring).
 
     Args:
@@ -210,7 +216,7 @@ def compile_relu_network_standard(
         )[None, :]
     floor1 = coef * 2 * n * math.exp(-FLOOR) * y_bound
     bound = float((coef * plan.bound + leak + floor1).max())
-    return CompiledStandardRelu(
+    compiled = CompiledStandardRelu(
         model=model,
         net=net,
         plan=plan,
@@ -221,3 +227,4 @@ def compile_relu_network_standard(
         heads_layer2=len(h2),
         sub_intervals=S,
     )
+    return _as_construction(compiled, "Lemma 3.11 with two standard attention layers (token-wise maps only)")

@@ -11,7 +11,7 @@ Construction (d = 1, tokens x_k ∈ [0, 1), positions k = 0..n−1):
   occupy disjoint unit intervals of the box [0, n];
 * the target f(X)_k = x_k · x_0 (the product with the FIRST token) is not equivariant; on encoded
   inputs it equals the equivariant map f̃(Z)_k = frac(z_k) · frac(min_j z_j) (min_j z_j is the
-  position-0 token), which :func:`uatlab.constructions.universal_approximator.build_universal_approximator`
+  position-0 token), which :func:`uatlab.constructions.paper_a.prop1_universal_approximator.build_universal_approximator`
   approximates with a grid of G = n·g cells on [0, n] (g cells per unit, aligned with the integers,
   so no cell straddles two positions);
 * without a positional encoding no equivariant model can do better than
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from uatlab.constructions.universal_approximator import (
+from uatlab.constructions.paper_a.prop1_universal_approximator import (
     UniversalApproximator,
     build_universal_approximator,
 )
@@ -54,7 +54,9 @@ def lifted_target(z: np.ndarray) -> np.ndarray:
 
 def build_positional_approximator(cells_per_unit: int, n: int = 3, seed: int = 0) -> UniversalApproximator:
     """FF∘SA∘FF on the encoded box [0, n] with G = n · cells_per_unit cells (see the module docstring)."""
-    return build_universal_approximator(lifted_target, (0.0, float(n)), grid=n * cells_per_unit, n=n, d=1, seed=seed)
+    return build_universal_approximator(
+        lifted_target, (0.0, float(n)), grid=n * cells_per_unit, n=n, d=1, seed=seed
+    ).detail
 
 
 def error_bound(cells_per_unit: int) -> float:

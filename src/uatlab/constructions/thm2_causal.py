@@ -1,7 +1,7 @@
 """Theorem 2 of paper A with a causal mask, certified in exact (arb ball) arithmetic, and its float64 collapse.
 
 Paper A (Kajitsuka & Sato, ICLR 2024), Theorem 2 builds one rank-1 softmax head F (weights of
-:func:`uatlab.constructions.theorem2_literal.build_theorem2_layer`, unchanged). With a causal mask token
+:func:`uatlab.constructions.paper_a.thm2_contextual_mapping.build_theorem2_layer`, unchanged). With a causal mask token
 k attends only to its prefix x_1..x_k, so F_causal(X)_k = F(X_{1:k})_k: the literal layer applied to the
 prefix, read at its last token. The context of token k is then (the SET of its prefix, x_k): the layer is
 still permutation-equivariant inside the prefix, so two prefixes with the same set and the same last
@@ -26,9 +26,13 @@ import numpy as np
 import torch
 from flint import arb
 
-from uatlab.constructions.theorem2_literal import Theorem2Construction, build_theorem2_layer, random_vocabulary
+from uatlab.constructions.paper_a.thm2_contextual_mapping import (
+    Theorem2Construction,
+    build_theorem2_layer,
+    random_vocabulary,
+)
 from uatlab.errors import InputError, PrecisionError
-from uatlab.verify.exact import arb_attention, arb_log10, arb_norm_lower, arb_norm_upper, arb_to_str, working_precision
+from uatlab.numerics.arb import arb_attention, arb_log10, arb_norm_lower, arb_norm_upper, arb_to_str, working_precision
 
 
 def certify_causal(con: Theorem2Construction, digits: int) -> dict[str, Any]:
@@ -130,7 +134,7 @@ def theorem2_causal(
         raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
     if math.perm(len(V), n) > 20_000:
         raise InputError(f"{math.perm(len(V), n)} ordered sequences exceed the limit of 20000: use a smaller |V| or n")
-    con = build_theorem2_layer(V, n, eps, r_min, r_max, seed=seed)
+    con = build_theorem2_layer(V, n, eps, r_min, r_max, seed=seed).detail
     digits, res = 32, None
     while digits <= max_digits:
         res = certify_causal(con, digits)

@@ -302,6 +302,7 @@ def compile_relu_network(
 
 
 def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Construction:
+    """The :class:`Construction` of a compiled ReLU network (its ``detail`` is ``compiled``)."""
     facts = {
         "paper": PAPER_B,
         "theorem": theorem,
