@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from uatlab.constructions.paper_b.lem3_11_relu_network import random_relu_network
-from uatlab.constructions.paper_b_standard import compile_relu_network_standard
+from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
 from uatlab.errors import InputError
 from uatlab.experiments.measure import measure_compiled
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from uatlab.constructions.positional_universal import (
+from uatlab.constructions.paper_a.prop1_positional_encoding import (
     build_positional_approximator,
     encode_positions,
     equivariant_lower_bound,

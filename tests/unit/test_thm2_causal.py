@@ -3,8 +3,8 @@
 import json
 
 from uatlab.cli import main
+from uatlab.constructions.paper_a.thm2_causal_mask import certify_causal, theorem2_causal
 from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer, random_vocabulary
-from uatlab.constructions.thm2_causal import certify_causal, theorem2_causal
 from uatlab.numerics.arb import arb_attention, working_precision
 
 

@@ -126,7 +126,7 @@ def _equivariance(ctx: ClaimContext) -> ClaimResult:
     theorem="Proposition 1 with the positional-encoding remark (§6)",
 )
 def _positional_universal(ctx: ClaimContext) -> ClaimResult:
-    from uatlab.constructions.positional_universal import sweep_positional
+    from uatlab.constructions.paper_a.prop1_positional_encoding import sweep_positional
     from uatlab.experiments.measure import fit_loglog_slope
 
     cells = [2, 4] if ctx.quick else [2, 4, 8, 12]

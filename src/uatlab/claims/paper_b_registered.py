@@ -179,7 +179,7 @@ def standard_vs_nonstandard(nets: int, samples: int, seed: int, anchors: int = 2
         compile_relu_network_two_layer,
         random_relu_network,
     )
-    from uatlab.constructions.paper_b_standard import compile_relu_network_standard
+    from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
     from uatlab.experiments.measure import measure_compiled
 
     rows = []

@@ -226,7 +226,7 @@ def universal_cmd(
 
 
 def _positional_universal(d: int, n: int, cells: list[int], samples: int, json_out: bool) -> None:
-    from uatlab.constructions.positional_universal import sweep_positional
+    from uatlab.constructions.paper_a.prop1_positional_encoding import sweep_positional
 
     if d != 1:
         raise InputError(f"--target first-token-product is built for d = 1, got --d {d}")

@@ -150,7 +150,7 @@ def _literal_causal(
     vocab_size: int, dim: int, length: int, seed: int, eps: float, r_min: float, r_max: float, max_digits: int,
     json_out: bool,
 ) -> None:  # fmt: skip
-    from uatlab.constructions.thm2_causal import theorem2_causal
+    from uatlab.constructions.paper_a.thm2_causal_mask import theorem2_causal
 
     err_console.print("certifying every prefix in arb ball arithmetic (doubling the precision) …")
     res = theorem2_causal(vocab_size, dim, length, seed, eps, r_min, r_max, max_digits)

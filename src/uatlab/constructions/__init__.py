@@ -11,6 +11,7 @@ from uatlab.constructions.paper_a.thm1_hardmax_counterexample import hardmax_cou
 from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer
 from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
 from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, compile_relu_network_two_layer
+from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
 from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
 
 #: (paper, theorem) → the function that makes it executable. Theorem 1 is a counterexample: its entry
@@ -24,6 +25,7 @@ BY_THEOREM = {
     ("B", "Theorem 3.9"): build_truncated_linear_attention,  # mode="token"
     ("B", "Lemma 3.11"): compile_relu_network,
     ("B", "Lemma 3.11, two layers"): compile_relu_network_two_layer,
+    ("B", "Lemma 3.11, two standard attention layers"): compile_relu_network_standard,
     ("B", "Appendix B"): build_incontext_gd,
 }
 
@@ -36,6 +38,7 @@ __all__ = [
     "build_universal_approximator",
     "compile_memorizer",
     "compile_relu_network",
+    "compile_relu_network_standard",
     "compile_relu_network_two_layer",
     "hardmax_counterexample_inputs",
 ]

@@ -1,130 +1,28 @@
-r"""Compile a labelled sequence data set into a one-layer, one-head, rank-1 softmax Transformer.
+r"""Weight assembly of the Corollary-1 memorizer (paper A, Kajitsuka & Sato, ICLR 2024): embedding E,
+positional encoding P, the rank-1 attention W_Q, W_K, W_V, W_O and the feed-forward W1, b1, W2, each with
+its derivation and the bound it satisfies beside it in :func:`build_model`.
 
-The compiled model is an ordinary :class:`uatlab.models.Transformer` (token embedding, 'given'
-positional encoding, ONE block F^(FF)∘F^(SA) with ONE head whose W_Q, W_K, W_V, W_O have rank 1, a
-linear readout) that classifies every token whose label is not an inherent conflict correctly;
-:func:`uatlab.verify.certificate.certify` proves it in the model's floating-point format.
+The compiled model is an ordinary :class:`uatlab.models.Transformer` (token embedding, 'given' positional
+encoding, ONE block F^(FF)∘F^(SA) with ONE head whose W_Q, W_K, W_V, W_O have rank 1, a linear readout)
+that classifies every token whose label is not an inherent conflict correctly. It keeps paper A's mechanism
+(Theorem 2: rank-1 scores, value = key direction, the Boltzmann operator as contextual mapping; Corollary 1:
+a feed-forward layer reads the context off h) but chooses codes and the feed-forward layer for floating
+point: the paper's literal weights need ~10^24 bits at CoNLL scale. The residual-stream coordinates are in
+:mod:`.layout`; h and its grouping in :mod:`.contexts`; the choice of β in :mod:`.select`.
 
-Paper: Kajitsuka & Sato, ICLR 2024 ("paper A"), Theorem 2 (rank-1 attention is a contextual mapping via
-the Boltzmann operator), Corollary 1 (memorization by FF∘SA) and the positional-encoding corollary.
-The paper's literal weights need ~10^24 bits at CoNLL scale (spec §10); this construction keeps the
-paper's mechanism (rank-1 scores, value = key direction, Boltzmann link) but chooses codes and the
-feed-forward layer for floating point.
+Notation map (paper A → ours)::
 
-Residual-stream layout (d = k + 3 + C coordinates; notation map paper → ours below)::
-
-    [0, k)        word code c(w): ±1 binary digits of the word id (k = ⌈log2 V⌉, default in float64)
-                  or an m-hot {0,1} code (k smallest with C(k, m) ≥ V; default "3-hot" in float32)
-    KEY  = k      key/value scalar  a = α_w + π_pos      (embedding + positional encoding)
-    QRY  = k + 1  query scalar      b = β (1 + ρ_pos)    (positional encoding only)
-    CTX  = k + 2  attention output  h                    (0 in embedding and positional encoding)
-    [k+3, k+3+C)  label coordinates: embedding holds e_{base label of w}; FF adds the corrections
-    [k+3+C, d)    position code p(k) (only with (word, position) groups, below): 2-hot {0,1} code of the
-                  position, held by the positional encoding (0 in the embedding and in W_O)
-
-============================  =========================================================
-paper A (Theorem 2 / §6)       here
-============================  =========================================================
-w (projection direction)       e_KEY (W_K = W_V = e_KEYᵀ), so w^T x = a(x)
-c · w wᵀ (= W_Kᵀ W_Q)           W_Q = e_QRYᵀ: score(q, j) = b_q a_j (the query scale is per position)
-W_O = ε/(4 r_max) u'            W_O = e_CTX (writes h to its own coordinate; nothing else moves)
-boltz(c a_k a)/(c a_k)          h_q = Σ_j softmax_j(b_q a_j) a_j = boltz(b_q a)/b_q
-FF interpolant g(z) (§6 step 3) per-word piecewise-linear interpolant in h (below)
-positional encoding E           π (keys), ρ (queries) on the KEY/QRY coordinates only
-============================  =========================================================
-
-**Why distinct contexts get distinct Boltzmann values.** For a query at position k in a sequence with
-keys a_1..a_n, h = Σ softmax(b a_j) a_j = boltz(b a)/b. (i) Same word at two positions of one sequence:
-b differs (ρ is strictly increasing in the position) and dh/db = Var_p(a) > 0 unless all keys are equal,
-so h differs. (ii) Different sequences: h is a real-analytic, non-constant function of the key codes,
-so equal values for different inputs happen only on a measure-zero set of codes; codes are drawn at
-random (seeded) on a dyadic grid with all word codes α_w distinct. Paper A's Lemma 1 guarantees a gap of
-(log n)^2 e^{−2r} only in a regime (δ > 2 log n + 3) that floats cannot hold (spec §5.3); we instead
-*measure* every gap that matters (between differently-labelled neighbours of the same word) and choose
-the inverse temperature β among a few powers of two to maximise the smallest gap relative to the rounding
-error of h (``beta='auto'``). The certificate then proves the result; nothing rests on genericity.
-With (word, position) groups (below) (i) is not needed — occurrences at different positions never share a
-unit — so the query scale is chosen per position instead (``beta='auto'``): b_k = β(1 + j/2^m) with β a
-power of two and j = (k + s·2^m/3) mod 2^m, s ∈ {0, 1, 2}, picking for each position the candidate with
-the fewest label-boundary gaps below ~6 times a rough bound on h's error, then the largest smallest gap
-(:func:`_compile_tables`). The h of a token at position k depends on b_k only, and every unit
-serves one position, so the choices do not interact.
-
-**Why the feed-forward layer separates them.** Group the occurrences: by word (``group='word'``, the
-float64 default) or by (word, position) (``group='word-pos'``, the float32 default; the FF knows the
-position through the position code). Sort a group's occurrences by h; where the (majority) label changes
-between neighbours h_L < h_F (label A → B) put a ramp from e_A to e_B inside the gap, on
-[z_L, z_F] = [h_L + gap/4, h_F − gap/4], built from two ReLU units with knots z_L and z_F:
-
-    unit(x) = ReLU( gate(x) + (x_CTX − z) )                  W1 row: gate weights, 1 on CTX
-    W2 column (label coordinates): +σ (e_B − e_A) for the unit at z_L, −σ (e_B − e_A) at z_F,
-    σ = 1/(z_F − z_L), so the pair adds (e_B − e_A)·clip((h − z_L)/(z_F − z_L), 0, 1).
-
-The gate is 0 for the group's own tokens and ≤ −G for every other token:
-
-* binary ±1 codes: gate = G·(c(w)ᵀ x_code − k) (W1: G c(w) on the code, b1 = −G k − z); for every other
-  word c(w)ᵀ x_code − k = −2·Hamming ≤ −2, so G = ⌈8 (a_max − z_min + 1/8)/2⌉/8.
-* m-hot {0,1} codes, *complement gate*: W1 has −G on the k − m code coordinates where c(w) is 0, b1 = −z.
-  Another word's code (also m ones, different) has a one outside c(w): its gate is ≤ −G; the own word's
-  code is 0 on every coordinate the unit reads, so each of those products is an exact 0 and the
-  pre-activation of an own token is the single sum h + b1 — one rounding of size ≤ u·|h − z|, instead of
-  a sum of m + 2 terms of total size ~2Gm (that offset is what limited float32 before).
-  G = ⌈8 (a_max − z_min + 1/8)⌉/8.
-* (word, position) groups add the same complement gate on the position code: −G_pos on the coordinates
-  where p(k) is 0 (another position's 2-hot code has a one there), G_pos = ⌈8 (a_max − z_min + 1/8)⌉/8.
-
-Every knot z ≥ z_min (z_min = a_min, or a_min − 1/4 with (word, position) groups, see below) and
-h ≤ a_max (h is a convex combination of keys), so another word's (or position's) unit has pre-activation
-≤ −G + (a_max − z_min) ≤ −1/8: it is off, whatever the context. (G and G_pos have ≤ 6 significant bits, so
-all gate products and G·k are exact in float32.) The group's own units give base + Σ ramps = e_{label(h)}
-at every occurrence (each occurrence sits at least gap/4 from every ramp), so logits = label coordinates
-have margin 1 exactly. Units exist only where labels change; groups with one label have none.
-
-*Base labels with (word, position) groups.* The embedding holds one base label per word: the most
-frequent lowest-h label over the word's position groups. A group whose lowest point has another label
-gets one extra *offset ramp* from the base label to that label, placed between a virtual point
-h_v = a_min − 1/4 (below every h) and the group's lowest point; its units are on for every token of the
-group; its gap is ≥ 1/4, so its slope σ ≤ 8.
-
-**Bounds each weight satisfies.** |codes| ≤ 1; keys |a| ≤ 1 (α on the 2^-15 grid in [−15/16, 15/16] — the
-2^-18 grid for vocabularies larger than half the coarse grid — and π on the 2^-15 grid in [−1/32, 1/32],
-so α + π is exact in float32 and float64); b = β(1 + j/2^m) ≤ 2β (scores |b a| ≤ 2β); on the coarse grid
-a has ≤ 15 significant bits and b ≤ m + 1, so every score b·a is exact in float32 while max_len ≤ 256 (the
-certificate checks this per score and then charges no rounding). G ≤ 1.125 (binary) or ≤ 2.5 (m-hot);
-|b1| ≤ G k + 1 (binary) or ≤ 1.25 (complement gate); |W2| = σ = 1/(z_F − z_L) = 2/gap (the only large
-weights; log2 max|W2| is the number of bits of h the model relies on); readout = selection of label
-coordinates.
-
-**Positional encoding.** π (keys) makes h depend on order; ρ (queries) separates repeated words inside
-a sequence. Where a sequence repeats a word with different labels, (i) above applies (word groups; with
-(word, position) groups the two occurrences are in different groups). With (word, position) groups the
-positional encoding also holds the 2-hot position code.
-
-**Causal** (``causal=True``): the same construction with attention over the prefix; inputs are then
-identified by their prefix (``ceiling_report(..., context='prefix')``).
-
-**Conflicts.** Identical inputs with different labels get the same h; the majority label (ties: first
-seen) is assigned and the losers are counted and listed, never an error.
-
-**How the encoding is stored.** :func:`save_compiled` calls :func:`uatlab.models.save_model` with
-``extra = {"encoding": {"tokens": [...id order...], "labels": [...id order...]}, "construction": {...}}``;
-the safetensors header metadata key ``uatlab_extra`` holds it as JSON. :func:`load_compiled` returns the
-model with ``model.encoding`` (an :class:`uatlab.data.Encoding`) attached, which is what
-``uatlab certify`` and ``uatlab train --init`` need to map strings to ids. Token id i is embedding row i.
-
-**Out of core.** :func:`compile_store` compiles a data set held in an on-disk
-:class:`uatlab.data.token_store.TokenStore` (what ``uatlab compile`` does): the file is read once into
-chunks of integer ids (never the text); h is computed chunk by chunk for every candidate β and the token
-records are partitioned by word into buckets; each bucket is grouped alone and reduced to the points the
-feed-forward layer needs (:func:`reduce_occurrences`: each word's lowest point and both sides of every label
-boundary); the certificate re-reads the file in chunks and counts the ceiling with a spilling counter
-(:class:`uatlab.data.ceiling_counter.CeilingCounter`). Memory is bounded by the chunk, the largest bucket
-(≥ the most frequent word's occurrences) and the model, not by the data: CoNLL-2003 train repeated 8 times
-(1.6M tokens, 200k-token chunks) peaks at 445 MB against 405 MB for one copy. A data error stores the
-sequences read so far and names file:line; ``resume=True`` continues from them. The in-memory
-:func:`compile_encoded` runs the same code on one bucket, and gives the same model bit for bit.
+    ============================  =========================================================
+    paper A (Theorem 2 / §6)       here
+    ============================  =========================================================
+    w (projection direction)       e_KEY (W_K = W_V = e_KEYᵀ), so w^T x = a(x)
+    c · w wᵀ (= W_Kᵀ W_Q)           W_Q = e_QRYᵀ: score(q, j) = b_q a_j (the query scale is per position)
+    W_O = ε/(4 r_max) u'            W_O = e_CTX (writes h to its own coordinate; nothing else moves)
+    boltz(c a_k a)/(c a_k)          h_q = Σ_j softmax_j(b_q a_j) a_j = boltz(b_q a)/b_q
+    FF interpolant g(z) (§6 step 3) per-word piecewise-linear interpolant in h (below)
+    positional encoding E           π (keys), ρ (queries) on the KEY/QRY coordinates only
+    ============================  =========================================================
 """
-
 
 from __future__ import annotations
 
@@ -148,7 +46,7 @@ VIRTUAL_BELOW = 0.25  # (word, position) groups: offset ramps start from a virtu
 def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray,
                 beta: float, max_len: int, dtype: str, causal: bool, seed: int,
                 d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
-    """Assemble embedding, positional encoding, rank-1 attention, FF and readout (see module doc).
+    """Assemble embedding, positional encoding, rank-1 attention, FF and readout (derivations beside each weight).
 
     ``d_model`` larger than the layout's k + 3 + C pads the residual stream with coordinates that are 0
     in every weight (they change nothing); smaller is an error naming the minimum.
@@ -202,7 +100,7 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
         b_pos = b_pos[srt]
     bgaps = h_hi - h_lo
     # G: every other word's (or position's) unit has pre-activation ≤ −G·mismatch + (a_max − z_min) ≤ −1/8
-    # for every knot z ≥ z_min (module doc). G is a multiple of 1/8 (≤ 6 significant bits, exact in float32).
+    # for every knot z ≥ z_min (see W1 below). G is a multiple of 1/8 (≤ 6 significant bits, exact in float32).
     z_min = h_v
     mismatch = 2.0 if m == 0 else 1.0
     G = math.ceil(8.0 * (a_max - z_min + OFF_MARGIN) / mismatch) / 8.0
@@ -233,6 +131,44 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
     q = 2 * nb
 
     # ---- W1 (q, d), b1 (q,): unit 2i is the knot z_L of boundary i, unit 2i+1 the knot z_F -----------
+    # Paper A, Corollary 1 (§6 step 3: a piecewise-linear interpolant of the contextual mapping's output);
+    # ours: per-group ramps between differently-labelled neighbours in h.
+    #
+    # Why the feed-forward layer separates them. Group the occurrences: by word (``group='word'``, the
+    # float64 default) or by (word, position) (``group='word-pos'``, the float32 default; the FF knows the
+    # position through the position code). Sort a group's occurrences by h; where the (majority) label changes
+    # between neighbours h_L < h_F (label A → B) put a ramp from e_A to e_B inside the gap, on
+    # [z_L, z_F] = [h_L + gap/4, h_F − gap/4], built from two ReLU units with knots z_L and z_F:
+    #
+    #     unit(x) = ReLU( gate(x) + (x_CTX − z) )                  W1 row: gate weights, 1 on CTX
+    #     W2 column (label coordinates): +σ (e_B − e_A) for the unit at z_L, −σ (e_B − e_A) at z_F,
+    #     σ = 1/(z_F − z_L), so the pair adds (e_B − e_A)·clip((h − z_L)/(z_F − z_L), 0, 1).
+    #
+    # The gate is 0 for the group's own tokens and ≤ −G for every other token:
+    #
+    # * binary ±1 codes: gate = G·(c(w)ᵀ x_code − k) (W1: G c(w) on the code, b1 = −G k − z); for every other
+    #   word c(w)ᵀ x_code − k = −2·Hamming ≤ −2, so G = ⌈8 (a_max − z_min + 1/8)/2⌉/8.
+    # * m-hot {0,1} codes, *complement gate*: W1 has −G on the k − m code coordinates where c(w) is 0, b1 = −z.
+    #   Another word's code (also m ones, different) has a one outside c(w): its gate is ≤ −G; the own word's
+    #   code is 0 on every coordinate the unit reads, so each of those products is an exact 0 and the
+    #   pre-activation of an own token is the single sum h + b1 — one rounding of size ≤ u·|h − z|, instead of
+    #   a sum of m + 2 terms of total size ~2Gm (that offset is what limited float32 before).
+    #   G = ⌈8 (a_max − z_min + 1/8)⌉/8.
+    # * (word, position) groups add the same complement gate on the position code: −G_pos on the coordinates
+    #   where p(k) is 0 (another position's 2-hot code has a one there), G_pos = ⌈8 (a_max − z_min + 1/8)⌉/8.
+    #
+    # Every knot z ≥ z_min (z_min = a_min, or a_min − 1/4 with (word, position) groups, see below) and
+    # h ≤ a_max (h is a convex combination of keys), so another word's (or position's) unit has pre-activation
+    # ≤ −G + (a_max − z_min) ≤ −1/8: it is off, whatever the context. (G and G_pos have ≤ 6 significant bits, so
+    # all gate products and G·k are exact in float32.) The group's own units give base + Σ ramps = e_{label(h)}
+    # at every occurrence (each occurrence sits at least gap/4 from every ramp), so logits = label coordinates
+    # have margin 1 exactly. Units exist only where labels change; groups with one label have none.
+    #
+    # *Base labels with (word, position) groups.* The embedding holds one base label per word: the most
+    # frequent lowest-h label over the word's position groups. A group whose lowest point has another label
+    # gets one extra *offset ramp* from the base label to that label, placed between a virtual point
+    # h_v = a_min − 1/4 (below every h) and the group's lowest point; its units are on for every token of the
+    # group; its gap is ≥ 1/4, so its slope σ ≤ 8.
     W1 = np.zeros((q, d), dtype=np_dt)
     # binary: G c(w) (±1 codes, own word receives G k); m-hot: −G on the coordinates where c(w) is 0
     gate = G * codes[b_word] if m == 0 else -G * (1.0 - codes[b_word])
@@ -246,6 +182,9 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
     b1 = np.empty(q, dtype=np_dt)
     b1[0::2], b1[1::2] = b1L, b1F
     # ---- W2 (d, q): ±σ (e_B − e_A) on the label coordinates ----------------------------------------
+    # Bound: |W2| = σ = 1/(z_F − z_L) = 2/gap (the only large weights; log2 max|W2| is the number of bits of
+    # h the model relies on). |b1| ≤ G k + 1 (binary) or ≤ 1.25 (complement gate); G ≤ 1.125 (binary) or
+    # ≤ 2.5 (m-hot), a multiple of 1/8, so every gate product and G·k is exact in float32.
     W2 = np.zeros((d, q), dtype=np_dt)
     cols = np.arange(nb)
     L0 = lay.labels.start
@@ -255,11 +194,20 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
     W2[L0 + lab_A, 2 * cols + 1] += sigma
 
     # ---- embedding (V, d): code, key code α_w, label of the word's lowest-h point ------------------
+    # E[w] = (c(w), α_w, 0, 0, e_{base(w)}, 0): paper A's token x_w, with w^T x = a(x) read off the KEY coordinate.
+    # Bounds: |c(w)| ≤ 1; α_w on the 2^-15 grid in [−15/16, 15/16] (2^-18 for vocabularies larger than half of
+    # it), distinct per word, so keys |a| ≤ 1 and α + π is exact in float32 and float64.
     E = np.zeros((V, d), dtype=np_dt)
     E[:, :k] = codes
     E[:, lay.key] = alpha
     E[np.arange(V), L0 + base] = 1.0
     # ---- positional encoding (max_len, d): π on KEY, b = β(1 + ρ_k) on QRY --------------------------
+    # Positional encoding: π (keys) makes h depend on order; ρ (queries) separates repeated words inside
+    # a sequence. Where a sequence repeats a word with different labels, (i) above applies (word groups; with
+    # (word, position) groups the two occurrences are in different groups). With (word, position) groups the
+    # positional encoding also holds the 2-hot position code.
+    # Bounds: π on the 2^-15 grid in [−1/32, 1/32]; b = β(1 + j/2^m) ≤ 2β with m + 1 significant bits, so
+    # every score b·a is exact in float32 while max_len ≤ 256 (the certificate checks this per score).
     Pz = np.zeros((max_len, d), dtype=np_dt)
     Pz[:, lay.key] = pi[:max_len]
     Pz[:, lay.query] = b[:max_len]
@@ -285,6 +233,25 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
             return e
 
         one = torch.ones(1, 1, 1, dtype=tdt)
+        # Rank-1 attention (paper A, Theorem 2): W_K = W_V = e_KEYᵀ (paper: W_K = W_V = wᵀ), W_Q = e_QRYᵀ (paper:
+        # c wᵀ; our query scale b is per position), W_O = e_CTX (paper: ε/(4 r_max) u'), so
+        # h_q = Σ_j softmax_j(b_q a_j) a_j = boltz(b_q a)/b_q is written to its own coordinate. |scores| ≤ 2β.
+        # Why distinct contexts get distinct Boltzmann values. For a query at position k in a sequence with
+        # keys a_1..a_n, h = Σ softmax(b a_j) a_j = boltz(b a)/b. (i) Same word at two positions of one sequence:
+        # b differs (ρ is strictly increasing in the position) and dh/db = Var_p(a) > 0 unless all keys are equal,
+        # so h differs. (ii) Different sequences: h is a real-analytic, non-constant function of the key codes,
+        # so equal values for different inputs happen only on a measure-zero set of codes; codes are drawn at
+        # random (seeded) on a dyadic grid with all word codes α_w distinct. Paper A's Lemma 1 guarantees a gap of
+        # (log n)^2 e^{−2r} only in a regime (δ > 2 log n + 3) that floats cannot hold (spec §5.3); we instead
+        # *measure* every gap that matters (between differently-labelled neighbours of the same word) and choose
+        # the inverse temperature β among a few powers of two to maximise the smallest gap relative to the rounding
+        # error of h (``beta='auto'``). The certificate then proves the result; nothing rests on genericity.
+        # With (word, position) groups (below) (i) is not needed — occurrences at different positions never share a
+        # unit — so the query scale is chosen per position instead (``beta='auto'``): b_k = β(1 + j/2^m) with β a
+        # power of two and j = (k + s·2^m/3) mod 2^m, s ∈ {0, 1, 2}, picking for each position the candidate with
+        # the fewest label-boundary gaps below ~6 times a rough bound on h's error, then the largest smallest gap
+        # (:func:`_compile_tables`). The h of a token at position k depends on b_k only, and every unit
+        # serves one position, so the choices do not interact.
         attn.W_K.set_factors(one, unit(lay.key))  # a = x_KEY           (1, 1, d)
         attn.W_V.set_factors(one, unit(lay.key))  # value = key (paper A: W_V = w^T)
         attn.W_Q.set_factors(one, unit(lay.query))  # b = x_QRY
