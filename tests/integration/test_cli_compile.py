@@ -83,9 +83,9 @@ def test_synth_then_compile_causal_float32(capsys, tmp_path):
     fig = _json(capsys, ["compile", str(data), "--causal", "--out", str(tmp_path / "c.safetensors")])
     assert fig["causal"] is True and fig["certified"] is True
     f32 = _json(capsys, ["compile", str(data), "--dtype", "float32", "--out", str(tmp_path / "f.safetensors")])
-    assert f32["dtype"] == "float32" and 0 < f32["certified_fraction"] <= 1
-    if not f32["certified"]:
-        assert "note" in f32 and f32["uncertified_examples"]
+    assert f32["dtype"] == "float32" and f32["exp_ulps"] == 5.0 and f32["environment"]["ok"] is True
+    assert f32["certified"] is True and f32["certified_fraction"] == 1.0
+    assert f32["certified_tokens"] == f32["ceiling_tokens"] and "note" not in f32
 
 
 def test_malformed_line_checkpoint_and_resume(capsys, tmp_path):

@@ -149,8 +149,11 @@ def test_code_schemes_all_memorize_and_use_the_gated_certificate(code):
 
     codes, m = word_codes(37, code)
     assert len({tuple(c) for c in codes}) == 37  # distinct codes
-    if m:
-        assert np.all(codes.sum(1) == m)
+    assert m == {"binary": 0, "2-hot": 2, "3-hot": 3}[code]
+    if code == "binary":
+        assert np.all(np.abs(codes) == 1)  # ±1 codes
+    else:
+        assert np.all((codes == 0) | (codes == 1)) and np.all(codes.sum(1) == m)  # constant weight m
     data = synthetic_dataset(80, 7, 37, 3, seed=6)
     res = compile_dataset(data, code=code)
     assert res.certificate.certified and res.certificate.method == "gated-sparse"

@@ -72,7 +72,10 @@ def test_yun_depth_is_computed():
 
 def test_eps_chooses_a_grid():
     ap = build_universal_approximator(product_with_mean, (0.0, 1.0), eps=0.2, n=2, d=1).detail
-    assert ap.grid >= 2
+    x = np.random.default_rng(7).random((4000, 2, 1))  # fresh samples, not the ones that chose the grid
+    assert np.abs(ap.quantised_target(x) - product_with_mean(x)).max() <= 0.2  # the grid meets eps
+    coarser = build_universal_approximator(product_with_mean, (0.0, 1.0), grid=ap.grid - 1, n=2, d=1).detail
+    assert np.abs(coarser.quantised_target(x) - product_with_mean(x)).max() > 0.2  # and is the coarsest that does
 
 
 def test_bad_input():
