@@ -22,6 +22,7 @@ COMMAND_MODULES: list[str] = [
     "uatlab.cli.approx",
     "uatlab.cli.boltzmann",
     "uatlab.cli.rank_ablation",
+    "uatlab.cli.export",
 ]
 
 

@@ -1,0 +1,371 @@
+"""uatlab Transformers as TransformerLens ``HookedTransformer`` models, and back.
+
+A uatlab :class:`~uatlab.models.transformer.Transformer` is paper A's architecture (Kajitsuka & Sato,
+ICLR 2024, Section 2): embedding plus positional encoding, blocks F^(FF)∘F^(SA) with skips, no
+normalisation, a linear readout. TransformerLens (Nanda & Bloom 2022) holds exactly this architecture
+when it is configured with ``normalization_type=None``, ``act_fn="relu"``, ``positional_embedding_type=
+"standard"`` and the attention scale switched to the model's own. The export then gives
+``run_with_cache``, every ``hook_*`` activation and the attention pattern of any sentence for free.
+
+Notation map (paper A → uatlab → TransformerLens), tokens as rows, h heads, head size s::
+
+    W_E (embedding)         embed.weight (V, d)              embed.W_E (V, d)
+    positional encoding     pos (n_max, d)                   pos_embed.W_pos (n_ctx, d)
+    W_Q^i (s×d)             effective_weights()["W_Q"][i]    blocks.l.attn.W_Q[i] = W_Q^iᵀ (d, s)
+    W_K^i, W_V^i (s×d)      likewise                         W_K[i], W_V[i] = ᵀ (d, s); b_Q = b_K = b_V = 0
+    W_O^i (d×s)             effective_weights()["W_O"][i]    W_O[i] = W_O^iᵀ (s, d); b_O = 0
+    β (1/√s if asked)       score_scale                      scores divided by attn_scale = 1/score_scale
+    W^(1), b^(1) (q×d, q)   ff.hidden                        mlp.W_in (d, q), mlp.b_in (q)
+    W^(2), b^(2) (d×q, d)   ff.output                        mlp.W_out (q, d), mlp.b_out (d)
+    readout                 readout (C, d)                   unembed.W_U (d, C), unembed.b_U (C)
+
+Rank-r factors ``A @ B`` are exported as their product, the matrix uatlab itself multiplies by, so
+the exported model computes the same function (logits agree to rounding, below 1e-9 in float64).
+Feed-forward layers of different widths are padded with zero units (ReLU(0)·0 adds exactly 0).
+
+What has no TransformerLens counterpart is refused with :class:`ExportError` naming it: hardmax
+attention, an F_1^(FF) before the first block (paper A, Proposition 1), a model without token
+embedding (continuous inputs) or without readout.
+
+TransformerLens 4 removed ``HookedTransformer`` (its ``TransformerBridge`` wraps Hugging Face models
+only), so the ``interop`` extra pins ``transformer-lens<4``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from uatlab.data.dataset import Encoding
+from uatlab.errors import InputError, ModelFileError
+from uatlab.models.transformer import Transformer, TransformerConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformer_lens import HookedTransformer
+
+FORMAT_TAG = "uatlab-transformer-lens-v1"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "weights.safetensors"
+
+
+class ExportError(InputError):
+    """The model uses a feature that a TransformerLens ``HookedTransformer`` cannot represent."""
+
+
+def _import_transformer_lens():
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # its dependencies warn on import (deprecations, pkg_resources)
+            import transformer_lens
+            from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except ImportError as exc:
+        raise InputError(
+            f"TransformerLens is not installed ({exc}); install the extra: pip install -e '.[interop]'"
+        ) from None
+    return transformer_lens, HookedTransformer, HookedTransformerConfig
+
+
+def unsupported_features(model: Transformer) -> list[str]:
+    """Every feature of ``model`` that a ``HookedTransformer`` cannot represent (empty: exportable)."""
+    cfg = model.config
+    problems = []
+    if cfg.attention != "softmax":
+        problems.append(f"{cfg.attention} attention (TransformerLens attention is softmax only)")
+    if model.input_ff is not None:
+        problems.append(
+            "the feed-forward layer F_1^(FF) before the first attention layer (paper A, Proposition 1): "
+            "TransformerLens blocks start with attention"
+        )
+    if model.embed is None:
+        problems.append("continuous inputs without a token embedding (TransformerLens models read token ids)")
+    if model.readout is None:
+        problems.append("no linear readout (TransformerLens needs an unembedding)")
+    if cfg.n_layers < 1:
+        problems.append("no attention block (n_layers = 0)")
+    return problems
+
+
+def _vocabulary(model: Transformer, tokens: list[str] | None, labels: list[str] | None) -> tuple[list, list]:
+    enc = getattr(model, "encoding", None)
+    if tokens is None and enc is not None:
+        tokens = list(enc.id_to_token)
+    if labels is None and enc is not None:
+        labels = list(enc.id_to_label)
+    cfg = model.config
+    if tokens is not None and len(tokens) != cfg.vocab_size:
+        raise InputError(f"the token list has {len(tokens)} entries but the model's vocab_size is {cfg.vocab_size}")
+    if labels is not None and len(labels) != cfg.num_labels:
+        raise InputError(f"the label list has {len(labels)} entries but the model has {cfg.num_labels} labels")
+    return tokens or [], labels or []
+
+
+def hooked_config_dict(model: Transformer) -> dict[str, Any]:
+    """The keyword arguments of the ``HookedTransformerConfig`` that holds ``model`` exactly."""
+    problems = unsupported_features(model)
+    if problems:
+        raise ExportError("cannot export to TransformerLens: " + "; ".join(problems))
+    cfg = model.config
+    widths = [cfg.layer_ff_width(i) for i in range(cfg.n_layers)]
+    scale = model.blocks[0].attn.score_scale
+    return {
+        "n_layers": cfg.n_layers,
+        "d_model": cfg.d_model,
+        "n_ctx": cfg.max_len,
+        "d_head": cfg.head_dim,
+        "n_heads": cfg.n_heads,
+        "d_mlp": max(max(widths), 1),  # padded with zero units; TransformerLens needs d_mlp >= 1
+        "d_vocab": cfg.vocab_size,
+        "d_vocab_out": cfg.num_labels,
+        "act_fn": "relu",
+        "normalization_type": None,
+        "attention_dir": "causal" if cfg.causal else "bidirectional",
+        "positional_embedding_type": "standard",
+        "use_attn_scale": scale != 1.0,
+        "attn_scale": 1.0 / scale,  # TransformerLens divides the scores by attn_scale
+        "dtype": cfg.dtype,
+        "default_prepend_bos": False,
+        "original_architecture": "uatlab",
+        "model_name": str(cfg.meta.get("construction", cfg.meta.get("trained_by", "uatlab"))),
+        "init_weights": False,
+        "seed": 0,
+        "device": "cpu",
+    }
+
+
+def _hooked_state(model: Transformer, hooked_cfg: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """TransformerLens tensors of ``model`` (see the notation map in the module docstring)."""
+    cfg = model.config
+    dt = cfg.torch_dtype
+    d, q_max = cfg.d_model, hooked_cfg["d_mlp"]
+    h, s = cfg.n_heads, cfg.head_dim
+    with torch.no_grad():
+        state: dict[str, torch.Tensor] = {"embed.W_E": model.embed.weight.detach().clone()}  # (V, d)
+        pos = model.pos.detach().clone() if model.pos is not None else torch.zeros(cfg.max_len, d, dtype=dt)
+        state["pos_embed.W_pos"] = pos  # (n_ctx, d)
+        for i, block in enumerate(model.blocks):
+            w = {k: v.detach() for k, v in block.attn.effective_weights().items()}  # the products uatlab uses
+            p = f"blocks.{i}."
+            state[p + "attn.W_Q"] = w["W_Q"].transpose(1, 2).contiguous()  # (h, d, s)
+            state[p + "attn.W_K"] = w["W_K"].transpose(1, 2).contiguous()
+            state[p + "attn.W_V"] = w["W_V"].transpose(1, 2).contiguous()
+            state[p + "attn.W_O"] = w["W_O"].transpose(1, 2).contiguous()  # (h, s, d)
+            for b in ("b_Q", "b_K", "b_V"):
+                state[p + "attn." + b] = torch.zeros(h, s, dtype=dt)
+            state[p + "attn.b_O"] = torch.zeros(d, dtype=dt)
+            q = block.ff.width
+            w_in = torch.zeros(d, q_max, dtype=dt)  # (d, q_max): W^(1)ᵀ, zero-padded
+            w_in[:, :q] = block.ff.hidden.weight.detach().T
+            b_in = torch.zeros(q_max, dtype=dt)
+            b_in[:q] = block.ff.hidden.bias.detach()
+            w_out = torch.zeros(q_max, d, dtype=dt)  # (q_max, d): W^(2)ᵀ, zero-padded
+            w_out[:q] = block.ff.output.weight.detach().T
+            state[p + "mlp.W_in"], state[p + "mlp.b_in"] = w_in, b_in
+            state[p + "mlp.W_out"], state[p + "mlp.b_out"] = w_out, block.ff.output.bias.detach().clone()
+        state["unembed.W_U"] = model.readout.weight.detach().T.contiguous()  # (d, C)
+        b_u = (
+            model.readout.bias.detach().clone()
+            if model.readout.bias is not None
+            else torch.zeros(cfg.num_labels, dtype=dt)
+        )
+        state["unembed.b_U"] = b_u
+    return state
+
+
+def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], tokens: list, labels: list):
+    _, HookedTransformer, HookedTransformerConfig = _import_transformer_lens()
+    kwargs = dict(cfg_dict)
+    kwargs["dtype"] = {"float32": torch.float32, "float64": torch.float64}[kwargs["dtype"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 3.x marks HookedTransformer deprecated in favour of a HF-only bridge
+        hooked = HookedTransformer(HookedTransformerConfig(**kwargs))
+    own = hooked.state_dict()
+    missing = sorted(k for k in own if k not in state and not k.endswith(("IGNORE", "mask")))
+    if missing:
+        raise ExportError(f"TransformerLens expects tensors that uatlab does not provide: {missing}")
+    with torch.no_grad():
+        for k, v in state.items():
+            if k not in own:
+                raise ExportError(f"TransformerLens has no tensor {k!r} for this configuration")
+            if tuple(own[k].shape) != tuple(v.shape):
+                raise ExportError(
+                    f"tensor {k}: shape {tuple(v.shape)} does not fit TransformerLens's {tuple(own[k].shape)}"
+                )
+            hooked.get_parameter(k).copy_(v.to(own[k].dtype))
+    hooked.eval()
+    hooked.token_list = list(tokens)  # the vocabulary (tokenizer-free): id → token string
+    hooked.label_list = list(labels)  # id → label string of the unembedding's outputs
+    return hooked
+
+
+def to_hooked_transformer(
+    model: Transformer, tokens: list[str] | None = None, labels: list[str] | None = None
+) -> HookedTransformer:
+    """Export ``model`` as a TransformerLens ``HookedTransformer`` computing the same logits.
+
+    Args:
+        model: a uatlab Transformer with token embedding, softmax attention and readout.
+        tokens, labels: the vocabulary and label names in id order; default ``model.encoding``.
+
+    Returns:
+        A ``HookedTransformer`` in eval mode with ``token_list`` and ``label_list`` attributes; its
+        forward pass on token ids equals ``model(ids)`` up to rounding.
+
+    Raises:
+        ExportError: the model uses a feature TransformerLens cannot represent (named in the message).
+    """
+    cfg_dict = hooked_config_dict(model)
+    tokens, labels = _vocabulary(model, tokens, labels)
+    return _build_hooked(cfg_dict, _hooked_state(model, cfg_dict), tokens, labels)
+
+
+def from_hooked_transformer(hooked: HookedTransformer) -> Transformer:
+    """Read a ``HookedTransformer`` of this architecture back into a uatlab Transformer.
+
+    The attention matrices come back as full (rank unconstrained) matrices, exactly TransformerLens's
+    weights; ``model.encoding`` is set from ``token_list``/``label_list`` when they are present.
+
+    Raises:
+        ExportError: the TransformerLens model uses something uatlab's architecture lacks
+        (normalisation, a non-ReLU activation, rotary or absent positional embedding, biases in
+        Q/K/V/O, attention-only blocks).
+    """
+    c = hooked.cfg
+    problems = []
+    if c.normalization_type is not None:
+        problems.append(f"normalization {c.normalization_type!r}")
+    if c.act_fn != "relu":
+        problems.append(f"activation {c.act_fn!r}")
+    if c.positional_embedding_type != "standard":
+        problems.append(f"positional embedding {c.positional_embedding_type!r}")
+    if c.attn_only:
+        problems.append("attention-only blocks")
+    sd = hooked.state_dict()
+    for i in range(c.n_layers):
+        for b in ("b_Q", "b_K", "b_V", "b_O"):
+            if bool(sd[f"blocks.{i}.attn.{b}"].any()):
+                problems.append(f"non-zero attention bias blocks.{i}.attn.{b}")
+    if problems:
+        raise ExportError("cannot read this TransformerLens model into uatlab: " + "; ".join(problems))
+    dtype = {torch.float32: "float32", torch.float64: "float64"}.get(c.dtype)
+    if dtype is None:
+        raise ExportError(f"dtype {c.dtype} is not float32 or float64")
+    scale = 1.0 / c.attn_scale if c.use_attn_scale else 1.0
+    config = TransformerConfig(
+        d_model=c.d_model,
+        n_layers=c.n_layers,
+        n_heads=c.n_heads,
+        head_dim=c.d_head,
+        rank=None,
+        ff_width=c.d_mlp,
+        vocab_size=c.d_vocab,
+        num_labels=c.d_vocab_out,
+        max_len=c.n_ctx,
+        positional="given",
+        beta=scale,
+        causal=c.attention_dir == "causal",
+        dtype=dtype,
+        meta={"imported_from": "transformer_lens", "model_name": str(c.model_name)},
+    )
+    model = Transformer(config)
+    with torch.no_grad():
+        model.embed.weight.copy_(sd["embed.W_E"])
+        model.pos.copy_(sd["pos_embed.W_pos"])
+        for i, block in enumerate(model.blocks):
+            p = f"blocks.{i}."
+            for name in ("W_Q", "W_K", "W_V", "W_O"):
+                getattr(block.attn, name).full.copy_(sd[p + "attn." + name].transpose(1, 2))
+            block.ff.hidden.weight.copy_(sd[p + "mlp.W_in"].T)
+            block.ff.hidden.bias.copy_(sd[p + "mlp.b_in"])
+            block.ff.output.weight.copy_(sd[p + "mlp.W_out"].T)
+            block.ff.output.bias.copy_(sd[p + "mlp.b_out"])
+        model.readout.weight.copy_(sd["unembed.W_U"].T)
+        model.readout.bias.copy_(sd["unembed.b_U"])
+    model.eval()
+    tokens, labels = getattr(hooked, "token_list", []), getattr(hooked, "label_list", [])
+    if tokens and labels:
+        model.encoding = Encoding({t: i for i, t in enumerate(tokens)}, {y: i for i, y in enumerate(labels)})
+    return model
+
+
+def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
+    """Write ``hooked`` as a directory: ``config.json`` (config, vocabulary) and ``weights.safetensors``.
+
+    ``out`` must not exist yet; the directory is written under a temporary name and renamed.
+    """
+    out = Path(out)
+    if out.exists():
+        raise InputError(f"{out} already exists; choose a new directory (nothing was written)")
+    c = hooked.cfg
+    cfg_dict = {
+        k: getattr(c, k)
+        for k in (
+            "n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_mlp", "d_vocab", "d_vocab_out", "act_fn",
+            "normalization_type", "attention_dir", "positional_embedding_type", "use_attn_scale", "attn_scale",
+            "default_prepend_bos", "original_architecture", "model_name", "attn_only",
+        )
+    }  # fmt: skip
+    cfg_dict["dtype"] = {torch.float32: "float32", torch.float64: "float64"}[c.dtype]
+    doc = {
+        "format": FORMAT_TAG,
+        "hooked_transformer_config": cfg_dict,
+        "tokens": list(getattr(hooked, "token_list", [])),
+        "labels": list(getattr(hooked, "label_list", [])),
+    }
+    tensors = {k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items()
+               if not k.endswith(("IGNORE", "mask"))}  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        (tmp / CONFIG_FILE).write_text(json.dumps(doc, indent=1) + "\n")
+        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT_TAG})
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    return out
+
+
+def load_hooked(path: str | os.PathLike) -> HookedTransformer:
+    """Load a directory written by :func:`save_hooked` (or ``uatlab export --to transformer-lens``)."""
+    path = Path(path)
+    cfg_file, weights = path / CONFIG_FILE, path / WEIGHTS_FILE
+    if not cfg_file.is_file() or not weights.is_file():
+        raise ModelFileError(
+            f"{path} is not an exported TransformerLens model (needs {CONFIG_FILE} and {WEIGHTS_FILE})"
+        )
+    try:
+        doc = json.loads(cfg_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ModelFileError(f"{cfg_file}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if doc.get("format") != FORMAT_TAG:
+        raise ModelFileError(f"{cfg_file} does not carry the format tag {FORMAT_TAG!r}")
+    cfg_dict = dict(doc["hooked_transformer_config"])
+    cfg_dict.update(init_weights=False, seed=0, device="cpu")
+    try:
+        state = load_file(str(weights))
+    except Exception as exc:  # safetensors raises its own error types for bad files
+        raise ModelFileError(f"{weights}: cannot read tensors (truncated or corrupt?): {exc}") from None
+    return _build_hooked(cfg_dict, state, doc.get("tokens", []), doc.get("labels", []))
+
+
+def encode(hooked: HookedTransformer, sentences: list[list[str]]) -> torch.Tensor:
+    """Token ids (B, n) of equal-length sentences, using the exported vocabulary ``token_list``."""
+    index = {t: i for i, t in enumerate(hooked.token_list)}
+    lengths = {len(s) for s in sentences}
+    if len(lengths) != 1:
+        raise InputError(f"sentences have different lengths {sorted(lengths)}; encode one length at a time")
+    rows = []
+    for b, sent in enumerate(sentences):
+        for k, tok in enumerate(sent):
+            if tok not in index:
+                raise InputError(f"token {tok!r} at sentence {b}, position {k} is not in the model's vocabulary")
+        rows.append([index[t] for t in sent])
+    return torch.tensor(rows, dtype=torch.int64)

@@ -1,0 +1,154 @@
+"""TransformerLens export: same logits as uatlab, hooks work, read back and certified, clear refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformer_lens", reason="the interop extra (transformer-lens) is not installed")
+
+from uatlab.cli import main  # noqa: E402
+from uatlab.constructions.memorizer import compile_memorizer, save_compiled  # noqa: E402
+from uatlab.data.dataset import from_lists  # noqa: E402
+from uatlab.data.synthetic import synthetic_dataset  # noqa: E402
+from uatlab.interop import (  # noqa: E402
+    ExportError,
+    from_hooked_transformer,
+    load_hooked,
+    save_hooked,
+    to_hooked_transformer,
+)
+from uatlab.models import Transformer, TransformerConfig  # noqa: E402
+from uatlab.training.trainer import TrainConfig, train  # noqa: E402
+from uatlab.verify.certificate import certify  # noqa: E402
+
+
+def _max_diff_by_length(model, hooked, ids: list[np.ndarray]) -> float:
+    """max |logit difference| over sequences, batched by length (no padding needed)."""
+    by_len: dict[int, list[np.ndarray]] = {}
+    for a in ids:
+        by_len.setdefault(len(a), []).append(a)
+    worst = 0.0
+    with torch.no_grad():
+        for rows in by_len.values():
+            x = torch.as_tensor(np.stack(rows), dtype=torch.int64)  # (B, n)
+            worst = max(worst, float((model(x) - hooked(x)).abs().max()))
+    return worst
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    data = synthetic_dataset(N=1000, n=6, V=30, C=4, seed=3)
+    model, cert = compile_memorizer(data)
+    assert cert.certified
+    return data, model, cert
+
+
+def test_compiled_memorizer_logits_equal_on_1000_sequences(compiled):
+    data, model, _ = compiled
+    hooked = to_hooked_transformer(model)
+    ids = model.encoding.encode_tokens(data)
+    assert len(ids) == 1000
+    diff = _max_diff_by_length(model, hooked, ids)
+    assert diff <= 1e-9, diff
+    # the exported model predicts the labels itself: argmax of its logits equals uatlab's
+    x = torch.as_tensor(np.stack(ids[:50]), dtype=torch.int64)
+    with torch.no_grad():
+        assert torch.equal(hooked(x).argmax(-1), model(x).argmax(-1))
+    assert hooked.cfg.attention_dir == "bidirectional" and hooked.cfg.normalization_type is None
+    assert hooked.token_list == model.encoding.id_to_token and hooked.label_list == model.encoding.id_to_label
+
+
+def test_run_with_cache_gives_the_attention_pattern_uatlab_computes(compiled):
+    data, model, _ = compiled
+    hooked = to_hooked_transformer(model)
+    x = torch.as_tensor(model.encoding.encode_tokens(data)[0], dtype=torch.int64)[None]  # (1, n)
+    with torch.no_grad():
+        _, cache = hooked.run_with_cache(x)
+        ours = model.blocks[0].attn.attention_weights(model.embed_inputs(x))  # (1, h, n, n)
+    assert torch.allclose(cache["pattern", 0], ours, atol=1e-12, rtol=0)
+    assert cache["post", 0].shape[-1] == hooked.cfg.d_mlp
+
+
+def test_exported_compiled_model_read_back_is_certified_at_the_ceiling(compiled, tmp_path):
+    data, model, cert = compiled
+    out = save_hooked(to_hooked_transformer(model), tmp_path / "tl")
+    back = from_hooked_transformer(load_hooked(out))
+    assert back.config.rank is None  # TransformerLens holds full matrices
+    again = certify(back, data)
+    assert again.certified
+    assert again.certified_tokens == cert.ceiling_tokens == again.ceiling_tokens
+    assert again.min_certified_margin == pytest.approx(cert.min_certified_margin, rel=1e-6)
+
+
+def test_trained_and_general_models_logits_equal(tmp_path):
+    # a trained model (a few epochs, float64) ...
+    rng = np.random.default_rng(0)
+    toks = [[f"w{int(v)}" for v in rng.integers(0, 12, size=int(rng.integers(2, 8)))] for _ in range(60)]
+    labs = [[("B" if t < "w6" else "O") for t in s] for s in toks]
+    data = from_lists(toks, labs)
+    cfg = TrainConfig(epochs=3, dim=8, ff_mult=2, heads=2, head_dim=2, rank=1, layers=2, lr=1e-2, batch_size=16,
+                      warmup_steps=2, dtype="float64")  # fmt: skip
+    r = train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
+    assert r.epochs == 3
+    from uatlab.cli.export import _load_with_vocabulary
+
+    trained = _load_with_vocabulary(tmp_path / "run" / "model.safetensors")
+    # ... and a causal model with every option TransformerLens can hold
+    general = Transformer(
+        TransformerConfig(
+            d_model=6,
+            n_layers=2,
+            n_heads=3,
+            head_dim=2,
+            rank=1,
+            ff_width=(5, 0),
+            vocab_size=17,
+            num_labels=4,
+            max_len=10,
+            positional="learned",
+            beta=0.7,
+            scale_by_sqrt_head_dim=True,
+            causal=True,
+            readout_bias=False,
+            dtype="float64",
+        )  # fmt: skip
+    )
+    for model in (trained, general):
+        hooked = to_hooked_transformer(model)
+        g = torch.Generator().manual_seed(1)
+        ids = [torch.randint(0, model.config.vocab_size, (int(n),), generator=g).numpy()
+               for n in torch.randint(1, model.config.max_len + 1, (1000,), generator=g)]  # fmt: skip
+        assert _max_diff_by_length(model, hooked, ids) <= 1e-9
+    assert to_hooked_transformer(general).cfg.attention_dir == "causal"
+
+
+def test_refusals_name_what_cannot_be_represented():
+    hard = Transformer(TransformerConfig(d_model=4, vocab_size=5, num_labels=2, attention="hardmax"))
+    with pytest.raises(ExportError, match="hardmax attention"):
+        to_hooked_transformer(hard)
+    pre = Transformer(TransformerConfig(d_model=4, vocab_size=5, num_labels=2, input_ff_width=3))
+    with pytest.raises(ExportError, match=r"F_1\^\(FF\)"):
+        to_hooked_transformer(pre)
+    vec = Transformer(TransformerConfig(d_model=4, num_labels=2))
+    with pytest.raises(ExportError, match="token embedding"):
+        to_hooked_transformer(vec)
+
+
+def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compiled, tmp_path, capsys):
+    data, model, _ = compiled
+    path = save_compiled(model, tmp_path / "m.safetensors")
+    out = tmp_path / "tl"
+    assert main(["export", str(path), str(out), "--to", "transformer-lens", "--check", "20", "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["max_logit_difference"] <= 1e-9 and fig["vocabulary"] == model.config.vocab_size
+    assert load_hooked(out).label_list == model.encoding.id_to_label
+    before = sorted(p.name for p in out.iterdir())
+    assert main(["export", str(path), str(out), "--to", "transformer-lens"]) == 2
+    assert "already exists" in " ".join(capsys.readouterr().err.split())
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert main(["export", str(path), str(tmp_path / "x"), "--to", "onnx"]) == 2
+    assert "onnx" in capsys.readouterr().err and not (tmp_path / "x").exists()
