@@ -166,5 +166,23 @@ def _gd(ctx: ClaimContext) -> ClaimResult:
             "bound_N64_1step": one["bound"],
             "slope_vs_eps": s.slopes.get("relative_error_vs_eps", math.nan),
         },
+        figure_files=[str(_gd_figure(ctx, s.rows))],
+        key_figure="rel_error_N64_d8_1step",
         note="score scale eps = 1e-4; k-step network uses skip connections (paper B's layers have none)",
     )
+
+
+def _gd_figure(ctx: ClaimContext, rows: list[dict]):
+    from uatlab.report.figures import plot_panels
+
+    eps = sorted({r["eps"] for r in rows})
+    at = {(r["context"], r["eps"], r["steps"]): r for r in rows}
+    keys = sorted({(r["context"], r["steps"]) for r in rows})
+    panels = [
+        {"xs": eps, "series": {f"context {N}, {k} step{'s' if k > 1 else ''}": [at[(N, e, k)][col] for e in eps]
+                               for N, k in keys},
+         "xlabel": "score scale ε", "ylabel": label, "logx": True, "logy": True}
+        for col, label in (("relative_error", "relative error of the prediction"), ("sup_error", "sup error"))
+    ]  # fmt: skip
+    return plot_panels(panels, ctx.figure_path("B.approx.gd-in-context", "error_vs_eps.png"),
+                       "in-context gradient descent by softmax attention, d = 8 (Hu et al. 2025, App. B)")  # fmt: skip

@@ -47,7 +47,7 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
 
     data, source = conll_or_synthetic(24 if ctx.quick else 500, ctx.seed)
     depths = (1, 3, 6)
-    rows = {}
+    rows, curves = {}, {}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -60,6 +60,7 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
             )  # fmt: skip
             with tempfile.TemporaryDirectory() as tmp:
                 r = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
+            curves[layers] = [h["train_accuracy"] for h in r.history]
             rows[layers] = {
                 "reached_ceiling": r.status == "ceiling",
                 "epochs_to_ceiling": r.epochs_to.get("ceiling"),
@@ -81,8 +82,21 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
             "train_accuracy": {str(k): round(v["train_accuracy"], 5) for k, v in rows.items()},
             "params_non_embedding": {str(k): v["params_non_embedding"] for k, v in rows.items()},
         },
+        figure_files=[str(_depth_figure(ctx, curves))],
+        key_figure="epochs_to_ceiling",
         note=f"data: {source}; the full ablation with curves is `uatlab experiment depth-ablation`",
     )
+
+
+def _depth_figure(ctx: ClaimContext, curves: dict[int, list[float]]):
+    from uatlab.report.figures import plot_curve
+
+    longest = max(len(c) for c in curves.values())
+    xs = list(range(1, longest + 1))
+    series = {f"{k} block{'s' if k > 1 else ''}": c + [float("nan")] * (longest - len(c)) for k, c in curves.items()}
+    return plot_curve(xs, series, ctx.figure_path("A.sec5.depth-ablation", "accuracy_per_epoch.png"),
+                      xlabel="epoch", ylabel="train token accuracy",
+                      title="depth ablation, rank-1 heads (Kajitsuka & Sato 2024, Section 5)")  # fmt: skip
 
 
 @register_claim(
@@ -131,9 +145,19 @@ def _causal_memorization(ctx: ClaimContext) -> ClaimResult:
             "one_layer_rank1": one_rank1,
             "max_prefix_output_change_when_suffix_changes": worst,
         },
+        figure_files=[str(_causal_margins_figure(ctx, cert, N))],
+        key_figure="certified_tokens",
         note="labels uniformly random per token; tokens whose prefix repeats with a different label are not "
         "winnable (the ceiling counts them)",
     )
+
+
+def _causal_margins_figure(ctx: ClaimContext, cert, N: int):
+    from uatlab.report.figures import plot_margin_histogram
+
+    margins = np.concatenate([np.asarray(m, dtype=np.float64) for m in cert.margins])
+    return plot_margin_histogram(margins, ctx.figure_path("A.cor1.causal-memorization", "certified_margins.png"),
+                                 f"certified margins, causal, float64, N={N:,}")  # fmt: skip
 
 
 @register_claim(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.report.figures import plot_bars, plot_curve
 
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
 
@@ -99,6 +100,14 @@ def _range_sweep(ctx: ClaimContext) -> ClaimResult:
             "clipped_fraction": [round(r["clipped_fraction"], 3) for r in rows],
             "all_within_bound": within,
         },
+        figure_files=[str(plot_curve(
+            ranges, {f"closed-form sup error (slope {slope:.2f})": [r["sup_error"] for r in rows],
+                     "proven bound (Thm 3.4)": [r["bound"] for r in rows]},
+            ctx.figure_path("B.exp.range-sweep", "sup_error_vs_range.png"),
+            xlabel="output range |b − a|", ylabel="sup error, target channel", logx=True, logy=True,
+            title=f"error against the output range, {m} anchors (Hu et al. 2025)",
+        ))],
+        key_figure="slope_vs_range",
         note="closed-form weights (the training sweep is `uatlab experiment attention-range`)",
     )
 
@@ -113,6 +122,7 @@ def _range_sweep(ctx: ClaimContext) -> ClaimResult:
 )
 def _heatmaps(ctx: ClaimContext) -> ClaimResult:
     from uatlab.experiments.paper_b.heatmap import HEATMAP_RANGES, run_heatmap_trial
+    from uatlab.experiments.paper_b.plots import plot_heatmaps
 
     ranges = (0.5, 3.0) if ctx.quick else HEATMAP_RANGES
     rows = []
@@ -132,6 +142,8 @@ def _heatmaps(ctx: ClaimContext) -> ClaimResult:
             "trained_sup_error": [round(r["test_sup"], 4) for r in rows],
             "epochs": rows[0]["train_loss_curve"].__len__(),
         },
+        figure_files=[str(plot_heatmaps(rows, ctx.figure_path("B.exp.attention-maps-one-hot", "attention_maps.png")))],
+        key_figure="closed_form_mean_max_weight",
         note="the trained maps are reported, not asserted (the paper's heat-maps come from training)",
     )
 
@@ -167,6 +179,14 @@ def _seq2seq(ctx: ClaimContext) -> ClaimResult:
             "epochs": row["epochs_run"],
             "converged": row["converged"],
         },
+        figure_files=[str(plot_bars(
+            {"trained attention-only": row["test_mse"], "least squares (best linear)": row["least_squares_mse"],
+             "mean predictor": row["mean_predictor_mse"]},
+            ctx.figure_path("B.exp.trained-seq2seq", "test_mse.png"), ylabel="test MSE (targets' scale)", logy=True,
+            title=f"seq2seq ReLU target, n = {params['n']}, {params['n_heads']} heads (Hu et al. 2025)",
+            threshold=("pass threshold: a third of the mean predictor's MSE", row["mean_predictor_mse"] / 3),
+        ))],
+        key_figure="test_mse",
         note="MSE on the targets' own scale (the model is trained on normalised targets); the sweeps are `uatlab experiment attention-seq2seq`",
     )
 

@@ -51,12 +51,13 @@ class ClaimContext:
 
 @dataclass
 class ClaimResult:
-    """The outcome of one check: a verdict, the measured figures, figure files and a note."""
+    """The outcome of one check: a verdict, the measured figures, figure files, a note and its key figure."""
 
     verdict: Verdict
     figures: dict[str, Any] = field(default_factory=dict)
     figure_files: list[str] = field(default_factory=list)
     note: str = ""
+    key_figure: str | None = None  # the figure shown in the report's summary table (default: first numeric)
 
 
 @dataclass(frozen=True)

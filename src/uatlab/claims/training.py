@@ -72,5 +72,21 @@ def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
             "parameters_total": r.parameters["total"],
             "seconds_per_epoch": r.seconds_per_epoch,
         },
+        figure_files=[str(_accuracy_figure(ctx, r.history, base))],
+        key_figure="train_accuracy",
         note=f"data: {source}; d={cfg.dim}, FF {cfg.feedforward_width}, AdamW lr {cfg.lr}, batch {cfg.batch_size}",
     )
+
+
+def _accuracy_figure(ctx: ClaimContext, history: list[dict], base: dict) -> Path:
+    from uatlab.report.figures import plot_curve
+
+    epochs = [h["epoch"] for h in history]
+    return plot_curve(
+        epochs, {"train accuracy (full pass)": [h["train_accuracy"] for h in history]},
+        ctx.figure_path("A.sec5.rank1-trained-memorization", "accuracy_per_epoch.png"),
+        xlabel="epoch", ylabel="token accuracy on the training sentences",
+        title="one layer, one rank-1 head, trained (Kajitsuka & Sato 2024, Section 5)",
+        hlines={"ceiling (majority label per identical input)": base["ceiling"],
+                "per-word majority baseline": base["per_word_majority"]},
+    )  # fmt: skip

@@ -1,21 +1,174 @@
-"""Writing the ``uatlab reproduce`` report: claims.json, report.md and report.html with figures."""
+"""Writing the ``uatlab reproduce`` report: claims.json, report.md and one self-contained report.html.
+
+The HTML report is rendered from the jinja2 template ``templates/report.html.j2``: a summary table
+first (claim, paper and theorem, verdict, key figure, seconds), a table of contents, then one section
+per claim with its measured figures (numbers to significant figures, nested dicts and lists as small
+tables), its note and its figures embedded as ``data:`` URIs, so the file can be moved or mailed alone.
+"""
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
-import html
 import json
+import math
 import os
 import platform
+import re
 from pathlib import Path
+from typing import Any
 
-from uatlab._util import to_jsonable
+import jinja2
+from markupsafe import Markup, escape
+
 from uatlab.claims.registry import ClaimRun
+from uatlab._util import to_jsonable
+
+MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+MAX_LIST = 12  # longer lists are cut with "… (N in all)"
+
+
+def sig(v: Any, digits: int = 4) -> str:
+    """A number to ``digits`` significant figures (integers exact, with thousands separators)."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v == 0:
+            return "0"
+        if 1e-4 <= abs(v) < 1e6:
+            text = f"{v:.{digits}g}"
+            return text if "e" not in text else f"{v:.{digits - 1}e}"
+        return f"{v:.{digits - 1}e}"
+    return str(v)
+
+
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def render_value(v: Any, depth: int = 0) -> Markup:
+    """HTML for one measured value: scalars rounded, dicts and lists of dicts as small tables."""
+    v = to_jsonable(v)
+    if _is_scalar(v):
+        return escape(sig(v))
+    if isinstance(v, dict):
+        if not v:
+            return Markup("—")
+        rows = "".join(
+            f"<tr><th>{escape(str(k))}</th><td{' class=num' if isinstance(x, (int, float)) else ''}>"
+            f"{render_value(x, depth + 1)}</td></tr>"
+            for k, x in v.items()
+        )
+        return Markup(f'<table class="nested">{rows}</table>')
+    if isinstance(v, list):
+        if all(_is_scalar(x) for x in v):
+            shown = ", ".join(sig(x) for x in v[:MAX_LIST])
+            more = f", … ({len(v)} in all)" if len(v) > MAX_LIST else ""
+            return escape(shown + more)
+        if all(isinstance(x, dict) for x in v):
+            cols = list(dict.fromkeys(k for x in v for k in x))
+            head = "".join(f"<th>{escape(str(c))}</th>" for c in cols)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{render_value(x.get(c, ''), depth + 1)}</td>" for c in cols) + "</tr>"
+                for x in v[:MAX_LIST]
+            )
+            more = f"<tr><td colspan={len(cols)}>… ({len(v)} rows in all)</td></tr>" if len(v) > MAX_LIST else ""
+            return Markup(f'<table class="nested"><tr>{head}</tr>{body}{more}</table>')
+        return Markup("<br>".join(str(render_value(x, depth + 1)) for x in v[:MAX_LIST]))
+    return escape(str(v))
+
+
+def key_figure(figures: dict[str, Any], preferred: str | None = None) -> tuple[str, str] | None:
+    """The figure shown in the summary table: ``preferred`` if given, else the first numeric one."""
+    if preferred and preferred in figures:
+        return preferred, sig(to_jsonable(figures[preferred]))
+    for k, v in figures.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and "second" not in k:
+            return k, sig(v)
+    return None
+
+
+def embed_image(path: str | os.PathLike) -> str:
+    """The file as a ``data:`` URI (base64)."""
+    p = Path(path)
+    mime = MIME.get(p.suffix.lower(), "application/octet-stream")
+    return f"data:{mime};base64," + base64.b64encode(p.read_bytes()).decode("ascii")
+
+
+def _anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^A-Za-z0-9_-]+", "-", claim_id)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("uatlab.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["sig"] = sig
+    return env
+
+
+def render_html(runs: list[ClaimRun], quick: bool, seconds: float, generated: str) -> str:
+    """The self-contained HTML report as text."""
+    rows = []
+    for r in runs:
+        figs = r.result.figures
+        images = [
+            {"src": embed_image(f), "alt": f"{r.claim.id}: {Path(f).stem.split('__')[-1]}", "name": Path(f).name}
+            for f in r.result.figure_files
+            if Path(f).suffix.lower() in MIME and Path(f).is_file()
+        ]
+        measured = [
+            (k, Markup(f"<td{' class=num' if isinstance(v, (int, float)) else ''}>{render_value(v)}</td>"))
+            for k, v in figs.items()
+        ]
+        rows.append(
+            {
+                "id": r.claim.id,
+                "anchor": _anchor(r.claim.id),
+                "statement": r.claim.statement,
+                "paper": r.claim.paper,
+                "theorem": r.claim.theorem,
+                "verdict": r.result.verdict,
+                "seconds": r.seconds,
+                "key": key_figure(figs, getattr(r.result, "key_figure", None)),
+                "measured": measured,
+                "note": r.result.note.strip(),
+                "images": images,
+            }
+        )
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            runs=rows,
+            quick=quick,
+            seconds=seconds,
+            generated=generated,
+            python=platform.python_version(),
+            passed=sum(r.result.verdict == "pass" for r in runs),
+            total=len(runs),
+        )
+    )
 
 
 def _md_value(v: object) -> str:
-    text = json.dumps(to_jsonable(v)) if not isinstance(v, str) else v
+    v = to_jsonable(v)
+    text = sig(v) if _is_scalar(v) else json.dumps(v)
     return text.replace("|", "\\|")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: float) -> list[Path]:
@@ -30,9 +183,7 @@ def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: f
         "claims": [r.to_json() for r in runs],
     }
     json_path = out / "claims.json"
-    tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(to_jsonable(payload), indent=2))
-    os.replace(tmp, json_path)
+    _atomic_write(json_path, json.dumps(to_jsonable(payload), indent=2))
 
     md = [f"# uatlab reproduce{' --quick' if quick else ''}", "", f"Generated {stamp}, {seconds:.1f} s.", ""]
     md += ["| claim | paper, theorem | verdict | seconds |", "|---|---|---|---|"]
@@ -50,30 +201,8 @@ def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: f
             if rel.endswith((".png", ".svg")):
                 md += ["", f"![{r.claim.id}]({rel})"]
     md_path = out / "report.md"
-    md_path.write_text("\n".join(md) + "\n")
+    _atomic_write(md_path, "\n".join(md) + "\n")
 
-    rows = []
-    for r in runs:
-        figs = "".join(
-            f'<div><img src="{html.escape(os.path.relpath(f, out))}" style="max-width:640px"></div>'
-            for f in r.result.figure_files
-            if f.endswith((".png", ".svg"))
-        )
-        measured = "".join(
-            f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(_md_value(v))}</td></tr>"
-            for k, v in r.result.figures.items()
-        )
-        colour = "#1b7837" if r.result.verdict == "pass" else "#b2182b"
-        rows.append(
-            f"<h2><code>{html.escape(r.claim.id)}</code> "
-            f'<span style="color:{colour}">{r.result.verdict}</span> ({r.seconds:.1f} s)</h2>'
-            f"<p>{html.escape(r.claim.statement)}<br><em>{html.escape(r.claim.paper)}, "
-            f"{html.escape(r.claim.theorem)}</em></p><table border=1 cellpadding=3>{measured}</table>"
-            f"<pre>{html.escape(r.result.note)}</pre>{figs}"
-        )
     html_path = out / "report.html"
-    html_path.write_text(
-        "<!doctype html><meta charset=utf-8><title>uatlab reproduce</title>"
-        f"<h1>uatlab reproduce{' --quick' if quick else ''}</h1><p>Generated {stamp}.</p>" + "".join(rows)
-    )
+    _atomic_write(html_path, render_html(runs, quick, seconds, stamp))
     return [json_path, md_path, html_path]
