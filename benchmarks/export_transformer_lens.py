@@ -52,8 +52,7 @@ def main() -> int:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
-    from uatlab.constructions.memorizer import compile_memorizer
-    from uatlab.data import read_conll
+    from uatlab import compile_memorizer, load, read_conll
     from uatlab.data.synthetic import synthetic_dataset
     from uatlab.interop import from_hooked_transformer, load_hooked, save_hooked, to_hooked_transformer
     from uatlab.training.trainer import TrainConfig, train
@@ -72,7 +71,8 @@ def main() -> int:
     check = data.subset(np.random.default_rng(0).choice(len(data), size=min(1000, len(data)), replace=False))
 
     c0, t0 = cpu_seconds(), time.perf_counter()
-    model, cert = compile_memorizer(data)
+    built = compile_memorizer(data)
+    model, cert = built.model, built.certificate
     fig["compile_and_certify_cpu_s"] = cpu_seconds() - c0
     hooked = to_hooked_transformer(model)
     fig["compiled"] = {
@@ -99,9 +99,7 @@ def main() -> int:
     cfg = TrainConfig(epochs=2 if args.quick else 5, dim=64, dtype="float64", warmup_steps=20)
     with tempfile.TemporaryDirectory() as tmp:
         r = train(train_data, cfg, Path(tmp) / "run", progress=False, with_f1=False)
-        from uatlab.cli.export import _load_with_vocabulary
-
-        trained = _load_with_vocabulary(Path(tmp) / "run" / "model.safetensors")
+        trained = load(Path(tmp) / "run" / "model.safetensors")
     ids = trained.encoding.encode_tokens(train_data.subset(range(min(1000, len(train_data)))))
     fig["trained"] = {
         "epochs": r.epochs,

@@ -10,8 +10,8 @@ import torch
 
 pytest.importorskip("transformer_lens", reason="the interop extra (transformer-lens) is not installed")
 
+from uatlab import compile_memorizer, load, save  # noqa: E402
 from uatlab.cli import main  # noqa: E402
-from uatlab.constructions.memorizer import compile_memorizer, save_compiled  # noqa: E402
 from uatlab.data.dataset import from_lists  # noqa: E402
 from uatlab.data.synthetic import synthetic_dataset  # noqa: E402
 from uatlab.interop import (  # noqa: E402
@@ -42,7 +42,8 @@ def _max_diff_by_length(model, hooked, ids: list[np.ndarray]) -> float:
 @pytest.fixture(scope="module")
 def compiled():
     data = synthetic_dataset(N=1000, n=6, V=30, C=4, seed=3)
-    model, cert = compile_memorizer(data)
+    c = compile_memorizer(data)
+    model, cert = c.model, c.certificate
     assert cert.certified
     return data, model, cert
 
@@ -94,9 +95,8 @@ def test_trained_and_general_models_logits_equal(tmp_path):
                       warmup_steps=2, dtype="float64")  # fmt: skip
     r = train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
     assert r.epochs == 3
-    from uatlab.cli.export import _load_with_vocabulary
-
-    trained = _load_with_vocabulary(tmp_path / "run" / "model.safetensors")
+    trained = load(tmp_path / "run" / "model.safetensors")
+    assert trained.encoding is not None
     # ... and a causal model with every option TransformerLens can hold
     general = Transformer(
         TransformerConfig(
@@ -140,7 +140,7 @@ def test_refusals_name_what_cannot_be_represented():
 
 def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compiled, tmp_path, capsys):
     data, model, _ = compiled
-    path = save_compiled(model, tmp_path / "m.safetensors")
+    path = save(model, tmp_path / "m.safetensors")
     out = tmp_path / "tl"
     assert main(["export", str(path), str(out), "--to", "transformer-lens", "--check", "20", "--json"]) == 0
     fig = json.loads(capsys.readouterr().out)

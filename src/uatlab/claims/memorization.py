@@ -79,7 +79,7 @@ def _figures(ctx: ClaimContext, dtype: str, data, res, size: tuple[int, int, int
     """Histogram of certified margins; parameters against paper A's count over data-set sizes."""
     import numpy as np
 
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
     from uatlab.data.synthetic import synthetic_dataset
     from uatlab.report.figures import plot_margin_histogram, plot_params_vs_paper_a
 

@@ -20,23 +20,6 @@ from uatlab.errors import InputError
 TARGETS = ("transformer-lens",)
 
 
-def _load_with_vocabulary(path: Path):
-    import warnings
-
-    from uatlab.data.dataset import Encoding
-    from uatlab.models.io import load_model
-
-    with warnings.catch_warnings():  # a compiled model may have a width-0 feed-forward layer
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        model, extra = load_model(path)
-    enc = extra.get("encoding") or (extra if "tokens" in extra and "labels" in extra else None)
-    if enc is not None:
-        model.encoding = Encoding(
-            {t: i for i, t in enumerate(enc["tokens"])}, {y: i for i, y in enumerate(enc["labels"])}
-        )
-    return model
-
-
 def max_logit_difference(model, hooked, sequences: int, seed: int) -> float:
     """max |uatlab logits − TransformerLens logits| on random token sequences of random lengths."""
     cfg = model.config
@@ -65,9 +48,10 @@ def export_cmd(
     if out.exists():
         raise InputError(f"{out} already exists; choose a new directory (nothing was written)")
     from uatlab.interop.transformer_lens import save_hooked, to_hooked_transformer
+    from uatlab.models.io import load
 
     t0 = time.perf_counter()
-    model = _load_with_vocabulary(model_path)
+    model = load(model_path)
     hooked = to_hooked_transformer(model)
     diff = max_logit_difference(model, hooked, check, seed) if check else None
     save_hooked(hooked, out)

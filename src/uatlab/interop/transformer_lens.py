@@ -93,18 +93,17 @@ def unsupported_features(model: Transformer) -> list[str]:
     return problems
 
 
-def _vocabulary(model: Transformer, tokens: list[str] | None, labels: list[str] | None) -> tuple[list, list]:
-    enc = getattr(model, "encoding", None)
-    if tokens is None and enc is not None:
-        tokens = list(enc.id_to_token)
-    if labels is None and enc is not None:
-        labels = list(enc.id_to_label)
+def _encoding_json(model: Transformer, encoding: Encoding | None) -> dict[str, Any]:
+    enc = encoding if encoding is not None else getattr(model, "encoding", None)
+    if enc is None:
+        return {"tokens": [], "labels": [], "unknown_token": None}
     cfg = model.config
-    if tokens is not None and len(tokens) != cfg.vocab_size:
-        raise InputError(f"the token list has {len(tokens)} entries but the model's vocab_size is {cfg.vocab_size}")
-    if labels is not None and len(labels) != cfg.num_labels:
-        raise InputError(f"the label list has {len(labels)} entries but the model has {cfg.num_labels} labels")
-    return tokens or [], labels or []
+    if len(enc.token_to_id) != cfg.vocab_size or len(enc.label_to_id) != cfg.num_labels:
+        raise InputError(
+            f"the encoding lists {len(enc.token_to_id)} tokens / {len(enc.label_to_id)} labels but the model has "
+            f"vocab_size {cfg.vocab_size} / num_labels {cfg.num_labels}"
+        )
+    return enc.to_json()
 
 
 def hooked_config_dict(model: Transformer) -> dict[str, Any]:
@@ -179,7 +178,7 @@ def _hooked_state(model: Transformer, hooked_cfg: dict[str, Any]) -> dict[str, t
     return state
 
 
-def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], tokens: list, labels: list):
+def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], encoding: dict[str, Any]):
     _, HookedTransformer, HookedTransformerConfig = _import_transformer_lens()
     kwargs = dict(cfg_dict)
     kwargs["dtype"] = {"float32": torch.float32, "float64": torch.float64}[kwargs["dtype"]]
@@ -200,19 +199,19 @@ def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], toke
                 )
             hooked.get_parameter(k).copy_(v.to(own[k].dtype))
     hooked.eval()
-    hooked.token_list = list(tokens)  # the vocabulary (tokenizer-free): id → token string
-    hooked.label_list = list(labels)  # id → label string of the unembedding's outputs
+    hooked.token_list = list(encoding.get("tokens", []))  # the vocabulary (tokenizer-free): id → token string
+    hooked.label_list = list(encoding.get("labels", []))  # id → label of the unembedding's outputs
+    hooked.unknown_token = encoding.get("unknown_token")  # the token unknown words map to, or None
     return hooked
 
 
-def to_hooked_transformer(
-    model: Transformer, tokens: list[str] | None = None, labels: list[str] | None = None
-) -> HookedTransformer:
+def to_hooked_transformer(model: Transformer, encoding: Encoding | None = None) -> HookedTransformer:
     """Export ``model`` as a TransformerLens ``HookedTransformer`` computing the same logits.
 
     Args:
         model: a uatlab Transformer with token embedding, softmax attention and readout.
-        tokens, labels: the vocabulary and label names in id order; default ``model.encoding``.
+        encoding: the token and label ids (default ``model.encoding``); exported as ``token_list``,
+            ``label_list`` and ``unknown_token``.
 
     Returns:
         A ``HookedTransformer`` in eval mode with ``token_list`` and ``label_list`` attributes; its
@@ -222,8 +221,7 @@ def to_hooked_transformer(
         ExportError: the model uses a feature TransformerLens cannot represent (named in the message).
     """
     cfg_dict = hooked_config_dict(model)
-    tokens, labels = _vocabulary(model, tokens, labels)
-    return _build_hooked(cfg_dict, _hooked_state(model, cfg_dict), tokens, labels)
+    return _build_hooked(cfg_dict, _hooked_state(model, cfg_dict), _encoding_json(model, encoding))
 
 
 def from_hooked_transformer(hooked: HookedTransformer) -> Transformer:
@@ -291,7 +289,7 @@ def from_hooked_transformer(hooked: HookedTransformer) -> Transformer:
     model.eval()
     tokens, labels = getattr(hooked, "token_list", []), getattr(hooked, "label_list", [])
     if tokens and labels:
-        model.encoding = Encoding({t: i for i, t in enumerate(tokens)}, {y: i for i, y in enumerate(labels)})
+        model.encoding = Encoding.from_lists(tokens, labels, getattr(hooked, "unknown_token", None))
     return model
 
 
@@ -316,8 +314,11 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     doc = {
         "format": FORMAT_TAG,
         "hooked_transformer_config": cfg_dict,
-        "tokens": list(getattr(hooked, "token_list", [])),
-        "labels": list(getattr(hooked, "label_list", [])),
+        "encoding": {
+            "tokens": list(getattr(hooked, "token_list", [])),
+            "labels": list(getattr(hooked, "label_list", [])),
+            "unknown_token": getattr(hooked, "unknown_token", None),
+        },
     }
     tensors = {k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items()
                if not k.endswith(("IGNORE", "mask"))}  # fmt: skip
@@ -353,19 +354,23 @@ def load_hooked(path: str | os.PathLike) -> HookedTransformer:
         state = load_file(str(weights))
     except Exception as exc:  # safetensors raises its own error types for bad files
         raise ModelFileError(f"{weights}: cannot read tensors (truncated or corrupt?): {exc}") from None
-    return _build_hooked(cfg_dict, state, doc.get("tokens", []), doc.get("labels", []))
+    return _build_hooked(cfg_dict, state, doc.get("encoding", {}))
 
 
 def encode(hooked: HookedTransformer, sentences: list[list[str]]) -> torch.Tensor:
-    """Token ids (B, n) of equal-length sentences, using the exported vocabulary ``token_list``."""
+    """Token ids (B, n) of equal-length sentences under the exported vocabulary ``token_list``.
+
+    Unknown words map to ``unknown_token`` when the model has one, else they are an error naming them.
+    """
     index = {t: i for i, t in enumerate(hooked.token_list)}
+    unk = getattr(hooked, "unknown_token", None)
     lengths = {len(s) for s in sentences}
     if len(lengths) != 1:
         raise InputError(f"sentences have different lengths {sorted(lengths)}; encode one length at a time")
     rows = []
     for b, sent in enumerate(sentences):
         for k, tok in enumerate(sent):
-            if tok not in index:
+            if tok not in index and unk is None:
                 raise InputError(f"token {tok!r} at sentence {b}, position {k} is not in the model's vocabulary")
-        rows.append([index[t] for t in sent])
+        rows.append([index.get(t, index.get(unk, -1)) for t in sent])
     return torch.tensor(rows, dtype=torch.int64)

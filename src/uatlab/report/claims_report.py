@@ -21,8 +21,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from uatlab.claims.registry import ClaimRun
 from uatlab._util import to_jsonable
+from uatlab.claims.registry import ClaimRun
 
 MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 MAX_LIST = 12  # longer lists are cut with "… (N in all)"
