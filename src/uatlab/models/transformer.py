@@ -50,6 +50,7 @@ class TransformerConfig:
         causal: causal masking in every attention layer.
         input_ff_width: width of an extra F_1^(FF) before the first block (None = absent).
         readout_bias: whether the readout has a bias.
+        ff_bias: whether the blocks' feed-forward layers have biases b1, b2.
         dtype: "float32" or "float64".
         meta: free-form provenance (construction name, data set hash...), saved with the model.
     """
@@ -70,6 +71,7 @@ class TransformerConfig:
     causal: bool = False
     input_ff_width: int | None = None
     readout_bias: bool = True
+    ff_bias: bool = True
     dtype: Literal["float32", "float64"] = "float32"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -130,7 +132,7 @@ class Block(nn.Module):
             causal=config.causal,
             dtype=dt,
         )
-        self.ff = FeedForward(config.d_model, config.layer_ff_width(layer), dtype=dt)
+        self.ff = FeedForward(config.d_model, config.layer_ff_width(layer), dtype=dt, bias=config.ff_bias)
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.ff(self.attn(x, key_padding_mask))
@@ -214,19 +216,24 @@ class Transformer(nn.Module):
         return self.readout(x) if self.readout is not None else x
 
     # ------------------------------------------------------------------ counting
-    def num_parameters(self, non_embedding: bool = False) -> int:
+    def num_parameters(self, non_embedding: bool = False, nonzero: bool = False) -> int:
         """Number of scalar parameters (trainable tensors and a 'given' positional buffer).
 
         ``non_embedding=True`` leaves out the token embedding and the positional encoding
         (nanoGPT's convention); attention, feed-forward layers and readout are counted.
         Low-rank matrices count their factors (paper A counts a rank-1 s×d matrix as s + d).
+        ``nonzero=True`` counts only the entries that are not 0 (the dense count is the default).
         """
-        total = sum(p.numel() for p in self.parameters())
+
+        def size(t: torch.Tensor) -> int:
+            return int(torch.count_nonzero(t)) if nonzero else t.numel()
+
+        total = sum(size(p) for p in self.parameters())
         if self.config.positional == "given":
-            total += self.pos.numel()
+            total += size(self.pos)
         if non_embedding:
             if self.embed is not None:
-                total -= self.embed.weight.numel()
+                total -= size(self.embed.weight)
             if self.pos is not None:
-                total -= self.pos.numel()
+                total -= size(self.pos)
         return total
