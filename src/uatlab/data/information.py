@@ -1,0 +1,154 @@
+r"""How many bits of label information a memorizing model must hold, by one definition used everywhere.
+
+A token classifier that memorizes a data set (Kajitsuka & Sato, ICLR 2024, Corollary 1; and the bit
+complexity discussion of Kajitsuka & Sato, ICLR 2025, "On the Optimal Memorization Capacity of
+Transformers") maps each input — a sequence and a position — to a label. How much of that map the
+*non-embedding* weights must store depends on what the embedding already stores: a token embedding has one
+row per word, so it can hold one label per word for free. The information left for the rest of the network
+is therefore the **label entropy given the word**, summed over tokens:
+
+    I_word = Σ_tokens H(label | word) = Σ_w Σ_c n_{w,c} log2(n_w / n_{w,c})          (bits)
+
+with n_{w,c} the number of tokens of word w with label c, n_w = Σ_c n_{w,c}. **Conflicts are excluded**:
+tokens whose input (the whole sequence and the position, or the prefix for causal models) also occurs
+with another, more frequent label cannot be memorized by any model; they are dropped before counting (only
+the majority label of each identical input — the ceiling — remains). This is the figure
+``bits per non-embedding parameter`` divides: I_word / (non-embedding parameters).
+
+Other figures reported beside it (same exclusion of conflicts):
+
+* ``marginal_bits`` Σ_tokens −log2 p(label): the label entropy without the word; most of it is what
+  the embedding stores, so it overstates what the other weights hold (it was the old figure);
+* ``word_position_bits`` Σ_tokens H(label | word, position): what is left if a positional table could
+  also hold one label per (word, position) pair;
+* ``exception_code_bits``: a two-part code of the tokens whose label differs from their word's
+  majority label: log2(T + 1) bits for their number E, log2 binom(T, E) for which tokens they are, and
+  E·log2(C − 1) for their labels. An upper bound on what an encoder that knows each word's majority
+  label needs (I_word ≤ it up to the cost of the majority labels, by the usual entropy-vs-code argument);
+* ``uniform_label_bits`` T·log2 C: the information in T uniformly random labels (N·n·log2 C for N
+  sequences of length n), the worst case the parameter count must allow for.
+
+The **bit-complexity floor**: a model whose parameters are b-bit numbers holds at most b bits per
+parameter, so it needs at least I / b parameters; ``bits per parameter`` compares a model against that.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class LabelInformation:
+    """Label-information figures of one data set (bits; see the module docstring for the definitions)."""
+
+    tokens: int  # T, all tokens
+    ceiling_tokens: int  # tokens left after excluding conflicts
+    classes: int  # C, labels that occur
+    words: int  # distinct words
+    marginal_bits: float
+    word_bits: float  # I_word, THE figure bits per parameter divide
+    word_position_bits: float
+    exceptions: int  # E, ceiling tokens whose label differs from their word's majority label
+    exception_code_bits: float
+    uniform_label_bits: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _conditional_bits(group: np.ndarray, label: np.ndarray) -> float:
+    """Σ_tokens H(label | group) = Σ_g Σ_c n_gc log2(n_g / n_gc) for integer arrays (T,)."""
+    if len(group) == 0:
+        return 0.0
+    _, g = np.unique(group, return_inverse=True)
+    C = int(label.max()) + 1
+    pair, n_gc = np.unique(g.astype(np.int64) * C + label, return_counts=True)
+    n_g = np.bincount(g)[pair // C]
+    return float((n_gc * np.log2(n_g / n_gc)).sum())
+
+
+def ceiling_mask(key: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """(T,) bool: True for the tokens a ceiling-reaching model gets right — per identical input (equal
+    ``key``), the tokens of its most frequent label (ties: the label seen first); the rest are conflicts."""
+    T = len(key)
+    if T == 0:
+        return np.zeros(0, dtype=bool)
+    _, inp = np.unique(key, return_inverse=True)
+    C = int(label.max()) + 1
+    pair = inp.astype(np.int64) * C + label
+    uniq, first, inv, counts = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
+    p_inp = uniq // C
+    best = np.lexsort((first, -counts, p_inp))  # per input: highest count, then earliest in data order
+    is_first = np.r_[True, p_inp[best][1:] != p_inp[best][:-1]]
+    winner = np.zeros(len(uniq), dtype=bool)
+    winner[best[is_first]] = True
+    return winner[inv]
+
+
+def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray) -> LabelInformation:
+    """The figures of the module docstring from per-token integer arrays, each (T,): word id, label id,
+    position in the sequence, and input key (equal keys = identical inputs, e.g. ``input_keys``)."""
+    word, label, pos, key = (np.asarray(a, dtype=np.int64) for a in (word, label, pos, key))
+    T = len(word)
+    keep = ceiling_mask(key, label)
+    w, y, p = word[keep], label[keep], pos[keep]
+    Tc = len(w)
+    C = int(len(np.unique(label))) if T else 0
+    if Tc:
+        counts = np.bincount(y)
+        nz = counts > 0
+        marginal = float((counts[nz] * np.log2(Tc / counts[nz])).sum())
+        # majority label per word (ties: smallest label id — any choice gives the same E only up to ties)
+        C1 = int(y.max()) + 1
+        pair, n_wc = np.unique(w * C1 + y, return_counts=True)
+        order = np.lexsort((pair % C1, -n_wc, pair // C1))
+        first = np.r_[True, (pair // C1)[order][1:] != (pair // C1)[order][:-1]]
+        majority_count = int(n_wc[order][first].sum())
+        E = Tc - majority_count
+        p_max = int(p.max()) + 1
+        word_pos = _conditional_bits(w * p_max + p, y)
+    else:
+        marginal, E, word_pos = 0.0, 0, 0.0
+    two_part = math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1))
+    return LabelInformation(
+        tokens=T, ceiling_tokens=Tc, classes=C, words=int(len(np.unique(word))), marginal_bits=marginal,
+        word_bits=_conditional_bits(w, y), word_position_bits=word_pos, exceptions=E,
+        exception_code_bits=two_part, uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
+    )  # fmt: skip
+
+
+def _log2_binom(n: int, k: int) -> float:
+    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+
+
+def label_information_of(records: Iterable[tuple[list[str], list[str]]], context: str = "sequence") -> LabelInformation:
+    """:func:`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
+    the whole sequence) or "prefix" (causal)."""
+    try:
+        from uatlab.data.keys import input_keys
+    except ImportError:  # older layout: the keys live beside the certificate
+        from uatlab.verify.certificate import input_keys
+
+    tok_id: dict[str, int] = {}
+    lab_id: dict[str, int] = {}
+    W: list[int] = []
+    Y: list[int] = []
+    P: list[int] = []
+    K: list[int] = []
+    for rec in records:
+        toks, labs = rec[0], rec[1]
+        W += [tok_id.setdefault(t, len(tok_id)) for t in toks]
+        Y += [lab_id.setdefault(y, len(lab_id)) for y in labs]
+        P += range(len(toks))
+        K += input_keys(list(toks), context)
+    return label_information(np.array(W), np.array(Y), np.array(P), np.array(K, dtype=np.uint64).view(np.int64))
+
+
+def bits_per_parameter(info: LabelInformation, parameters: int) -> float:
+    """I_word / parameters: label bits (given the word) held per non-embedding parameter."""
+    return info.word_bits / max(parameters, 1)
