@@ -26,9 +26,12 @@ def plain_weights(model: Transformer) -> Weights:
             maps[name] = (
                 full if full is not None else low_rank(sd[f"{p}attn.{name}.left"], sd[f"{p}attn.{name}.right"], dt)
             )
+        W1, W2 = sd[f"{p}ff.hidden.weight"], sd[f"{p}ff.output.weight"]
+        # a bias-free FF (ff_bias=False) adds nothing: zeros here are exact
+        b1 = sd.get(f"{p}ff.hidden.bias", np.zeros(W1.shape[0], dt))
+        b2 = sd.get(f"{p}ff.output.bias", np.zeros(W2.shape[0], dt))
         layers.append(Layer(maps["W_Q"], maps["W_K"], maps["W_V"], maps["W_O"], float(block.attn.score_scale),
-                            sd[f"{p}ff.hidden.weight"], sd[f"{p}ff.hidden.bias"], sd[f"{p}ff.output.weight"],
-                            sd[f"{p}ff.output.bias"]))  # fmt: skip
+                            W1, b1, W2, b2))  # fmt: skip
     b = sd.get("readout.bias")
     return Weights(sd["embed.weight"], sd.get("pos"), layers, sd["readout.weight"],
                    b if b is not None else np.zeros(sd["readout.weight"].shape[0], dt),

@@ -57,8 +57,13 @@ def test_structure_one_layer_one_head_rank_one():
     assert all(r == [1] for r in model.blocks[0].attn.check_ranks().values())
     # non-embedding parameters: attention counts 4(s + d) as in paper A
     d, q, C = cfg.d_model, cfg.ff_width, cfg.num_labels
-    assert model.num_parameters(non_embedding=True) == 4 * (1 + d) + (2 * d * q + q + d) + (C * d + C)
+    # knots: bias-free FF (the constant coordinate carries the knots) and bias-free readout
+    assert model.num_parameters(non_embedding=True) == 4 * (1 + d) + 2 * d * q + C * d
     assert paper_a_param_count(d, 6, 60) == 4 * (1 + d) + d * (2 * 6 * 60 + d)
+    assert model.num_parameters(non_embedding=True) <= paper_a_param_count(d, 6, 60)
+    ramps = compile_dataset(data, ff="ramps", run_certificate=False).model
+    d, q = ramps.config.d_model, ramps.config.ff_width
+    assert ramps.num_parameters(non_embedding=True) == 4 * (1 + d) + (2 * d * q + q + d) + (C * d + C)
 
 
 def test_conflicts_are_counted_listed_and_majority_assigned():

@@ -4,7 +4,8 @@ Paper A (Kajitsuka & Sato, ICLR 2024), Corollary 1: F^(FF) ∘ F^(SA) with one r
 finite labelled data set (consistent labels). The checks compile a data set made on the fly with
 :mod:`uatlab.constructions.paper_a.cor1_memorizer` and certify it in float64, and in float32, with
 :mod:`uatlab.verify.certificate`: the verdict is 'pass' iff every winnable token is *proven* correct in
-that dtype, the attention is one head of rank 1, and the model has one block.
+that dtype, the attention is one head of rank 1, the model has one block, and its non-embedding parameters
+do not exceed paper A's count 4(s + d) + d(2nN + d) for its own (s, d, n, N).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 @register_claim(
     id="A.cor1.memorization-compiled",
     statement="A one-layer single-head rank-1 softmax Transformer memorizes this data set "
-    "(every non-conflicting token classified correctly, certified in float64).",
+    "(every non-conflicting token classified correctly, certified in float64) with at most paper A's "
+    "4(s+d) + d(2nN+d) non-embedding parameters.",
     paper="Kajitsuka & Sato, ICLR 2024",
     theorem="Corollary 1 (memorization) with Theorem 2 and the positional-encoding corollary",
 )
@@ -29,7 +31,8 @@ def check_memorization(ctx: ClaimContext) -> ClaimResult:
 @register_claim(
     id="A.cor1.memorization-compiled-float32",
     statement="The same in float32: a one-layer single-head rank-1 softmax Transformer memorizes this data set, "
-    "every non-conflicting token certified in float32.",
+    "every non-conflicting token certified in float32, with at most paper A's 4(s+d) + d(2nN+d) non-embedding "
+    "parameters.",
     paper="Kajitsuka & Sato, ICLR 2024",
     theorem="Corollary 1 (memorization) with Theorem 2 and the positional-encoding corollary",
 )
@@ -58,9 +61,13 @@ def _memorization(ctx: ClaimContext, dtype: str, size: tuple[int, int, int, int]
         "n_layers": model.config.n_layers, "n_heads": model.config.n_heads,
         "params_non_embedding": fig["params_non_embedding"], "paper_a_param_count": fig["paper_a_param_count"],
         "ff_width": fig["ff_width"], "label_information_bits": fig["label_information_bits"],
+        "ratio_to_paper_a": fig["non_embedding_vs_paper_a"], "bits_per_param_non_embedding": fig["bits_per_param_non_embedding"],
+        "bits_per_param_definition": fig["bits_per_param_definition"],
         "seconds": time.perf_counter() - t0,
     }  # fmt: skip
-    ok = cert.certified and one_layer_rank1 and cert.correct_tokens == cert.ceiling_tokens
+    # paper A's count 4(s+d) + d(2nN + d) holds for every data set: the compiled model must not exceed it
+    within_paper_a = fig["params_non_embedding"] <= fig["paper_a_param_count"]
+    ok = cert.certified and one_layer_rank1 and cert.correct_tokens == cert.ceiling_tokens and within_paper_a
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures=figures,

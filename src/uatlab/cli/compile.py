@@ -87,6 +87,12 @@ def compile_cmd(
     group: str = typer.Option(
         "auto", "--group", help="FF units per word or per (word, position): word, word-pos or auto (float32: word-pos)."
     ),
+    ff: str = typer.Option(
+        "knots", "--ff", help="FF rule: knots (one ReLU per slope change, no biases) or ramps (two per label change)."
+    ),
+    labels: str = typer.Option(
+        "auto", "--labels", help="Label code: ordinal (1 coordinate), one-hot, or auto (float64 ordinal, float32 one-hot)."
+    ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
@@ -112,6 +118,10 @@ def compile_cmd(
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     _check_exp_ulp(exp_ulp)
+    if ff not in ("knots", "ramps"):
+        raise InputError(f"--ff must be knots or ramps, got {ff!r}")
+    if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
+        raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
     beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
     work = work_dir or out.with_name(out.name + ".work")
@@ -123,7 +133,7 @@ def compile_cmd(
         t_read = time.perf_counter() - t0
         model, report = compile_store(
             store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
-            progress=bars,
+            ff=ff, labels=labels, progress=bars,
         )  # fmt: skip
         report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
         report["chunk_tokens"] = chunk_tokens

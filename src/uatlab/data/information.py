@@ -56,6 +56,7 @@ class LabelInformation:
     exceptions: int  # E, ceiling tokens whose label differs from their word's majority label
     exception_code_bits: float
     uniform_label_bits: float
+    label_counts: tuple[int, ...] = ()  # ceiling tokens per label id
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,17 +91,19 @@ def ceiling_mask(key: np.ndarray, label: np.ndarray) -> np.ndarray:
     return winner[inv]
 
 
-def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray) -> LabelInformation:
+def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray,
+                      num_labels: int | None = None) -> LabelInformation:  # fmt: skip
     """The figures of the module docstring from per-token integer arrays, each (T,): word id, label id,
-    position in the sequence, and input key (equal keys = identical inputs, e.g. ``input_keys``)."""
+    position in the sequence, and input key (equal keys = identical inputs, e.g. ``input_keys``).
+    ``num_labels``: C (default: the labels that occur)."""
     word, label, pos, key = (np.asarray(a, dtype=np.int64) for a in (word, label, pos, key))
     T = len(word)
     keep = ceiling_mask(key, label)
     w, y, p = word[keep], label[keep], pos[keep]
     Tc = len(w)
-    C = int(len(np.unique(label))) if T else 0
+    C = num_labels if num_labels is not None else (int(len(np.unique(label))) if T else 0)
+    counts = np.bincount(y, minlength=num_labels or 0)
     if Tc:
-        counts = np.bincount(y)
         nz = counts > 0
         marginal = float((counts[nz] * np.log2(Tc / counts[nz])).sum())
         # majority label per word (ties: smallest label id — any choice gives the same E only up to ties)
@@ -119,6 +122,27 @@ def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key:
         tokens=T, ceiling_tokens=Tc, classes=C, words=int(len(np.unique(word))), marginal_bits=marginal,
         word_bits=_conditional_bits(w, y), word_position_bits=word_pos, exceptions=E,
         exception_code_bits=two_part, uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
+        label_counts=tuple(int(c) for c in counts),
+    )  # fmt: skip
+
+
+def merge_label_information(parts: list[LabelInformation]) -> LabelInformation:
+    """The figures of a data set split into parts with disjoint words (e.g. the compiler's word buckets):
+    every per-word sum adds up; the marginal entropy and the two-part code are recomputed from the totals."""
+    T = sum(p.tokens for p in parts)
+    Tc = sum(p.ceiling_tokens for p in parts)
+    C = max((p.classes for p in parts), default=0)
+    counts = np.zeros(max((len(p.label_counts) for p in parts), default=0), dtype=np.int64)
+    for p in parts:
+        counts[: len(p.label_counts)] += np.asarray(p.label_counts, dtype=np.int64)
+    nz = counts > 0
+    E = sum(p.exceptions for p in parts)
+    return LabelInformation(
+        tokens=T, ceiling_tokens=Tc, classes=C, words=sum(p.words for p in parts),
+        marginal_bits=float((counts[nz] * np.log2(Tc / counts[nz])).sum()) if Tc else 0.0,
+        word_bits=sum(p.word_bits for p in parts), word_position_bits=sum(p.word_position_bits for p in parts),
+        exceptions=E, exception_code_bits=math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1)),
+        uniform_label_bits=T * math.log2(C) if C > 1 else 0.0, label_counts=tuple(int(c) for c in counts),
     )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     merge_occurrences,
     reduce_occurrences,
 )
+from uatlab.constructions.paper_a.cor1_memorizer.knots import build_knot_model
 from uatlab.constructions.paper_a.cor1_memorizer.layout import (
     alpha_grid,
     positional_codes,
@@ -38,6 +39,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.layout import (
 from uatlab.constructions.paper_a.cor1_memorizer.select import check_request, choose_beta, position_scores
 from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.data.encoded import EncodedData, encode_dataset
+from uatlab.data.information import label_information, merge_label_information
 from uatlab.data.token_store import TokenStore, TokenTable
 from uatlab.errors import InputError
 from uatlab.models.io import load, save
@@ -77,7 +79,7 @@ def encoding_of(store: TokenStore) -> Encoding:
 def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding, group: str,
                     pool: list[tuple[float, int]], lines: np.ndarray, sequences: int, max_len: int, dtype: str,
                     causal: bool, seed: int, d_model: int | None, code: str,
-                    times: dict[str, float]) -> tuple[Transformer, dict]:  # fmt: skip
+                    times: dict[str, float], ff: str = "knots", labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
 
@@ -94,9 +96,11 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     by_position = max_len if group == "word-pos" else None
     scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
     query_choice = None
+    info_parts = []  # label information per table (tables hold disjoint word sets: the parts add up)
     if by_position and len(pool) > 1:
         risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)
         for table in tables():  # pass 1: scores per (candidate, position)
+            info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
             r, q = position_scores(table, pool, max_len, dtype)
             risky += r
             ratio = np.minimum(ratio, q)
@@ -120,6 +124,7 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     else:
         per: list[list[Occurrences]] = [[] for _ in pool]
         for table in tables():
+            info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
             for c in range(len(pool)):
                 per[c].append(
                     reduce_occurrences(
@@ -136,7 +141,11 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     t = time.perf_counter()
     alpha = word_key_codes(V, seed)
     pi, _ = positional_codes(max_len, 1.0, seed)  # π does not depend on β
-    model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+    if ff == "knots":
+        model, info = build_knot_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, sequences,
+                                       d_model, code, labels)  # fmt: skip
+    else:
+        model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
     model.encoding = vocab
     times["feed-forward construction"] = time.perf_counter() - t
     report = {
@@ -157,6 +166,7 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
         "causal": causal,
         "dtype": dtype,
         **info,
+        "label_information": merge_label_information(info_parts).to_json(),
         "stage_seconds": times,
     }
     return model, report
@@ -164,13 +174,14 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
 
 def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
                     seed: int = 0, max_len: int | None = None,
-                    d_model: int | None = None, code: str = "auto", group: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+                    d_model: int | None = None, code: str = "auto", group: str = "auto", ff: str = "knots",
+                    labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
     """Compile already-encoded in-memory data (with input keys, see :class:`EncodedData`); returns (model, report).
 
     ``group``: gate the FF units on the word (``"word"``) or on (word, position) (``"word-pos"``, needs an
     m-hot ``code``); ``"auto"``: word-pos in float32, word in float64.
     """
-    group, pool = check_request(dtype, beta, group)
+    group, pool = check_request(dtype, beta, group, ff, labels)
     if len(enc) == 0:
         raise InputError(f"{enc.source}: no sequences to compile")
     if enc.keys is None:
@@ -183,21 +194,22 @@ def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = Fal
     table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h)
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(lambda: [table], enc.encoding, group, pool, np.asarray(enc.lines), len(enc), max_len,
-                                    dtype, causal, seed, d_model, code, times)  # fmt: skip
+                                    dtype, causal, seed, d_model, code, times, ff, labels)  # fmt: skip
     report["label_counts"] = np.bincount(table.label, minlength=len(enc.encoding.label_to_id)).tolist()
     return model, report
 
 
 def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
                   seed: int = 0, max_len: int | None = None, progress: ProgressFn | None = None,
-                  d_model: int | None = None, code: str = "auto", group: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+                  d_model: int | None = None, code: str = "auto", group: str = "auto", ff: str = "knots",
+                  labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
     """Compile a data set held in an on-disk :class:`~uatlab.data.token_store.TokenStore` (out of core).
 
     h is computed chunk by chunk for every query-scale candidate and the token records are partitioned by
     word into buckets; each bucket is grouped on its own and reduced to the points the model needs
     (:func:`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
     """
-    group, pool = check_request(dtype, beta, group)
+    group, pool = check_request(dtype, beta, group, ff, labels)
     if store.sequences == 0:
         raise InputError(f"{store.source}: no sequences to compile")
     times: dict[str, float] = {}
@@ -210,7 +222,7 @@ def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = Fals
     store.bucketize(columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences))
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(store.bucket_tables, encoding_of(store), group, pool, store.lines, store.sequences, max_len,
-                                    dtype, causal, seed, d_model, code, times)  # fmt: skip
+                                    dtype, causal, seed, d_model, code, times, ff, labels)  # fmt: skip
     report["label_counts"] = store.label_counts.tolist()
     return model, report
 
@@ -220,21 +232,14 @@ def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
     return 4 * (s + d) + d * (2 * n * N + d)
 
 
-def label_information_bits(label_counts: list[int] | np.ndarray) -> float:
-    """Σ over tokens of −log2 p(label) with p the empirical label distribution (bits of label information)."""
-    counts = np.asarray(label_counts, dtype=np.float64)
-    p = counts / counts.sum()
-    nz = counts > 0
-    return float(-(counts[nz] * np.log2(p[nz])).sum())
-
-
 def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | None) -> dict:
     """The figures the issue asks for, as one flat dict (JSON contract fields first)."""
     p_total = model.num_parameters()
     p_ne = model.num_parameters(non_embedding=True)
     paper = paper_a_param_count(model.config.d_model, report["max_len"], report["sequences"])
     max_w = max(float(t.detach().abs().max()) for t in model.state_dict().values() if t.numel())
-    bits = label_information_bits(report["label_counts"])
+    info = report["label_information"]
+    bits = info["word_bits"]  # Σ_tokens H(label | word), conflicts excluded (uatlab.data.information)
     out = {
         "sequences": report["sequences"],
         "tokens": report["tokens"],
@@ -250,6 +255,8 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "params_non_embedding": p_ne,
         "paper_a_param_count": paper,
         "non_embedding_vs_paper_a": p_ne / paper,
+        "within_paper_a": p_ne <= paper,
+        "params_non_embedding_nonzero": model.num_parameters(non_embedding=True, nonzero=True),
         "ff_width": model.config.layer_ff_width(0),
         "d_model": model.config.d_model,
         "max_abs_weight": max_w,
@@ -268,9 +275,20 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "collision_tokens": report["collision_tokens"],
         "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
         "ceiling_accuracy": report["ceiling_tokens"] / report["tokens"],
+        # bits per parameter: Σ_tokens H(label | word) with conflicts excluded (the embedding may hold one label per
+        # word) divided by the non-embedding parameters; see uatlab.data.information for every figure below
         "label_information_bits": bits,
         "bits_per_param_non_embedding": bits / max(p_ne, 1),
-        "bits_per_param_total": bits / max(p_total, 1),
+        "bits_per_param_definition": "sum over tokens of H(label | word), conflicts excluded, / non-embedding params",
+        "label_bits_marginal": info["marginal_bits"],
+        "label_bits_given_word_position": info["word_position_bits"],
+        "exception_tokens": info["exceptions"],
+        "exception_code_bits": info["exception_code_bits"],
+        "uniform_label_bits": info["uniform_label_bits"],
+        "label_boundaries": report["label_boundaries"],
+        "padding_for_paper_a": report.get("padding_for_paper_a", 0),
+        "ff": report.get("ff", "ramps"),
+        "label_code": report.get("label_code", "one-hot"),
         "beta": report["beta"],
         "causal": report["causal"],
         "min_gap": report["min_gap"],
@@ -285,7 +303,8 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
 def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
                     beta: float | str = "auto", seed: int = 0, run_certificate: bool = True,
                     progress: ProgressFn | None = None, d_model: int | None = None, code: str = "auto",
-                    group: str = "auto", exp_ulps: float = DEFAULT_EXP_ULPS) -> CompileResult:  # fmt: skip
+                    group: str = "auto", exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots",
+                    labels: str = "auto") -> CompileResult:  # fmt: skip
     """Compile ``data`` and (by default) certify the result; returns model, certificate and all figures."""
     t0 = time.perf_counter()
     enc = encode_dataset(data, context="prefix" if causal else "sequence")
@@ -299,6 +318,8 @@ def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool 
         d_model=d_model,
         code=code,
         group=group,
+        ff=ff,
+        labels=labels,
     )
     report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
     cert = None
@@ -320,7 +341,7 @@ def certify_with_progress(model: Transformer, data: SequenceDataset, progress: P
 def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
                       beta: float | str = "auto", seed: int = 0, *, d_model: int | None = None, code: str = "auto",
                       group: str = "auto", certify: bool = True, progress: ProgressFn | None = None,
-                      exp_ulps: float = DEFAULT_EXP_ULPS) -> Construction:  # fmt: skip
+                      exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots", labels: str = "auto") -> Construction:  # fmt: skip
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
     Args:
@@ -332,6 +353,9 @@ def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: boo
         d_model: model width (default: the smallest that works; larger pads with unused coordinates).
         code: word codes of the feed-forward gate: "binary", "M-hot" (e.g. "3-hot") or "auto".
         group: feed-forward units per word or per (word, position): "word", "word-pos" or "auto".
+        ff: "knots" (paper A's interpolant, one ReLU per slope change, :mod:`.knots`; never above paper A's
+            count) or "ramps" (two ReLUs per label change, :mod:`.assemble`).
+        labels: label code of the knots FF: "ordinal", "one-hot" or "auto" (float64 ordinal, float32 one-hot).
         certify: compute the floating-point certificate.
         progress: callback ``(stage, done, total)``.
         exp_ulps: the error of the evaluator's exp the certificate assumes, in ulps.
@@ -343,7 +367,8 @@ def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: boo
         certified logit margin.
     """
     res = compile_dataset(data, dtype=dtype, causal=causal, beta=beta, seed=seed, run_certificate=certify,
-                          progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps)  # fmt: skip
+                          progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps,
+                          ff=ff, labels=labels)  # fmt: skip
     cert = res.certificate
     guarantee: dict[str, float] = {}
     if cert is not None:

@@ -152,15 +152,18 @@ def group_occurrences(table: TokenTable, h: np.ndarray, id2tok: list[str], id2la
 
 
 def reduce_occurrences(occ: Occurrences) -> Occurrences:
-    """Keep each group's first (lowest-h) point and the two points around every label boundary.
+    """Keep each group's first and last (lowest-, highest-h) points and the two points around every label
+    boundary.
 
     Between two kept points of a group that are not a boundary pair, every dropped point has the same label
-    (a label change would be a boundary), so :func:`label_boundaries` and the first point per group, all
-    that :func:`build_model` reads, are unchanged. Memory then scales with the model, not the data.
+    (a label change would be a boundary), so :func:`label_boundaries`, the first and the last point per group,
+    all that :func:`build_model` and the knot interpolant (:mod:`.knots`) read, are unchanged. Memory then
+    scales with the model, not the data.
     """
     if len(occ.h) == 0:
         return occ
-    keep = np.r_[True, occ.group[1:] != occ.group[:-1]]
+    new_group = occ.group[1:] != occ.group[:-1]
+    keep = np.r_[True, new_group] | np.r_[new_group, True]
     bidx, _ = label_boundaries(occ)
     keep[bidx] = True
     keep[bidx + 1] = True

@@ -24,10 +24,15 @@ BETA_CANDIDATES = (0.5, 1.0, 2.0, 4.0, 8.0)
 RISKY_RELATIVE_GAP = 6.0  # a boundary gap below 6 r_h (rough h error) is likely too small to certify
 
 
-def check_request(dtype: str, beta: float | str, group: str) -> tuple[str, list[tuple[float, int]]]:
-    """Validate dtype, β and grouping; return the grouping and the (β, shift) query-scale candidates."""
+def check_request(dtype: str, beta: float | str, group: str, ff: str = "knots",
+                  labels: str = "auto") -> tuple[str, list[tuple[float, int]]]:  # fmt: skip
+    """Validate dtype, β, grouping, FF rule and label code; return the grouping and the (β, shift) candidates."""
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
+    if ff not in ("knots", "ramps"):
+        raise InputError(f"ff must be 'knots' (one unit per slope change) or 'ramps' (two per label change), got {ff!r}")
+    if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
+        raise InputError(f"labels must be 'ordinal', 'one-hot' or 'auto' ('ramps' needs one-hot), got {labels!r}")
     if group == "auto":
         group = "word-pos" if dtype == "float32" else "word"
     if group not in ("word", "word-pos"):

@@ -1,0 +1,92 @@
+"""The knot interpolant FF (one ReLU per slope change): never above paper A's count, certified at the ceiling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset, paper_a_param_count
+from uatlab.data import ceiling_report, from_lists
+from uatlab.data.synthetic import synthetic_dataset
+
+
+def perm_parity(N: int, n: int, V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    ms = rng.integers(0, V, size=n)
+    toks = [[f"w{w}" for w in rng.permutation(ms)] for _ in range(N)]
+    return from_lists(toks, [[f"p{k % 2}" for k in range(n)] for _ in range(N)])
+
+
+def count_mod3(N: int, n: int, V: int, seed: int):
+    rng = np.random.default_rng(seed)
+    toks, labs = [], []
+    for _ in range(N):
+        ws = rng.integers(0, V, size=n).tolist()
+        seen: dict[int, int] = {}
+        lab = []
+        for w in ws:
+            lab.append(f"c{seen.get(w, 0) % 3}")
+            seen[w] = seen.get(w, 0) + 1
+        toks.append([f"w{w}" for w in ws])
+        labs.append(lab)
+    return from_lists(toks, labs)
+
+
+FAMILIES = {
+    "perm-parity": lambda: perm_parity(60, 12, 6, 0),
+    "count-mod3": lambda: count_mod3(30, 24, 5, 1),
+    "random-C20": lambda: synthetic_dataset(12, 40, 60, 20, seed=2),
+    "synthetic": lambda: synthetic_dataset(80, 8, 40, 4, seed=3),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_never_above_paper_a_and_certified_at_the_ceiling(family, dtype):
+    data = FAMILIES[family]()
+    res = compile_dataset(data, dtype=dtype)
+    fig, cert = res.report, res.certificate
+    d, n, N = res.model.config.d_model, data.max_len, len(data)
+    assert fig["paper_a_param_count"] == paper_a_param_count(d, n, N)
+    assert fig["params_non_embedding"] <= fig["paper_a_param_count"] and fig["within_paper_a"]
+    assert cert.certified and cert.certified_tokens == ceiling_report(data).ceiling_tokens
+    assert cert.correct_tokens == cert.ceiling_tokens
+
+
+def test_knots_use_fewer_units_than_ramps_on_alternating_labels():
+    # position parity: along h a word's labels alternate often, runs are single points → one unit per change
+    data = FAMILIES["perm-parity"]()
+    knots = compile_dataset(data, run_certificate=False).report
+    ramps = compile_dataset(data, ff="ramps", run_certificate=False).report
+    assert ramps["ff_width"] == 2 * ramps["label_boundaries"]
+    assert knots["label_boundaries"] <= knots["ff_width"] < 2 * knots["label_boundaries"]
+    assert knots["ff_width"] <= knots["tokens"]
+    assert knots["params_non_embedding"] < ramps["params_non_embedding"]
+
+
+def test_ordinal_readout_margin_is_at_least_one_half():
+    data = FAMILIES["synthetic"]()
+    res = compile_dataset(data, dtype="float64", labels="ordinal")
+    assert res.certificate.certified
+    assert 0.49 < res.report["min_certified_margin"] <= 0.5 + 1e-9  # (t − c)²/2 with |t − c| = 1
+
+
+def test_budget_dim_restores_paper_a_count():
+    from uatlab.constructions.paper_a.cor1_memorizer.knots import paper_a_budget_dim
+
+    for d, q, C, n, N in [(7, 3, 30, 2, 2), (7, 4, 5, 2, 2), (12, 100, 50, 10, 10), (5, 0, 2, 1, 1)]:
+        dd = paper_a_budget_dim(d, q, C, n, N)
+        assert dd >= d
+        ours = 4 * (1 + dd) + 2 * q * dd + C * dd
+        assert ours <= paper_a_param_count(dd, n, N)
+        if dd > d:  # minimal: one coordinate less would be above paper A's count
+            assert 4 * dd + 2 * q * (dd - 1) + C * (dd - 1) > paper_a_param_count(dd - 1, n, N)
+
+
+def test_many_labels_with_an_ordinal_code_stay_within_paper_a():
+    toks = [["a", "b"], ["b", "a"], *[[f"u{j}"] for j in range(26)]]
+    labs = [["y0", "y29"], ["y7", "y12"], *[[f"y{j + 1}"] for j in range(26)]]
+    res = compile_dataset(from_lists(toks, labs), dtype="float64", labels="ordinal")
+    fig = res.report
+    assert fig["params_non_embedding"] <= fig["paper_a_param_count"]
+    assert res.certificate.certified and res.certificate.correct_tokens == res.certificate.ceiling_tokens
