@@ -142,7 +142,10 @@ def _heatmaps(ctx: ClaimContext) -> ClaimResult:
             "trained_sup_error": [round(r["test_sup"], 4) for r in rows],
             "epochs": rows[0]["train_loss_curve"].__len__(),
         },
-        figure_files=[str(plot_heatmaps(rows, ctx.figure_path("B.exp.attention-maps-one-hot", "attention_maps.png")))],
+        figure_files=[str(plot_heatmaps(
+            [{**row, "range": r} for row, r in zip(rows, ranges, strict=True)],
+            ctx.figure_path("B.exp.attention-maps-one-hot", "attention_maps.png"),
+        ))],
         key_figure="closed_form_mean_max_weight",
         note="the trained maps are reported, not asserted (the paper's heat-maps come from training)",
     )
