@@ -1,0 +1,85 @@
+"""The compiled next-token memorizer as a torch module (float regimes only).
+
+Forward pass, for token ids (B, n):
+
+1. left-pad to n' with the pad id V; x_j = (ν[j, t_j], 1, 0)                               (B, n', 3)
+2. rank-1 single-head attention with skip (paper A's F^(SA)), softmax over keys:
+   q = x W_Q^T, k = x W_K^T (B, n', 1), v = x W_V^T (B, n', 1); out = x + softmax(q k^T) v W_O^T
+3. the last position's stream (B, 3) goes through the integer ReLU circuit (sparse layers) → y (B,)
+4. logits_c = 2c·y − c²  (B, C)
+
+All weights are integers (or 0/1 and n') below 2^53, so in float64 the forward pass is exact on the
+compiled data (see :mod:`uatlab.verify.next_token` for the certificate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
+from uatlab.errors import PrecisionError
+
+_MANTISSA = {torch.float64: 53, torch.float32: 24}
+
+
+class NextTokenModel(nn.Module):
+    """One rank-1 attention layer + a deep sparse ReLU network + a rank-1 readout."""
+
+    def __init__(self, memo: NextTokenMemorizer, dtype: torch.dtype = torch.float64) -> None:
+        super().__init__()
+        bits = _MANTISSA[dtype]
+        if memo.circuit.max_weight_bits() > bits or int(memo.layout.h_max).bit_length() > bits:
+            raise PrecisionError(f"weights of {memo.circuit.max_weight_bits()} bits do not fit {dtype}")
+        self.dtype, self.n, self.n_pad, self.V = dtype, memo.n, memo.layout.n_pad, memo.V
+        self.register_buffer("nu", torch.tensor(memo.nu, dtype=dtype))  # (n', V+1)
+        att = memo.attention_weights()
+        for name, w in att.items():
+            self.register_buffer(name, torch.tensor(w, dtype=dtype))
+        # each layer in coordinate form: unit rows[e] += weights[e] * input[cols[e]]
+        self._layers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        for layer in memo.circuit.layers:
+            rows = torch.repeat_interleave(torch.arange(layer.width), torch.tensor(np.diff(layer.ptr)))
+            self._layers.append(
+                (
+                    rows,
+                    torch.tensor(layer.cols),
+                    torch.tensor(layer.weights, dtype=dtype),
+                    torch.tensor(layer.bias, dtype=dtype),
+                )
+            )
+        c = torch.arange(memo.C, dtype=dtype)
+        self.register_buffer("readout_w", 2 * c)  # (C,)
+        self.register_buffer("readout_b", -(c * c))  # (C,)
+
+    def stream(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual stream at the last position after the attention layer, (B, 3)."""
+        B, n = tokens.shape
+        pad = torch.full((B, self.n_pad - n), self.V, dtype=torch.long)
+        ids = torch.cat([pad, tokens.long()], dim=1)  # (B, n')
+        pos = torch.arange(self.n_pad)
+        x = torch.stack(
+            [
+                self.nu[pos[None, :], ids],
+                torch.ones(B, self.n_pad, dtype=self.dtype),
+                torch.zeros(B, self.n_pad, dtype=self.dtype),
+            ],
+            dim=-1,
+        )  # (B, n', 3)
+        q = x[:, -1:, :] @ self.W_Q.T  # (B, 1, 1) query of the last token
+        k = x @ self.W_K.T  # (B, n', 1)
+        v = x @ self.W_V.T  # (B, n', 1)
+        a = torch.softmax(q @ k.transpose(1, 2), dim=-1)  # (B, 1, n'), exactly 1/n' each
+        return x[:, -1, :] + (a @ v)[:, 0, :] @ self.W_O.T  # (B, 3)
+
+    def label_value(self, tokens: torch.Tensor) -> torch.Tensor:
+        u = self.stream(tokens).T  # (3, B)
+        for rows, cols, w, b in self._layers:
+            out = b[:, None].repeat(1, u.shape[1])  # (width, B)
+            u = torch.relu(out.index_add_(0, rows, w[:, None] * u[cols]))
+        return u[0]  # (B,)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        y = self.label_value(tokens)  # (B,)
+        return y[:, None] * self.readout_w[None, :] + self.readout_b[None, :]  # (B, C)
