@@ -25,6 +25,7 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.paper_a_registered",
     "uatlab.claims.baselines",
     "uatlab.claims.equivariance",
+    "uatlab.claims.next_token",
 ]
 
 _loaded = False

@@ -9,7 +9,8 @@ Notation (ours ↔ Kajitsuka & Sato, ICLR 2025, next-token memorization; Vardi, 
   Z_C (see :mod:`uatlab.constructions.paper_c.retrieval`). The slot of a sequence in table t is
   s_t = h mod K_t, written s_t = o_t + D·(r_t + m·b_t): offset o_t in the word, word r_t in the bank,
   bank b_t. By the Chinese remainder theorem any two slots (s_t, s_u) are uniform on K_t × K_u when h is
-  uniform on a range ≥ 8·K_t K_u (we require that much id range; the exact regime takes 8·K_1K_2K_3).
+  uniform on a range ≥ 8·K_t K_u; we take 8·K_1K_2K_3 (all three independent) where the regime allows it,
+  and at least 8·K_t K_u (pairwise) otherwise.
 - A *word* packs D slots as base-C digits, Word = Σ_o T[o]·C^o < C^D: the paper's "crafted weight" that
   holds many labels, read back by bit (here: digit) extraction. D is the bit complexity knob:
   ≈ D·log2 C bits per weight.
@@ -132,9 +133,11 @@ def choose_layout(
             sizes = coprime_sizes(K)
             banks = -(-sizes[2] // (D * m))
             pair = (sizes[1] * sizes[2]).bit_length() + HASH_MARGIN_BITS
-            need = pair if h_bits_cap is not None else (math.prod(sizes)).bit_length() + HASH_MARGIN_BITS
-            if h_bits_cap is not None and need > h_bits_cap:
-                continue
+            need = math.prod(sizes).bit_length() + HASH_MARGIN_BITS  # all three slots independent
+            if h_bits_cap is not None:
+                if pair > h_bits_cap:
+                    continue
+                need = min(need, h_bits_cap)  # past the cap: pairwise independence only
             cost = estimate_parameters(C, D, m, banks, need)
             if best is None or cost < best[0]:
                 best = (cost, D, m, sizes, need)
@@ -147,8 +150,6 @@ def choose_layout(
             f"({h_bits_cap} bits); the largest N that fits is {n_fit}"
         )
     _, D, m, sizes, h_bits = best
-    if h_bits_cap is not None:
-        h_bits = h_bits_cap
     value_range = max(2, (1 << h_bits) // n_pad)
     return Layout(regime=regime, C=C, D=D, m=m, sizes=sizes, n_pad=n_pad, value_range=value_range)
 

@@ -207,7 +207,7 @@ def compile_next_token(
 ) -> tuple[NextTokenMemorizer, dict[str, Any]]:
     """Compile N next-token examples into a memorizer; returns it and a report (figures, seconds).
 
-    tokens: (N, n) int in [0, V); labels: (N,) int in [0, C). regime: 'exact' (unbounded integer
+    tokens: (N, n) int in [0, V] (V = pad, for left-padded shorter sequences); labels: (N,) int in [0, C). regime: 'exact' (unbounded integer
     weights), 'float64' or 'float32' (weights and every intermediate value integers ≤ 2^53 / 2^24).
     Raises PrecisionError before building when N does not fit the regime (with the largest N that does).
     """
@@ -216,8 +216,8 @@ def compile_next_token(
     labels = np.asarray(labels, dtype=np.int64)
     if tokens.ndim != 2 or len(tokens) != len(labels) or len(tokens) == 0:
         raise InputError(f"tokens must be (N, n) with N = len(labels) ≥ 1, got {tokens.shape} and {labels.shape}")
-    if tokens.min() < 0 or tokens.max() >= V:
-        raise InputError(f"token ids must lie in [0, {V})")
+    if tokens.min() < 0 or tokens.max() > V:
+        raise InputError(f"token ids must lie in [0, {V}] ({V} is the pad id)")
     if labels.min() < 0 or labels.max() >= C:
         raise InputError(f"labels must lie in [0, {C})")
     uniq, maj, _, ceiling = dedupe(tokens, labels)

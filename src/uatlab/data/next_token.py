@@ -1,0 +1,223 @@
+"""Next-token data: N sequences with ONE label each (the next token, or a class of the sequence).
+
+Two sources:
+
+- JSONL, one object per line: ``{"tokens": [...], "label": ...}`` (tokens and label strings or integers;
+  read as strings). Sequences may differ in length; shorter ones are left-padded with a pad id.
+- A plain text file cut into windows: every run of ``window`` consecutive tokens is a sequence and the
+  token after it is its label. Tokenisers: ``whitespace`` (str.split) and ``python`` (the standard
+  library's :mod:`tokenize`; layout tokens become ``<NEWLINE>``, ``<INDENT>``, ``<DEDENT>``, ``<NL>``).
+
+Every error names the file and line (JSONL) or the file and the offending quantity (text).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tokenize
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from uatlab.errors import InputError
+
+PAD = "<pad>"
+
+
+@dataclass
+class NextTokenData:
+    """N sequences (left-padded to a common length with id ``pad_id``) and one label each.
+
+    tokens: (N, n) int64 ids into ``token_vocab`` (``pad_id = len(token_vocab)`` marks padding);
+    labels: (N,) int64 ids into ``label_vocab``; lines[i]: where example i comes from (file line, or
+    the token index of the window in text mode).
+    """
+
+    tokens: np.ndarray
+    labels: np.ndarray
+    token_vocab: list[str]
+    label_vocab: list[str]
+    source: str = "<memory>"
+    lines: list[int] = field(default_factory=list)
+
+    @property
+    def pad_id(self) -> int:
+        return len(self.token_vocab)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def window(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_vocab)
+
+
+def _ids(items: Iterable[str], vocab: dict[str, int]) -> list[int]:
+    out = []
+    for it in items:
+        if it not in vocab:
+            vocab[it] = len(vocab)
+        out.append(vocab[it])
+    return out
+
+
+def read_next_token_jsonl(path: str | os.PathLike, labels_are_tokens: bool = False) -> NextTokenData:
+    """Read ``{"tokens": [...], "label": ...}`` lines. With ``labels_are_tokens`` (next-token prediction),
+    a label that never occurs as a token is an error naming it and its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file {path} does not exist")
+    tok_vocab: dict[str, int] = {}
+    lab_vocab: dict[str, int] = {}
+    seqs: list[list[int]] = []
+    labs: list[int] = []
+    lines: list[int] = []
+    first_line: dict[str, int] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError(f'{where}: expected an object {{"tokens": [...], "label": ...}}')
+            if "labels" in obj and "label" in obj:
+                raise InputError(f'{where}: has both "label" and "labels"; a next-token example has one "label"')
+            if "labels" in obj:
+                raise InputError(f'{where}: has "labels" (one per token); a next-token example has one "label"')
+            if "tokens" not in obj or "label" not in obj:
+                raise InputError(f'{where}: expected an object with "tokens" and "label"')
+            toks, lab = obj["tokens"], obj["label"]
+            if not isinstance(toks, list):
+                raise InputError(f'{where}: "tokens" must be a list')
+            if len(toks) == 0:
+                raise InputError(f"{where}: empty token list")
+            for v in [*toks, lab]:
+                if not isinstance(v, (str, int)) or isinstance(v, bool):
+                    raise InputError(f"{where}: {v!r} is neither a string nor an integer")
+            seqs.append(_ids((str(t) for t in toks), tok_vocab))
+            lab_s = str(lab)
+            first_line.setdefault(lab_s, lineno)
+            labs.append(_ids([lab_s], lab_vocab)[0])
+            lines.append(lineno)
+    if not seqs:
+        raise InputError(f"{path}: no examples found")
+    if labels_are_tokens:
+        for lab_s, ln in first_line.items():
+            if lab_s not in tok_vocab:
+                raise InputError(
+                    f"{path}:{ln}: label {lab_s!r} never occurs as a token, so next-token generation cannot "
+                    f"produce it (use classification labels without next-token generation)"
+                )
+    n = max(len(s) for s in seqs)
+    pad = len(tok_vocab)
+    arr = np.full((len(seqs), n), pad, dtype=np.int64)
+    for i, s in enumerate(seqs):
+        arr[i, n - len(s) :] = s
+    return NextTokenData(arr, np.asarray(labs, dtype=np.int64), list(tok_vocab), list(lab_vocab), str(path), lines)
+
+
+def tokenize_text(text: str, tokenizer: str, source: str = "<text>") -> list[str]:
+    """Split text into tokens: 'whitespace' or 'python' (the tokenize module)."""
+    if tokenizer == "whitespace":
+        return text.split()
+    if tokenizer == "python":
+        out: list[str] = []
+        layout = {tokenize.NEWLINE: "<NEWLINE>", tokenize.NL: "<NL>", tokenize.INDENT: "<INDENT>",
+                  tokenize.DEDENT: "<DEDENT>"}  # fmt: skip
+        try:
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):
+                    continue
+                out.append(layout.get(tok.type, tok.string))
+        except (tokenize.TokenError, SyntaxError, IndentationError) as exc:
+            raise InputError(f"{source}: not tokenizable as Python ({exc})") from None
+        return out
+    raise InputError(f"unknown tokenizer {tokenizer!r}: use 'whitespace' or 'python'")
+
+
+def windows_from_tokens(
+    streams: list[tuple[str, list[str]]], window: int, max_windows: int | None = None
+) -> NextTokenData:
+    """All windows of ``window`` tokens of each stream, each labelled with the token after it.
+
+    streams: (name, tokens) pairs (windows never cross streams). Errors: window < 1 (empty window),
+    window ≥ the longest stream (no window fits).
+    """
+    if window < 1:
+        raise InputError(f"--window {window}: a window needs at least one token")
+    longest = max((len(t) for _, t in streams), default=0)
+    if window >= longest:
+        name = max(streams, key=lambda s: len(s[1]))[0] if streams else "<text>"
+        raise InputError(
+            f"--window {window} is longer than the text: {name} has {longest} tokens, so no window of "
+            f"{window} tokens has a next token (use --window ≤ {max(longest - 1, 0)})"
+        )
+    tok_vocab: dict[str, int] = {}
+    rows, labs, where = [], [], []
+    for _, toks in streams:
+        if len(toks) <= window:
+            continue
+        ids = np.asarray(_ids(toks, tok_vocab), dtype=np.int64)
+        count = len(ids) - window
+        if max_windows is not None:
+            count = min(count, max_windows - len(labs))
+        if count <= 0:
+            break
+        idx = np.arange(count)[:, None] + np.arange(window)[None, :]
+        rows.append(ids[idx])
+        labs.extend(ids[window : window + count].tolist())
+        where.extend(range(count))
+    tokens = np.concatenate(rows)
+    labels_tok = np.asarray(labs, dtype=np.int64)
+    # labels: the subset of tokens that occur as a next token, in first-seen order
+    used, lab_ids = np.unique(labels_tok, return_inverse=True)
+    first = {int(u): i for i, u in enumerate(used)}
+    vocab_list = list(tok_vocab)
+    label_vocab = [vocab_list[int(u)] for u in used]
+    labels = np.asarray([first[int(v)] for v in labels_tok], dtype=np.int64)
+    assert (labels == lab_ids.reshape(-1)).all()
+    src = streams[0][0] if len(streams) == 1 else f"{len(streams)} files"
+    return NextTokenData(tokens, labels, vocab_list, label_vocab, src, where)
+
+
+def read_text_windows(path: str | os.PathLike, window: int, tokenizer: str = "whitespace") -> NextTokenData:
+    """Windows of a text file (see :func:`windows_from_tokens`); validates ``window`` before reading."""
+    if window < 1:
+        raise InputError(f"--window {window}: a window needs at least one token")
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"text file {path} does not exist")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return windows_from_tokens([(str(path), tokenize_text(text, tokenizer, str(path)))], window)
+
+
+def python_stdlib_windows(window: int, min_windows: int, root: str | os.PathLike | None = None) -> NextTokenData:
+    """Windows of this Python's standard-library sources (tokenised by :mod:`tokenize`), files in sorted
+    order until at least ``min_windows`` windows are collected (a text corpus every machine with Python has)."""
+    import sysconfig
+
+    base = Path(root or sysconfig.get_paths()["stdlib"])
+    streams: list[tuple[str, list[str]]] = []
+    total = 0
+    for f in sorted(base.glob("*.py")):
+        try:
+            toks = tokenize_text(f.read_text(encoding="utf-8"), "python", str(f))
+        except (InputError, UnicodeDecodeError):
+            continue
+        streams.append((f.name, toks))
+        total += max(0, len(toks) - window)
+        if total >= min_windows:
+            break
+    return windows_from_tokens(streams, window, max_windows=min_windows)
