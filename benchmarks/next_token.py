@@ -33,7 +33,7 @@ def corpus(window: int, min_windows: int) -> dict:
     import torch
 
     from uatlab.constructions.paper_c.model import NextTokenModel
-    from uatlab.constructions.paper_c.next_token_memorizer import compile_next_token
+    from uatlab.constructions.paper_c.next_token_memorizer import compile_memorizer
     from uatlab.data.next_token import python_stdlib_windows
     from uatlab.experiments.next_token import cpu_seconds
     from uatlab.verify.next_token import certify_next_token
@@ -41,7 +41,7 @@ def corpus(window: int, min_windows: int) -> dict:
     t0, c0 = time.perf_counter(), cpu_seconds()
     data = python_stdlib_windows(window, min_windows)
     t_read = time.perf_counter() - t0
-    memo, _ = compile_next_token(data.tokens, data.labels, V=len(data.token_vocab), C=data.num_classes,
+    memo, _ = compile_memorizer(data.tokens, data.labels, V=len(data.token_vocab), C=data.num_classes,
                                  regime="float64")  # fmt: skip
     t_compile = time.perf_counter() - t0 - t_read
     cert = certify_next_token(memo, data.tokens, data.labels)
@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--Ns", default=None, help="comma-separated N (default 100,1000,10000,100000)")
     p.add_argument("--certify-max", type=int, default=100_000, help="certify up to this N (exact and float64)")
     p.add_argument("--per-token-max", type=int, default=10_000)
+    p.add_argument("--float64-extra", default="", help="further N compiled in float64 only (e.g. 30000,300000)")
     p.add_argument("--corpus", action="store_true")
     p.add_argument("--corpus-windows", type=int, default=200_000)
     p.add_argument("--trained", action="store_true")
@@ -134,7 +135,15 @@ def main(argv: list[str] | None = None) -> int:
         if N <= a.per_token_max and (N, "per-token (paper A)") not in done:
             state["rows"].append(nt.per_token_point(N))
             _save(out, state)
-    state["slopes"] = nt.slopes(state["rows"])
+    for N in [int(x) for x in a.float64_extra.split(",") if x]:
+        if (N, "float64") not in done:
+            state["rows"].append(nt.compiled_point(N, "float64", certify=True))
+            _save(out, state)
+    fit = [r for r in state["rows"] if r["N"] in Ns or r["regime"] != "float64"]
+    state["slopes"] = nt.slopes(fit)
+    state["slopes_float64_from_bend"] = nt.slopes(
+        [r for r in state["rows"] if r["regime"] == "float64" and r["N"] >= nt.bend_point()]
+    ).get("float64")
     state["bend_N"] = nt.bend_point()
     if a.corpus and "corpus" not in state:
         state["corpus"] = corpus(32, a.corpus_windows)

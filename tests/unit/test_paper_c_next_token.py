@@ -9,7 +9,7 @@ import torch
 from uatlab.constructions.paper_c.circuit_stages import extract_digit, mixed_radix_digits, residues
 from uatlab.constructions.paper_c.layout import choose_layout
 from uatlab.constructions.paper_c.model import NextTokenModel
-from uatlab.constructions.paper_c.next_token_memorizer import compile_next_token
+from uatlab.constructions.paper_c.next_token_memorizer import compile_memorizer
 from uatlab.constructions.paper_c.relu_circuit import Circuit, evaluate_exact, float_exactness_bound
 from uatlab.constructions.paper_c.retrieval import lookup, solve_retrieval
 from uatlab.errors import PrecisionError
@@ -74,7 +74,7 @@ def test_compiled_memorizer_is_certified_and_predicts_labels(regime):
     N, n, V, C = 600, 12, 5, 10
     tokens = rng.integers(0, V, size=(N, n))
     labels = rng.integers(0, C, size=N)
-    memo, _ = compile_next_token(tokens, labels, V=V, C=C, regime=regime, seed=0)
+    memo, _ = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=0)
     cert = certify_next_token(memo, tokens, labels)
     assert cert.certified, cert.reason
     assert cert.correct_rows == cert.ceiling_rows == N
@@ -90,7 +90,7 @@ def test_compiled_memorizer_is_certified_and_predicts_labels(regime):
 def test_conflicting_duplicates_set_the_ceiling():
     tokens = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2], [2, 1, 0]])
     labels = np.array([3, 3, 4, 1])
-    memo, _ = compile_next_token(tokens, labels, V=3, C=5, regime="float64")
+    memo, _ = compile_memorizer(tokens, labels, V=3, C=5, regime="float64")
     cert = certify_next_token(memo, tokens, labels)
     assert cert.ceiling_rows == 3 and cert.correct_rows == 3 and cert.certified
 
@@ -99,7 +99,7 @@ def test_corrupted_word_breaks_the_certificate():
     rng = np.random.default_rng(5)
     tokens = rng.integers(0, 4, size=(300, 8))
     labels = rng.integers(0, 10, size=300)
-    memo, _ = compile_next_token(tokens, labels, V=4, C=10, regime="float64")
+    memo, _ = compile_memorizer(tokens, labels, V=4, C=10, regime="float64")
     # the word-selection layer holds the packed labels: add 1 to every nonzero weight there
     layer = memo.circuit.layers[memo.circuit.notes["words"]]
     big = max(abs(w) for w in layer.weights)  # the gate weight K = C^D; every other weight is a word
@@ -118,7 +118,22 @@ def test_exact_regime_parameters_grow_sublinearly():
     for N in (200, 3200):
         rng = np.random.default_rng(N)
         tokens = rng.integers(0, 4, size=(N, 16))
-        memo, _ = compile_next_token(tokens, rng.integers(0, 10, size=N), V=4, C=10, regime="exact")
+        memo, _ = compile_memorizer(tokens, rng.integers(0, 10, size=N), V=4, C=10, regime="exact")
         counts.append(memo.parameters["non_embedding"])
     slope = np.log(counts[1] / counts[0]) / np.log(16)
     assert slope < 0.6, counts
+
+
+def test_compile_next_token_returns_a_certified_construction():
+    from uatlab.constructions import BY_THEOREM
+    from uatlab.constructions.paper_c.api import compile_next_token
+
+    rng = np.random.default_rng(6)
+    tokens = rng.integers(0, 4, size=(200, 10))
+    labels = rng.integers(0, 10, size=200)
+    for regime in ("exact", "float64"):
+        con = compile_next_token(tokens, labels, V=4, C=10, regime=regime)
+        assert con.certificate.certified and con.facts["paper"] == "Kajitsuka & Sato, ICLR 2025"
+        with torch.no_grad():
+            assert (con.model(torch.tensor(tokens)).argmax(dim=1).numpy() == labels).all()
+    assert BY_THEOREM[("C", "next-token memorization")] is compile_next_token

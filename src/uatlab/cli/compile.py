@@ -102,8 +102,22 @@ def compile_cmd(
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    task: str = typer.Option(
+        "token", "--task", help="'token' (a label per token) or 'next-token' (one label per sequence, Kajitsuka & "
+        "Sato 2025: JSONL {tokens, label} or a text file cut by --window; --dtype float64, float32 or exact)."
+    ),
+    window: int | None = typer.Option(None, "--window", help="next-token, text files: tokens per window."),
+    tokenizer: str = typer.Option("whitespace", "--tokenizer", help="next-token, text files: whitespace or python."),
 ) -> None:
     """Compile a labelled data set into a certified one-layer rank-1 Transformer (out of core)."""
+    if task == "next-token":
+        from uatlab.cli.next_token import compile_next_token_command
+
+        fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
+        out_nt = out if out != Path("model.safetensors") else Path("model.next-token.json")
+        return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
+    if task != "token":
+        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import (
         certify_chunks_with_progress,

@@ -12,6 +12,7 @@ from uatlab.cli.app import app, console, err_console, format_value, key_value_ta
 from uatlab.data import read_sequences
 from uatlab.data.conll import iob1_to_iob2
 from uatlab.data.dataset import SequenceDataset
+from uatlab.errors import InputError
 from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
 
 
@@ -240,8 +241,20 @@ def capacity_command(
     workers: int = typer.Option(1, "--workers", help="Parallel trials (local executor)."),
     threads: int = typer.Option(1, "--threads", help="torch threads per trial."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    task: str = typer.Option(
+        "token", "--task", help="'token', or 'next-token': random next-token labels (n = 32, C = 10), smallest "
+        "trained 1-layer model at 100 % vs the compiled memorizer (Kajitsuka & Sato 2025); --ns default 100,1000,10000."
+    ),
+    blocks: bool = typer.Option(False, "--blocks", help="next-token: also blocks 1…40 at N = 3,000 (paper's figure)."),
 ) -> None:
     """Smallest 1-layer rank-1 model reaching the ceiling vs N: log-log slope with CI, bits per parameter."""
+    if task == "next-token":
+        from uatlab.cli.next_token import capacity_next_token_command
+
+        nt_ns = ns if ns != "16,32,64,128,256" else "100,1000,10000"
+        return capacity_next_token_command(nt_ns, quick, blocks, out, json_out)
+    if task != "token":
+        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     from uatlab.experiments.capacity import run_capacity
 
     n_list, grid_t = _ints(ns), _ints(grid) or None

@@ -1,7 +1,8 @@
 """Theorems as weight builders. Every builder returns a :class:`Construction`.
 
 ``BY_THEOREM`` is the table theorem → builder (``build_*`` from a theorem's parameters, ``compile_*`` from
-data or from a network). Paper A = Kajitsuka & Sato, ICLR 2024; paper B = Hu et al. 2025.
+data or from a network). Paper A = Kajitsuka & Sato, ICLR 2024; paper B = Hu et al. 2025; paper C = Kajitsuka
+& Sato, ICLR 2025 (next-token memorization).
 """
 
 from uatlab.constructions.contract import Construction
@@ -13,6 +14,7 @@ from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
 from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, compile_relu_network_two_layer
 from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
 from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
+from uatlab.constructions.paper_c.api import compile_next_token
 
 #: (paper, theorem) → the function that makes it executable. Theorem 1 is a counterexample: its entry
 #: builds the inputs on which every hardmax self-attention layer collides.
@@ -27,6 +29,7 @@ BY_THEOREM = {
     ("B", "Lemma 3.11, two layers"): compile_relu_network_two_layer,
     ("B", "Lemma 3.11, two standard attention layers"): compile_relu_network_standard,
     ("B", "Appendix B"): build_incontext_gd,
+    ("C", "next-token memorization"): compile_next_token,  # Kajitsuka & Sato, ICLR 2025
 }
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "build_truncated_linear_attention",
     "build_universal_approximator",
     "compile_memorizer",
+    "compile_next_token",
     "compile_relu_network",
     "compile_relu_network_standard",
     "compile_relu_network_two_layer",

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from uatlab.constructions.paper_c.layout import choose_layout, max_digits
-from uatlab.constructions.paper_c.next_token_memorizer import compile_next_token
-from uatlab.experiments.paper_b.sweeps import fit_loglog_slope  # noqa: F401 (re-exported)
+from uatlab.constructions.paper_c.next_token_memorizer import compile_memorizer
+from uatlab.experiments.measure import fit_loglog_slope  # noqa: F401 (re-exported)
 from uatlab.verify.next_token import certify_next_token
 
 
@@ -54,7 +54,7 @@ def compiled_point(
 ) -> dict[str, Any]:
     tokens, labels = random_next_token(N, n, V, C, seed)
     w0, c0 = time.perf_counter(), cpu_seconds()
-    memo, _ = compile_next_token(tokens, labels, V=V, C=C, regime=regime, seed=seed)
+    memo, _ = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=seed)
     w1, c1 = time.perf_counter(), cpu_seconds()
     row: dict[str, Any] = {
         "N": N, "regime": regime, "n": n, "C": C, "V": V,
@@ -75,7 +75,7 @@ def compiled_point(
 
 def per_token_point(N: int, n: int = 32, C: int = 10, V: int = 4, seed: int = 0) -> dict[str, Any]:
     """Paper A's memorizer (one feed-forward unit per context) on the same next-token data."""
-    from uatlab.constructions.memorizer import compile_dataset
+    from uatlab.constructions.paper_a.cor1_memorizer.api import compile_dataset
     from uatlab.data.dataset import SequenceDataset
 
     tokens, labels = random_next_token(N, n, V, C, seed)

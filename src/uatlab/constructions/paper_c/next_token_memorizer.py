@@ -202,7 +202,7 @@ def build_circuit(layout: Layout, tables: list[np.ndarray]) -> Circuit:
     return circ
 
 
-def compile_next_token(
+def compile_memorizer(
     tokens: np.ndarray, labels: np.ndarray, V: int, C: int, regime: str = "float64", seed: int = 0, max_tries: int = 12
 ) -> tuple[NextTokenMemorizer, dict[str, Any]]:
     """Compile N next-token examples into a memorizer; returns it and a report (figures, seconds).

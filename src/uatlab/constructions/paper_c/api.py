@@ -1,0 +1,57 @@
+"""``compile_next_token``: next-token data → :class:`~uatlab.constructions.contract.Construction`.
+
+Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers" (ICLR 2025), next-token
+memorization; the construction, its derivation and its bound are in
+:mod:`uatlab.constructions.paper_c.next_token_memorizer`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from uatlab.constructions.contract import Construction
+from uatlab.constructions.paper_c.next_token_memorizer import PAPER, THEOREM, NextTokenMemorizer, compile_memorizer
+
+
+class ExactNextTokenModule(nn.Module):
+    """The exact-regime memorizer as a module: integer evaluation on CPU, logits 2c·y − c² as float64.
+
+    Its words exceed what any float holds, so there is no floating-point forward pass; this module runs the
+    integer circuit exactly (Python integers) and returns exact logits (exactly representable: small integers).
+    """
+
+    def __init__(self, memo: NextTokenMemorizer) -> None:
+        super().__init__()
+        self.memo = memo
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        y = torch.tensor(self.memo.predict_exact(np.asarray(tokens.cpu(), dtype=np.int64)), dtype=torch.float64)
+        c = torch.arange(self.memo.C, dtype=torch.float64)
+        return y[:, None] * (2 * c)[None, :] - (c * c)[None, :]  # (B, C)
+
+
+def compile_next_token(
+    tokens: np.ndarray, labels: np.ndarray, V: int, C: int, regime: str = "float64", seed: int = 0, certify: bool = True
+) -> Construction:
+    """Compile N next-token examples (tokens (N, n) in [0, V], V = pad; labels (N,) in [0, C)).
+
+    regime: 'exact' (integer weights of any size, evaluated exactly), 'float64' or 'float32' (every weight
+    and every intermediate value an integer ≤ 2^53 / 2^24). Raises PrecisionError before building when N
+    does not fit the regime, naming the largest N that does.
+    """
+    from uatlab.constructions.paper_c.model import NextTokenModel
+    from uatlab.verify.next_token import certify_next_token
+
+    memo, report = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=seed)
+    model: nn.Module = (
+        ExactNextTokenModule(memo)
+        if regime == "exact"
+        else NextTokenModel(memo, torch.float64 if regime == "float64" else torch.float32)
+    )
+    cert = certify_next_token(memo, tokens, labels) if certify else None
+    guarantee = {"min_logit_margin": 1.0, "certified_examples": float(cert.correct_rows) if cert else float("nan")}
+    facts = dict(memo.facts) | {"paper": PAPER, "theorem": THEOREM, "parameters": memo.parameters["total"],
+                                "seconds": report["seconds_total"]}  # fmt: skip
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=memo)
