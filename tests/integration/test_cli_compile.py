@@ -134,3 +134,19 @@ def test_bad_inputs_are_clear_errors(capsys, tmp_path, conll):
     truncated.write_bytes(model.read_bytes()[:-100])
     assert "error" in _run(capsys, ["certify", str(truncated), str(conll)], 2).err
     assert "float64 or float32" in _run(capsys, ["compile", str(conll), "--dtype", "half"], 2).err
+
+
+def test_compile_that_does_not_certify_says_how_far_it_got(capsys, tmp_path):
+    # float32 with one FF group per word over 4 words in 60 sequences: the word-level boundaries of h need
+    # more bits than float32 holds, so part of the ceiling cannot be proven (the default groups by position)
+    from uatlab.data.jsonl import write_jsonl
+    from uatlab.data.synthetic import synthetic_dataset
+
+    data = tmp_path / "d.jsonl"
+    write_jsonl(synthetic_dataset(60, 10, 4, 3, seed=0), data)
+    args = ["compile", str(data), "--dtype", "float32", "--group", "word", "--out", str(tmp_path / "w.safetensors")]
+    fig = _json(capsys, args)
+    assert fig["certified"] is False and 0 < fig["certified_tokens"] < fig["ceiling_tokens"]
+    assert f"{fig['certified_tokens']} of {fig['ceiling_tokens']} winnable tokens certified" in fig["note"]
+    ex = fig["uncertified_examples"]
+    assert ex and all(e["certified_margin_lower_bound"] <= 0 for e in ex)

@@ -14,7 +14,7 @@ from conll_location import conll2003_dir
 
 DATA = conll2003_dir()
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a shared machine can be slow
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
