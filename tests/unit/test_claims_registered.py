@@ -15,6 +15,7 @@ NEW_IDS = {
     "B.approx.standard-layers",
     "A.sec5.rank-ablation",
     "A.thm2.causal-exact",
+    "B.approx.one-layer-softmax-pooling",
 }
 
 
