@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from uatlab.constructions.paper_b_softmax_pooling import boltz_rows, build_softmax_pooling
-from uatlab.constructions.relu_compiler import random_relu_network
+from uatlab.constructions.paper_b.lem3_11_relu_network import random_relu_network
+from uatlab.constructions.paper_b.v2_one_layer_softmax import boltz_rows, build_softmax_pooling, evaluate
 from uatlab.errors import InputError
 
 
@@ -21,9 +21,9 @@ def test_error_within_bound_and_falls_with_beta(seed):
     x = np.random.default_rng(seed).uniform(0, 1, size=(40, 3, 2))
     errs = []
     for beta in (10.0, 1000.0):
-        m = build_softmax_pooling(net, beta)
-        e = np.abs(m(x) - net(x)).max()
-        assert e <= m.bound
+        c = build_softmax_pooling(net, beta)
+        e = np.abs(evaluate(c, x) - net(x)).max()
+        assert e <= c.guarantee["sup_error_bound"]
         errs.append(e)
     assert errs[1] < errs[0] / 10
 

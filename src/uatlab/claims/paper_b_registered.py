@@ -275,9 +275,9 @@ def _standard_layers(ctx: ClaimContext) -> ClaimResult:
 def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
     import numpy as np
 
-    from uatlab.constructions.paper_b_softmax_pooling import build_softmax_pooling
-    from uatlab.constructions.relu_compiler import random_relu_network
-    from uatlab.experiments.paper_b.sweeps import fit_loglog_slope
+    from uatlab.constructions.paper_b.lem3_11_relu_network import random_relu_network
+    from uatlab.constructions.paper_b.v2_one_layer_softmax import build_softmax_pooling, evaluate
+    from uatlab.experiments.measure import fit_loglog_slope
 
     betas = [10.0, 100.0, 1000.0]
     nets = 1 if ctx.quick else 5
@@ -287,10 +287,10 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
         x = np.random.default_rng(ctx.seed + 1000 + k).uniform(0, 1, size=(32 if ctx.quick else 200, 20, 5))
         y = net(x)
         for beta in betas:
-            m = build_softmax_pooling(net, beta)
-            err = float(np.abs(m(x) - y).max())
+            c = build_softmax_pooling(net, beta)
+            err = float(np.abs(evaluate(c, x) - y).max())
             rows.append({"net": k, "beta": beta, "sup_error": err, "relative": err / float(y.max() - y.min()),
-                         "bound": m.bound, "pieces": m.pieces})  # fmt: skip
+                         "bound": c.guarantee["sup_error_bound"], "pieces": c.facts["pieces"]})  # fmt: skip
     within = all(r["sup_error"] <= r["bound"] for r in rows)
     at100 = max(r["relative"] for r in rows if r["beta"] == 100.0)
     slope = fit_loglog_slope(betas, [max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas])
