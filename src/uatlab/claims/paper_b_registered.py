@@ -129,7 +129,7 @@ def _heatmaps(ctx: ClaimContext) -> ClaimResult:
     for r in ranges:
         p = {"range": r, "seed": 1234 + ctx.seed, "n": 30, "d": 10, "num_examples": 2}
         p.update(n_samples=200, epochs=3) if ctx.quick else p.update(n_samples=1000, epochs=100)
-        rows.append(run_heatmap_trial(p))
+        rows.append({**run_heatmap_trial(p), "range": r})  # plot_heatmaps labels the rows by |b−a|
     cf_weight = min(r["cf_max_weight"] for r in rows)
     better = all(r["cf_sup"] <= r["test_sup"] for r in rows)
     return ClaimResult(
