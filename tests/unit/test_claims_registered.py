@@ -16,6 +16,7 @@ NEW_IDS = {
     "A.sec5.rank-ablation",
     "A.thm2.causal-exact",
     "B.approx.one-layer-softmax-pooling",
+    "B.approx.incontext-ridge",
 }
 
 
