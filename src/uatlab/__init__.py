@@ -11,13 +11,9 @@ fast; subpackages are the stages a user thinks in: :mod:`uatlab.models` (paper A
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-try:
-    __version__ = version("uatlab")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
+__version__ = "0.1.0"  # the one place the version is defined (pyproject.toml reads it from here)
 
 _EXPORTS = {
     # models

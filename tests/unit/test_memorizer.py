@@ -27,7 +27,7 @@ def torch_predictions(model, data):
         batch[b, : len(seq)] = torch.from_numpy(seq)
         mask[b, : len(seq)] = True
     with torch.no_grad():
-        logits = model(batch, key_padding_mask=mask)
+        logits = model(batch, attend_mask=mask)
     labels = enc.id_to_label
     return [[labels[int(j)] for j in logits[b, : len(seq)].argmax(-1)] for b, seq in enumerate(ids)]
 

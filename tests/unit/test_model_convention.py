@@ -48,5 +48,5 @@ def test_causal_and_padding_masks():
     torch.testing.assert_close(full[:, :3], prefix)  # a causal layer ignores the future
     pad = torch.tensor([[True, True, True, False, False]])
     layer.causal = False
-    padded = layer(x, key_padding_mask=pad)
+    padded = layer(x, attend_mask=pad)
     torch.testing.assert_close(padded[:, :3], layer(x[:, :3]))

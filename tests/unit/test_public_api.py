@@ -65,3 +65,12 @@ def test_unknown_attribute_is_an_attribute_error():
         assert "no_such_name" in str(e)
     else:
         raise AssertionError("uatlab.no_such_name resolved")
+
+
+def test_cli_help_and_version_do_not_import_torch():
+    code = (
+        "import sys; from uatlab.cli import _load_commands, main; _load_commands(); "
+        "print('torch' in sys.modules); main(['--version'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "False" and out[1] == f"uatlab {uatlab.__version__}"

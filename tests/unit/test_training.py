@@ -115,7 +115,7 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     enc = encode(data, model.encoding)
     b = collate(enc, range(len(enc)))
     with torch.no_grad():
-        pred = model(b.inputs, key_padding_mask=b.mask).argmax(-1)
+        pred = model(b.inputs, attend_mask=b.mask).argmax(-1)
     assert int(((pred == b.targets) & b.mask).sum()) == data.num_tokens - r.history[-1]["train_errors"]
 
 

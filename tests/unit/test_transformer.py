@@ -22,7 +22,7 @@ def test_forward_shapes_and_padding():
     ids = torch.randint(0, 11, (3, 7))
     mask = torch.ones(3, 7, dtype=torch.bool)
     mask[1, 5:] = False
-    out = model(ids, key_padding_mask=mask)
+    out = model(ids, attend_mask=mask)
     assert out.shape == (3, 7, 4) and out.dtype == torch.float64
     # padding keys do not influence real tokens: compare with the unpadded sequence
     alone = model(ids[1:2, :5])

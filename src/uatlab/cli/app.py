@@ -26,8 +26,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from uatlab import __version__
+
+        typer.echo(f"uatlab {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the uatlab version and exit."
+    ),
+) -> None:
     """uatlab: what softmax attention can express, made executable."""
 
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, print_json
 from uatlab.errors import InputError
-from uatlab.experiments import approximation_sweeps as sw
 
 approx = typer.Typer(
     name="approx",
@@ -31,6 +29,10 @@ app.add_typer(approx, name="approx")
 OUT = typer.Option(Path("approx-out"), "--out", help="Folder for the CSV and the figure.")
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
+
+if TYPE_CHECKING:
+    from uatlab.experiments import approximation_sweeps as sw
+
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -61,6 +63,7 @@ def _progress(json_out: bool):
 
 
 def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: list[str], **plot: Any) -> None:
+    from uatlab.experiments import approximation_sweeps as sw
     csv_path = sw.write_csv(sweep, out / f"{sweep.name}.csv")
     fig_path = sw.plot_sweep(sweep, out / f"{sweep.name}.png", x_key, **plot)
     data = sweep.to_json()
@@ -94,6 +97,9 @@ def truncated_linear_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Paper B: attention computing the clamp min(max(y, a), b); sup error vs anchors m, with the proven bound."""
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
     s = sw.sweep_truncated_linear(
@@ -121,6 +127,9 @@ def heads_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Paper B: multi-head telescoping split of [−1,1]; sup error vs heads H, with the proven bound."""
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
     s = sw.sweep_heads(
         _ints(heads, "heads"), anchors=anchors, points=4001 if quick else points, progress=_progress(json_out)
@@ -151,6 +160,9 @@ def relu_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Paper B: compile random one-hidden-layer ReLU networks into attention; sup error vs anchors."""
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
     s = sw.sweep_relu_network(
         [65, 257] if quick else _ints(anchors, "anchors"),
@@ -190,6 +202,9 @@ def universal_cmd(
     ``--target first-token-product`` is the non-equivariant f(X)_k = x_k·x_1 with the positional encoding
     z_k = x_k + k (d = 1); ``--grids`` are then cells per unit interval.
     """
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
     if target == "first-token-product":
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
@@ -257,6 +272,9 @@ def gd_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Attention-only layers running k GD steps of in-context linear regression; error vs N and ε."""
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
     s = sw.sweep_gd(
         [16, 64] if quick else _ints(contexts, "contexts"),

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
@@ -118,6 +117,8 @@ def compile_cmd(
         return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
     if task != "token":
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+    import torch
+
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import (
         certify_chunks_with_progress,
@@ -193,6 +194,8 @@ def certify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
+    import torch
+
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress, load_compiled
 

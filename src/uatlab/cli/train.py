@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
-from uatlab.data import read_sequences
-from uatlab.data.conll import iob1_to_iob2
-from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
-from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
+
+if TYPE_CHECKING:
+    from uatlab.data.dataset import SequenceDataset
+
 
 
 def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDataset:
     """Read CoNLL/JSONL; ``scheme='iob2'`` converts IOB1 labels to IOB2."""
+    from uatlab.data import read_sequences
+    from uatlab.data.conll import iob1_to_iob2
+    from uatlab.data.dataset import SequenceDataset
     data = read_sequences(path, fmt)
     if scheme == "iob2":
         data = SequenceDataset(
@@ -62,6 +65,9 @@ def train_command(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Train a rank-r Transformer to memorize token labels; checkpoints, resumes, logs per-epoch metrics."""
+    import torch
+
+    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
     torch.set_num_threads(threads)
     train_data = load_data(data, fmt, scheme)
     valid_data = load_data(valid, fmt, scheme) if valid is not None else None

@@ -68,7 +68,22 @@ class SequenceDataset:
         """Distinct labels in first-seen order."""
         return list(dict.fromkeys(lab for seq in self.labels for lab in seq))
 
+    def __repr__(self) -> str:
+        return (
+            f"SequenceDataset({len(self)} sequences, {self.num_tokens} tokens, "
+            f"{len(self.label_set())} labels, source={self.source!r})"
+        )
+
+    def __getitem__(self, key: int | slice) -> tuple[list[str], list[str]] | SequenceDataset:
+        """``data[i]``: (tokens, labels) of sequence i; ``data[a:b]``: the sequences a..b-1 as a data set."""
+        if isinstance(key, slice):
+            return self.subset(range(len(self))[key])
+        if isinstance(key, int | np.integer):
+            return self.tokens[key], self.labels[key]
+        raise TypeError(f"SequenceDataset indices must be integers or slices, not {type(key).__name__}")
+
     def subset(self, indices: Iterable[int]) -> SequenceDataset:
+        """The sequences at ``indices`` (in that order), keeping their source lines."""
         idx = list(indices)
         return SequenceDataset(
             [self.tokens[i] for i in idx],
@@ -142,6 +157,40 @@ class Encoding:
             raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
         fallback = self.unknown_id if unknown == "unk" else None
         return _encode(data, data.tokens, self.token_to_id, "token", "the model's vocabulary", start, fallback)
+
+    def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
+        """Token ids (int64) of unlabelled sentences (lists of token strings).
+
+        ``unknown``: ``"error"`` (an unknown word is an :class:`InputError` naming the word, the sentence and
+        the position) or ``"unk"`` (the unknown-word id); default ``"unk"`` when the encoding has an
+        unknown-word token, else ``"error"``.
+        """
+        if unknown is None:
+            unknown = "error" if self.unknown_token is None else "unk"
+        if unknown not in UNKNOWN_POLICIES:
+            raise InputError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
+        if unknown == "unk" and self.unknown_token is None:
+            raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
+        if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
+            raise InputError("sentences must be a list of token lists, e.g. [['EU', 'rejects', 'German', 'call']]")
+        fallback = self.unknown_id
+        out = []
+        for i, sent in enumerate(sentences):
+            ids = np.empty(len(sent), dtype=np.int64)
+            for k, tok in enumerate(sent):
+                j = self.token_to_id.get(tok)
+                if j is None:
+                    if unknown == "error":
+                        raise InputError(
+                            f"sentence {i}, position {k}: token {tok!r} is not in the model's vocabulary "
+                            f"(this encoding has no unknown-word token)"
+                            if self.unknown_token is None
+                            else f"sentence {i}, position {k}: token {tok!r} is not in the model's vocabulary"
+                        )
+                    j = fallback
+                ids[k] = j
+            out.append(ids)
+        return out
 
     def encode_labels(self, data: SequenceDataset, start: int = 0) -> list[np.ndarray]:
         """Label ids per sequence (int64); a label outside the label set is an error naming it."""

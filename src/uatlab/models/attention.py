@@ -228,32 +228,48 @@ class MultiHeadSelfAttention(nn.Module):
         k = torch.einsum("bnd,hsd->bhns", x, w["W_K"])  # (B, h, n, s)
         return self.score_scale * (q @ k.transpose(-1, -2))  # (B, h, n_query, n_key)
 
-    def key_mask(self, n: int, key_padding_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-        """Boolean (B or 1, 1, n_query, n_key) mask of allowed keys, or None when all are allowed."""
+    def key_mask(self, n: int, attend_mask: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+        """Boolean (B or 1, 1, n_query, n_key) mask of allowed keys, or None when all are allowed.
+
+        ``attend_mask`` (B, n) is True for the keys a query may attend to (real tokens) and False for
+        padding: the opposite of ``torch.nn.MultiheadAttention``'s ``key_padding_mask``, hence the other name.
+        A mask that leaves some query with no key at all is an :class:`InputError` (its attention row would
+        silently be 0).
+        """
         valid = None
-        if key_padding_mask is not None:
-            valid = key_padding_mask[:, None, None, :].bool()  # (B, 1, 1, n)
+        if attend_mask is not None:
+            if attend_mask.dim() != 2 or attend_mask.shape[1] != n:
+                raise InputError(f"attend_mask must have shape (batch, {n}), got {tuple(attend_mask.shape)}")
+            valid = attend_mask[:, None, None, :].bool()  # (B, 1, 1, n)
         if self.causal:
             tri = torch.ones(n, n, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, n, n)
             valid = tri if valid is None else (valid & tri)
+        if attend_mask is not None:
+            has_key = valid.any(dim=-1)  # (B, 1, n_query)
+            if not bool(has_key.all()):
+                b, _, q = (int(v) for v in (~has_key).nonzero()[0])
+                raise InputError(
+                    f"attend_mask leaves query position {q} of sequence {b} with no key to attend to "
+                    f"(True marks the tokens to attend to, the opposite of PyTorch's key_padding_mask)"
+                )
         return valid
 
-    def attention_weights(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def attention_weights(self, x: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Attention matrix P[b, i, q, j] (rows sum to 1 over allowed keys), shape (B, h, n, n)."""
         s = self.scores(x)
-        valid = self.key_mask(x.shape[1], key_padding_mask, x.device)
+        valid = self.key_mask(x.shape[1], attend_mask, x.device)
         if valid is not None:
             valid = valid.expand_as(s)
         if self.attention == "hardmax":
             return hardmax(s, valid)
         return masked_softmax(s, valid)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (B, n, d); key_padding_mask: (B, n) bool, True for real tokens. Returns (B, n, d)."""
+    def forward(self, x: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, n, d); attend_mask: (B, n) bool, True for the keys to attend to (real tokens). Returns (B, n, d)."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise InputError(f"expected input of shape (batch, n, {self.d_model}), got {tuple(x.shape)}")
         w = self.effective_weights()
-        p = self.attention_weights(x, key_padding_mask)  # (B, h, n, n)
+        p = self.attention_weights(x, attend_mask)  # (B, h, n, n)
         v = torch.einsum("bnd,hsd->bhns", x, w["W_V"])  # (B, h, n, s)
         heads = p @ v  # (B, h, n, s)
         update = torch.einsum("bhns,hds->bnd", heads, w["W_O"])  # (B, n, d)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -134,8 +135,8 @@ class Block(nn.Module):
         )
         self.ff = FeedForward(config.d_model, config.layer_ff_width(layer), dtype=dt, bias=config.ff_bias)
 
-    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.ff(self.attn(x, key_padding_mask))
+    def forward(self, x: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.ff(self.attn(x, attend_mask))
 
 
 class Transformer(nn.Module):
@@ -201,19 +202,74 @@ class Transformer(nn.Module):
             x = x + self.pos[:n]  # (B, n, d)
         return x
 
-    def hidden_states(self, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def hidden_states(self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
         """The vectors before the readout, (B, n, d)."""
         x = self.embed_inputs(inputs)
         if self.input_ff is not None:
             x = self.input_ff(x)
         for block in self.blocks:
-            x = block(x, key_padding_mask)
+            x = block(x, attend_mask)
         return x
 
-    def forward(self, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, n, num_labels) if there is a readout, else the hidden vectors (B, n, d)."""
-        x = self.hidden_states(inputs, key_padding_mask)
+        x = self.hidden_states(inputs, attend_mask)
         return self.readout(x) if self.readout is not None else x
+
+    # ------------------------------------------------------------------ strings in, strings out
+    def predict(
+        self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 8192
+    ) -> list[list[str]]:
+        """Labels (strings) of every token of ``sentences`` (lists of token strings).
+
+        Encodes with :attr:`encoding`, pads, masks and batches (at most ``max_tokens`` padded tokens per
+        batch, sentences of similar length together), runs the model in evaluation mode without gradients
+        and decodes the argmax. ``unknown`` is the unknown-word policy of
+        :meth:`uatlab.data.Encoding.encode_sentences` (default: the unknown-word token if the encoding has
+        one, else an error naming the word).
+
+        Raises:
+            InputError: no encoding or no readout; an unknown word (policy "error"); a sentence longer than
+                the positional encoding (naming the sentence and its length).
+        """
+        if self.encoding is None:
+            raise InputError("the model carries no encoding (model.encoding); it cannot map token strings to ids")
+        if self.readout is None or self.embed is None:
+            raise InputError("predict needs a model with a token embedding and a readout")
+        ids = self.encoding.encode_sentences(sentences, unknown=unknown)
+        if self.pos is not None:
+            for i, row in enumerate(ids):
+                if len(row) > self.config.max_len:
+                    raise InputError(
+                        f"sentence {i} has {len(row)} tokens; the model's positional encoding covers "
+                        f"{self.config.max_len}"
+                    )
+        labels = self.encoding.id_to_label
+        out: list[list[str]] = [[] for _ in ids]
+        order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))
+        was_training = self.training
+        self.eval()
+        try:
+            start = 0
+            while start < len(order):
+                stop = start + 1
+                while stop < len(order) and (stop + 1 - start) * len(ids[order[stop]]) <= max_tokens:
+                    stop += 1
+                batch = order[start:stop]
+                n = len(ids[batch[-1]])
+                x = torch.zeros(len(batch), n, dtype=torch.long)  # (B, n), padding id 0 is masked out
+                mask = torch.zeros(len(batch), n, dtype=torch.bool)  # (B, n), True for real tokens
+                for r, i in enumerate(batch):
+                    x[r, : len(ids[i])] = torch.from_numpy(ids[i])
+                    mask[r, : len(ids[i])] = True
+                with torch.no_grad():
+                    pred = self(x, attend_mask=mask).argmax(-1)  # (B, n)
+                for r, i in enumerate(batch):
+                    out[i] = [labels[j] for j in pred[r, : len(ids[i])].tolist()]
+                start = stop
+        finally:
+            self.train(was_training)
+        return out
 
     # ------------------------------------------------------------------ counting
     def num_parameters(self, non_embedding: bool = False, nonzero: bool = False) -> int:

@@ -49,7 +49,7 @@ def predict(model: torch.nn.Module, data: EncodedData, max_tokens: int = 8192) -
     with torch.no_grad():
         for idx in eval_batches(data.lengths, max_tokens):
             b = collate(data, idx)
-            logits = model(b.inputs, key_padding_mask=b.mask)  # (B, n, num_labels)
+            logits = model(b.inputs, attend_mask=b.mask)  # (B, n, num_labels)
             total_loss += float(
                 F.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]).double(),

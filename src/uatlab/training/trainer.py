@@ -469,7 +469,7 @@ def train(
                 lr = learning_rate(step, total_steps, cfg)
                 for group in opt.param_groups:
                     group["lr"] = lr
-                logits = model(b.inputs, key_padding_mask=b.mask)  # (B, n, labels)
+                logits = model(b.inputs, attend_mask=b.mask)  # (B, n, labels)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=IGNORE)
                 if not torch.isfinite(loss):
                     first = int(b.indices[0])

@@ -1,0 +1,105 @@
+"""The library as a user meets it: predict on strings, one model file format, unknown words, masks, data sets."""
+
+import pytest
+import torch
+
+import uatlab
+from uatlab.data import from_lists
+from uatlab.data.synthetic import synthetic_dataset
+from uatlab.errors import InputError, ModelFileError
+from uatlab.models import Transformer, TransformerConfig
+from uatlab.training import TrainConfig
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    data = synthetic_dataset(40, 6, 20, 3, seed=1)
+    return data, uatlab.compile_memorizer(data)
+
+
+def test_predict_matches_the_certified_labels_and_survives_save_load(compiled, tmp_path):
+    data, con = compiled
+    pred = con.model.predict(data.tokens)
+    assert con.certificate.certified
+    # a certified model predicts every non-conflict token's label; this data set has no conflicts
+    assert con.certificate.conflict_tokens == 0 and pred == data.labels
+    path = uatlab.save(con.model, tmp_path / "m.safetensors", facts=con.facts)
+    back = uatlab.load(path)
+    assert back.predict(data.tokens) == pred
+    assert back.encoding == con.model.encoding
+    for k, v in con.model.state_dict().items():
+        assert torch.equal(v, back.state_dict()[k]), k
+    assert back.saved_extra["uatlab_version"] == uatlab.__version__
+    assert back.saved_extra["facts"]["theorem"] == "Corollary 1"
+    cert = uatlab.certify(back, data)
+    assert cert.certified_tokens == con.certificate.certified_tokens
+
+
+def test_unknown_words_never_become_a_real_word(compiled):
+    data, con = compiled
+    with pytest.raises(InputError, match="sentence 0, position 1: token 'zzz' is not in the model's vocabulary"):
+        con.model.predict([[data.tokens[0][0], "zzz"]])
+    with pytest.raises(InputError, match="unknown must be one of"):
+        con.model.predict([[data.tokens[0][0]]], unknown="skip")
+    with pytest.raises(InputError, match="has none"):
+        con.model.predict([[data.tokens[0][0]]], unknown="unk")
+    with pytest.raises(InputError, match="list of token lists"):
+        con.model.predict(["EU rejects"])
+
+
+def test_predict_names_a_sentence_longer_than_the_positional_encoding(compiled):
+    data, con = compiled
+    long = [data.tokens[0][0]] * (con.model.config.max_len + 1)
+    with pytest.raises(InputError, match=f"sentence 1 has {len(long)} tokens"):
+        con.model.predict([data.tokens[0], long])
+
+
+def test_trained_model_has_an_unk_id_that_is_not_a_real_word(tmp_path):
+    data = synthetic_dataset(20, 5, 12, 3, seed=2)
+    uatlab.train(data, TrainConfig(epochs=1, dim=16, batch_size=8, warmup_steps=1), tmp_path / "run", progress=False)
+    model = uatlab.load(tmp_path / "run" / "model.safetensors")
+    enc = model.encoding
+    assert enc.unknown_token == "<unk>" and enc.unknown_id == 0 and "<unk>" not in data.vocabulary()
+    out = model.predict([[data.tokens[0][0], "never-seen"]])
+    assert len(out[0]) == 2 and set(out[0]) <= set(data.label_set())
+    cert = uatlab.certify(model, data)
+    assert 0 <= cert.certified_tokens <= data.num_tokens
+
+
+def test_attend_mask_that_leaves_a_query_without_keys_is_refused():
+    cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, vocab_size=5, num_labels=2, max_len=3)
+    model = Transformer(cfg)
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    ok = torch.tensor([[True, True, False], [True, False, False]])
+    assert model(ids, attend_mask=ok).shape == (2, 3, 2)
+    with pytest.raises(InputError, match="query position 0 of sequence 1 with no key"):
+        model(ids, attend_mask=torch.tensor([[True, True, True], [False, False, False]]))
+
+
+def test_dataset_repr_is_one_line_and_datasets_slice():
+    data = synthetic_dataset(300, 8, 50, 4, seed=0)
+    r = repr(data)
+    assert "\n" not in r and len(r) < 200 and "300 sequences" in r
+    head = data[:10]
+    assert len(head) == 10 and head.tokens == data.tokens[:10] and head.lines == data.lines[:10]
+    assert data[3] == (data.tokens[3], data.labels[3])
+    assert len(data[::100]) == 3
+
+
+def test_load_refuses_an_encoding_that_does_not_fit_the_model(tmp_path):
+    cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, vocab_size=3, num_labels=2, max_len=3)
+    enc = uatlab.Encoding.from_lists(["a", "b"], ["X", "Y"])
+    path = uatlab.save(Transformer(cfg), tmp_path / "m.safetensors", encoding=enc)
+    with pytest.raises(ModelFileError, match="lists 2 tokens"):
+        uatlab.load(path)
+
+
+def test_encode_tokens_validates_the_unknown_policy():
+    data = from_lists([["a", "b"]], [["X", "Y"]])
+    enc = uatlab.Encoding.fit(data, unknown_token="<unk>")
+    other = from_lists([["a", "c"]], [["X", "Y"]])
+    assert enc.encode_tokens(other, unknown="unk")[0].tolist() == [1, 0]
+    with pytest.raises(InputError, match="token 'c'"):
+        enc.encode_tokens(other)
+    with pytest.raises(InputError, match="unknown must be one of"):
+        enc.encode_tokens(other, unknown="drop")
