@@ -103,3 +103,27 @@ def test_encode_tokens_validates_the_unknown_policy():
         enc.encode_tokens(other)
     with pytest.raises(InputError, match="unknown must be one of"):
         enc.encode_tokens(other, unknown="drop")
+
+
+def test_compile_memorizer_from_a_token_store_matches_memory_and_reports_every_stage(tmp_path):
+    from uatlab.data.keys import input_keys
+    from uatlab.data.token_store import TokenStore
+
+    data = synthetic_dataset(50, 6, 20, 3, seed=4)
+
+    def records():
+        return ((t, y, line) for t, y, line in zip(data.tokens, data.labels, data.lines, strict=True))
+
+    store = TokenStore(tmp_path / "work", "<memory>", "sequence", chunk_tokens=60)
+    store.read(records(), input_keys)
+    seen: dict[str, tuple[int, int | None]] = {}
+    con = uatlab.compile_memorizer(store, records=records, progress=lambda s, d, t: seen.__setitem__(s, (d, t)))
+    mem = uatlab.compile_memorizer(data)
+    for k, v in mem.model.state_dict().items():
+        assert torch.equal(v, con.model.state_dict()[k]), k
+    assert con.guarantee == mem.guarantee and con.facts["buckets"] == store.bucket_count > 1
+    assert {"attention", "group contexts", "feed-forward assembly", "certify"} <= set(seen)
+    assert seen["group contexts"] == (store.bucket_count, store.bucket_count)
+    assert seen["certify"][0] == len(data)
+    with pytest.raises(InputError, match="records="):
+        uatlab.compile_memorizer(store)

@@ -120,14 +120,10 @@ def compile_cmd(
     import torch
 
     from uatlab.cli.progress import StageBars
-    from uatlab.constructions.paper_a.cor1_memorizer import (
-        certify_chunks_with_progress,
-        compile_store,
-        save_compiled,
-        summarize,
-    )
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
     from uatlab.data.keys import input_keys
     from uatlab.data.token_store import TokenStore
+    from uatlab.models.io import save
 
     torch.set_num_threads(1)
     if dtype not in ("float64", "float32"):
@@ -137,6 +133,8 @@ def compile_cmd(
         raise InputError(f"--ff must be knots or ramps, got {ff!r}")
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
+    if not data.is_file():
+        raise InputError(f"{data}: no such file")
     beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
     work = work_dir or out.with_name(out.name + ".work")
@@ -146,24 +144,17 @@ def compile_cmd(
     with StageBars(not json_out) as bars:
         store.read(_records(data, fmt), input_keys, progress=bars.step("reading"))
         t_read = time.perf_counter() - t0
-        model, report = compile_store(
+        con = compile_memorizer(
             store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
-            ff=ff, labels=labels, progress=bars,
+            ff=ff, labels=labels, certify=not no_certify, progress=bars, exp_ulps=exp_ulp,
+            records=lambda: _records(data, fmt),
         )  # fmt: skip
-        report["stage_seconds"] = {"read + encode": t_read, **report["stage_seconds"]}
-        report["chunk_tokens"] = chunk_tokens
-        report["buckets"] = store.m["buckets"]["count"]
-        cert = None
-        if not no_certify:
-            t = time.perf_counter()
-            cert = certify_chunks_with_progress(
-                model, _records(data, fmt), str(data), store.sequences, bars, exp_ulps=exp_ulp
-            )
-            report["stage_seconds"]["certify"] = time.perf_counter() - t
+    cert = con.certificate
     t = time.perf_counter()
-    fig = summarize(model, report, cert)
-    fig["chunk_tokens"], fig["buckets"] = chunk_tokens, report["buckets"]
-    save_compiled(model, out, fig)
+    fig = dict(con.facts)
+    fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
+    fig["chunk_tokens"] = chunk_tokens
+    save(con.model, out, facts={k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")})
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:
         store.remove()
@@ -187,7 +178,7 @@ def compile_cmd(
 
 @app.command("certify")
 def certify_cmd(
-    model_path: Path = typer.Argument(..., help="A uatlab model file (.safetensors) that stores its encoding."),
+    model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained) that stores its encoding."),
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
     fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
@@ -197,12 +188,13 @@ def certify_cmd(
     import torch
 
     from uatlab.cli.progress import StageBars
-    from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress, load_compiled
+    from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress
+    from uatlab.models.io import load
 
     _check_exp_ulp(exp_ulp)
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    model = load_compiled(model_path)
+    model = load(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
     with StageBars(not json_out) as bars:
@@ -215,6 +207,11 @@ def certify_cmd(
         print_json(fig)
         return
     _print_figures(f"uatlab certify {model_path.name} on {data.name}", fig)
+    console.print(
+        f"proved {cert.certified_tokens} of {cert.tokens} tokens correct in {cert.dtype} "
+        f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in the float64 reference)",
+        highlight=False,
+    )
 
 
 @app.command("synth")

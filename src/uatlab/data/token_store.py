@@ -310,6 +310,12 @@ class TokenStore:
         self._save_manifest()
         return B
 
+    @property
+    def bucket_count(self) -> int:
+        """Number of buckets of the last :meth:`bucketize` pass (0 before it)."""
+        info = self.m.get("buckets")
+        return int(info["count"]) if info else 0
+
     def bucket_tables(self) -> Iterator[TokenTable]:
         """The buckets of the last :meth:`bucketize`, one :class:`TokenTable` at a time (tokens in data order)."""
         info = self.m.get("buckets")

@@ -79,7 +79,8 @@ def encoding_of(store: TokenStore) -> Encoding:
 def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding, group: str,
                     pool: list[tuple[float, int]], lines: np.ndarray, sequences: int, max_len: int, dtype: str,
                     causal: bool, seed: int, d_model: int | None, code: str,
-                    times: dict[str, float], ff: str = "knots", labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+                    times: dict[str, float], ff: str = "knots", labels: str = "auto",
+                    progress: ProgressFn | None = None, num_tables: int | None = None) -> tuple[Transformer, dict]:  # fmt: skip
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
 
@@ -99,14 +100,20 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     info_parts = []  # label information per table (tables hold disjoint word sets: the parts add up)
     if by_position and len(pool) > 1:
         risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)
+        step = _stage(progress, "choose query scales", num_tables)
         for table in tables():  # pass 1: scores per (candidate, position)
             info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
             r, q = position_scores(table, pool, max_len, dtype)
+            if step:
+                step(1)
             risky += r
             ratio = np.minimum(ratio, q)
         choice = np.array([min(range(len(pool)), key=lambda c: (risky[c, k], -ratio[c, k], c)) for k in range(max_len)])
         parts = []
+        step = _stage(progress, "group contexts", num_tables)
         for table in tables():  # pass 2: group with each token's chosen column
+            if step:
+                step(1)
             h = table.h[np.arange(len(table)), choice[table.pos]]
             parts.append(
                 reduce_occurrences(group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position))
@@ -123,8 +130,11 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
         query_choice = b
     else:
         per: list[list[Occurrences]] = [[] for _ in pool]
+        step = _stage(progress, "group contexts", num_tables)
         for table in tables():
             info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
+            if step:
+                step(1)
             for c in range(len(pool)):
                 per[c].append(
                     reduce_occurrences(
@@ -141,11 +151,15 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     t = time.perf_counter()
     alpha = word_key_codes(V, seed)
     pi, _ = positional_codes(max_len, 1.0, seed)  # π does not depend on β
+    if progress is not None:
+        progress("feed-forward assembly", 0, 1)
     if ff == "knots":
         model, info = build_knot_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, sequences,
                                        d_model, code, labels)  # fmt: skip
     else:
         model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+    if progress is not None:
+        progress("feed-forward assembly", 1, 1)
     model.encoding = vocab
     times["feed-forward construction"] = time.perf_counter() - t
     report = {
@@ -175,7 +189,7 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
 def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
                     seed: int = 0, max_len: int | None = None,
                     d_model: int | None = None, code: str = "auto", group: str = "auto", ff: str = "knots",
-                    labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+                    labels: str = "auto", progress: ProgressFn | None = None) -> tuple[Transformer, dict]:  # fmt: skip
     """Compile already-encoded in-memory data (with input keys, see :class:`EncodedData`); returns (model, report).
 
     ``group``: gate the FF units on the word (``"word"``) or on (word, position) (``"word-pos"``, needs an
@@ -194,7 +208,7 @@ def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = Fal
     table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h)
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(lambda: [table], enc.encoding, group, pool, np.asarray(enc.lines), len(enc), max_len,
-                                    dtype, causal, seed, d_model, code, times, ff, labels)  # fmt: skip
+                                    dtype, causal, seed, d_model, code, times, ff, labels, progress, 1)  # fmt: skip
     report["label_counts"] = np.bincount(table.label, minlength=len(enc.encoding.label_to_id)).tolist()
     return model, report
 
@@ -222,7 +236,9 @@ def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = Fals
     store.bucketize(columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences))
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(store.bucket_tables, encoding_of(store), group, pool, store.lines, store.sequences, max_len,
-                                    dtype, causal, seed, d_model, code, times, ff, labels)  # fmt: skip
+                                    dtype, causal, seed, d_model, code, times, ff, labels, progress,
+                                    store.bucket_count)  # fmt: skip
+    report["buckets"] = store.bucket_count
     report["label_counts"] = store.label_counts.tolist()
     return model, report
 
@@ -316,6 +332,7 @@ def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool 
         beta=beta,
         seed=seed,
         d_model=d_model,
+        progress=progress,
         code=code,
         group=group,
         ff=ff,
@@ -338,16 +355,20 @@ def certify_with_progress(model: Transformer, data: SequenceDataset, progress: P
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
 
-def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
+def compile_memorizer(data: SequenceDataset | TokenStore, dtype: str = "float64", causal: bool = False,
                       beta: float | str = "auto", seed: int = 0, *, d_model: int | None = None, code: str = "auto",
                       group: str = "auto", certify: bool = True, progress: ProgressFn | None = None,
-                      exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots", labels: str = "auto") -> Construction:  # fmt: skip
+                      exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots", labels: str = "auto",
+                      records: Callable[[], Iterable[tuple[list[str], list[str], int]]] | None = None,
+                      ) -> Construction:  # fmt: skip
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
     Args:
-        data: labelled token sequences.
+        data: labelled token sequences in memory, or a :class:`~uatlab.data.token_store.TokenStore` that has
+            read them (out of core: memory bounded by the chunk, the largest bucket and the model).
         dtype: "float64" or "float32" (the dtype the certificate proves).
-        causal: attention over the prefix only (labels may depend on the prefix only).
+        causal: attention over the prefix only (labels may depend on the prefix only); a TokenStore must
+            have been read with context "prefix" then.
         beta: the query inverse temperature (a power of two) or "auto".
         seed: seed of the key codes.
         d_model: model width (default: the smallest that works; larger pads with unused coordinates).
@@ -357,8 +378,11 @@ def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: boo
             count) or "ramps" (two ReLUs per label change, :mod:`.assemble`).
         labels: label code of the knots FF: "ordinal", "one-hot" or "auto" (float64 ordinal, float32 one-hot).
         certify: compute the floating-point certificate.
-        progress: callback ``(stage, done, total)``.
+        progress: callback ``(stage, done, total)``, called for every stage (attention, grouping,
+            feed-forward assembly, certification by chunks).
         exp_ulps: the error of the evaluator's exp the certificate assumes, in ulps.
+        records: with a TokenStore and ``certify``: a function returning the ``(tokens, labels, line)``
+            records again (for example ``lambda: iter_conll(path)``); the certificate streams them in chunks.
 
     Returns:
         :class:`~uatlab.constructions.contract.Construction`: ``model`` (``model.encoding`` maps strings
@@ -366,16 +390,35 @@ def compile_memorizer(data: SequenceDataset, dtype: str = "float64", causal: boo
         bits of precision relied on, stage times), ``guarantee`` the certified token count and smallest
         certified logit margin.
     """
-    res = compile_dataset(data, dtype=dtype, causal=causal, beta=beta, seed=seed, run_certificate=certify,
-                          progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps,
-                          ff=ff, labels=labels)  # fmt: skip
-    cert = res.certificate
+    if isinstance(data, TokenStore):
+        want = "prefix" if causal else "sequence"
+        if data.context != want:
+            raise InputError(f"{data.source}: the token store was read with context {data.context!r}; "
+                             f"causal={causal} needs {want!r}")  # fmt: skip
+        if certify and records is None:
+            raise InputError("certifying a TokenStore needs records= (a function returning its records again)")
+        t0 = time.perf_counter()
+        model, report = compile_store(data, dtype=dtype, causal=causal, beta=beta, seed=seed, progress=progress,
+                                      d_model=d_model, code=code, group=group, ff=ff, labels=labels)  # fmt: skip
+        cert = None
+        if certify:
+            t = time.perf_counter()
+            cert = certify_chunks_with_progress(model, records(), data.source, data.sequences, progress, exp_ulps)
+            report["stage_seconds"]["certify"] = time.perf_counter() - t
+        report["seconds"] = time.perf_counter() - t0
+        fig = {**summarize(model, report, cert), "buckets": report["buckets"], "seconds": report["seconds"]}
+        encoding = model.encoding
+    else:
+        res = compile_dataset(data, dtype=dtype, causal=causal, beta=beta, seed=seed, run_certificate=certify,
+                              progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps,
+                              ff=ff, labels=labels)  # fmt: skip
+        model, cert, fig, encoding = res.model, res.certificate, res.report, res.encoding
     guarantee: dict[str, float] = {}
     if cert is not None:
         guarantee = {"certified_tokens": cert.certified_tokens, "ceiling_tokens": cert.ceiling_tokens,
                      "min_certified_margin": cert.min_certified_margin}  # fmt: skip
-    facts = {"paper": PAPER_A, "theorem": "Corollary 1", "parameters": res.model.num_parameters(), **res.report}
-    return Construction(model=res.model, guarantee=guarantee, facts=facts, certificate=cert, detail=res.encoding)
+    facts = {"paper": PAPER_A, "theorem": "Corollary 1", "parameters": model.num_parameters(), **fig}
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=encoding)
 
 
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
