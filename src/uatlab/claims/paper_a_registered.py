@@ -7,29 +7,27 @@ the verdict from them.
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
-from uatlab.claims.training import DEFAULT_CONLL
+from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register_claim
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024"
 
 
-def conll_or_synthetic(sentences: int, seed: int):
-    """The first ``sentences`` of CoNLL-2003 train (``$UATLAB_CONLL_TRAIN``) if found, else random labels."""
+def conll_or_synthetic(ctx: ClaimContext, sentences: int, seed: int):
+    """The first ``sentences`` of CoNLL-2003 train (:meth:`ClaimContext.conll_train`) if given, else random labels."""
     from uatlab.data import read_conll
     from uatlab.experiments.capacity import synthetic_random_labels
 
-    path = Path(os.environ.get("UATLAB_CONLL_TRAIN", DEFAULT_CONLL))
-    if path.is_file():
+    path = ctx.conll_train()
+    if path is not None:
         data = read_conll(path)
         return data.subset(range(min(sentences, len(data)))), f"first {min(sentences, len(data))} sentences of {path}"
     data = synthetic_random_labels(max(sentences // 4, 4), length=8, vocab=16, labels=2, seed=seed)
-    return data, f"synthetic random labels ({path} not found)"
+    return data, f"synthetic random labels ({NO_CONLL})"
 
 
 @register_claim(
@@ -45,7 +43,7 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
 
     from uatlab.training.trainer import TrainConfig, train
 
-    data, source = conll_or_synthetic(24 if ctx.quick else 500, ctx.seed)
+    data, source = conll_or_synthetic(ctx, 24 if ctx.quick else 500, ctx.seed)
     depths = (1, 3, 6)
     rows, curves = {}, {}
     threads = torch.get_num_threads()
@@ -172,7 +170,7 @@ def _rank_ablation(ctx: ClaimContext) -> ClaimResult:
     from uatlab.data import write_jsonl
     from uatlab.experiments.rank_ablation import run_rank_ablation
 
-    data, source = conll_or_synthetic(24 if ctx.quick else 500, ctx.seed)
+    data, source = conll_or_synthetic(ctx, 24 if ctx.quick else 500, ctx.seed)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.jsonl"
         write_jsonl(data, path)

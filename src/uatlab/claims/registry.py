@@ -23,6 +23,7 @@ Claim modules are listed in :data:`uatlab.claims.CLAIM_MODULES` and imported on 
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -32,14 +33,31 @@ from typing import Any, Literal
 
 Verdict = Literal["pass", "fail", "error", "skipped"]
 
+#: environment variable naming the folder with the CoNLL-2003 files (train.txt, valid.txt)
+CONLL_DIR_ENV = "UATLAB_CONLL_DIR"
+NO_CONLL = f"no CoNLL-2003 train.txt (pass --data-dir or set ${CONLL_DIR_ENV})"
+
 
 @dataclass
 class ClaimContext:
-    """What a check receives: quick mode, the output folder for its figures, a seed."""
+    """What a check receives: quick mode, the output folder for its figures, a seed, and where data sets are.
+
+    ``data_dir`` holds the CoNLL-2003 files (``train.txt``); default: ``$UATLAB_CONLL_DIR``. Claims that
+    want CoNLL-2003 run on a synthetic stand-in without it and say so in their note.
+    """
 
     quick: bool
     out_dir: Path
     seed: int = 0
+    data_dir: Path | None = None
+
+    def conll_train(self) -> Path | None:
+        """CoNLL-2003 ``train.txt`` in ``data_dir`` (or ``$UATLAB_CONLL_DIR``), or None if there is none."""
+        d = self.data_dir if self.data_dir is not None else os.environ.get(CONLL_DIR_ENV)
+        if not d:
+            return None
+        path = Path(d) / "train.txt"
+        return path if path.is_file() else None
 
     def figure_path(self, claim_id: str, name: str) -> Path:
         """A path inside ``out_dir/figures`` for one of this claim's figures."""

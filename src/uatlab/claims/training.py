@@ -1,19 +1,15 @@
 """Claims about trained rank-1 Transformers (paper A, Section 5; spec ONE_LAYER_CONTEXTUAL_MAPPING §8).
 
-The data is CoNLL-2003 train when it is found (``$UATLAB_CONLL_TRAIN``, else
-``/work/shared/data/conll2003/train.txt``), otherwise synthetic random labels (the note says which).
+The data is CoNLL-2003 train when it is given (:meth:`ClaimContext.conll_train`: ``--data-dir`` or
+``$UATLAB_CONLL_DIR``), otherwise synthetic random labels (the note says which).
 Quick mode trains on a small subset; the full mode on a larger one.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
-from pathlib import Path
 
-from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
-
-DEFAULT_CONLL = "/work/shared/data/conll2003/train.txt"
+from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register_claim
 
 
 @register_claim(
@@ -32,15 +28,15 @@ def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
     from uatlab.experiments.capacity import synthetic_random_labels
     from uatlab.training.trainer import TrainConfig, train
 
-    path = Path(os.environ.get("UATLAB_CONLL_TRAIN", DEFAULT_CONLL))
+    path = ctx.conll_train()
     n = 40 if ctx.quick else 1000
-    if path.is_file():
+    if path is not None:
         data = read_conll(path)
         data = data.subset(range(min(n, len(data))))
         source = f"first {len(data)} sentences of {path}"
     else:
         data = synthetic_random_labels(n // 4, length=8, vocab=16, labels=2, seed=ctx.seed)
-        source = f"synthetic random labels ({path} not found)"
+        source = f"synthetic random labels ({NO_CONLL})"
     base = baselines(data)
     cfg = TrainConfig(
         layers=1, rank=1, heads=1, head_dim=1, dim=32 if ctx.quick else 128, ff_mult=4,

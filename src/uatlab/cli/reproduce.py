@@ -11,6 +11,7 @@ from rich.table import Table
 
 from uatlab.claims.registry import ClaimContext, ClaimRun, run_claims
 from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.errors import InputError
 from uatlab.report.claims_report import write_claims_report
 
 
@@ -20,11 +21,16 @@ def reproduce(
     out: Path = typer.Option(Path("uatlab-report"), "--out", help="Folder for claims.json, report and figures."),
     only: str = typer.Option("", "--only", help="Run only claims whose id matches this glob (e.g. 'A.*')."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to every check."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Run every registered claim of both papers and write claims.json plus a report."""
+    if data_dir is not None and not (data_dir / "train.txt").is_file():
+        raise InputError(f"--data-dir {data_dir}: no train.txt there")
     out.mkdir(parents=True, exist_ok=True)
-    ctx = ClaimContext(quick=quick, out_dir=out, seed=seed)
+    ctx = ClaimContext(quick=quick, out_dir=out, seed=seed, data_dir=data_dir)
     select = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
     t0 = time.perf_counter()
 

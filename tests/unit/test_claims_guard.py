@@ -1,0 +1,48 @@
+"""CI guards the claims: `uatlab reproduce` fails when a claim raises; claims find CoNLL-2003 only where told."""
+
+import pytest
+
+from uatlab.claims.registry import _REGISTRY, CONLL_DIR_ENV, ClaimContext, ClaimResult, register_claim
+from uatlab.cli import main
+
+
+def test_reproduce_exits_nonzero_when_a_claim_raises(tmp_path, capsys):
+    @register_claim(id="guard.raises", statement="raises", paper="none", theorem="T")
+    def broken(ctx):
+        raise RuntimeError("headline broke")
+
+    @register_claim(id="guard.passes", statement="passes", paper="none", theorem="T")
+    def fine(ctx):
+        return ClaimResult("pass", figures={"x": 1})
+
+    try:
+        assert main(["reproduce", "--quick", "--only", "guard.passes", "--out", str(tmp_path / "a"), "--json"]) == 0
+        assert main(["reproduce", "--quick", "--only", "guard.*", "--out", str(tmp_path / "b"), "--json"]) == 1
+        assert '"verdict": "error"' in capsys.readouterr().out
+    finally:
+        _REGISTRY.pop("guard.raises", None)
+        _REGISTRY.pop("guard.passes", None)
+
+
+def test_claims_read_conll_only_from_the_argument_or_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv(CONLL_DIR_ENV, raising=False)
+    assert ClaimContext(quick=True, out_dir=tmp_path).conll_train() is None
+    (tmp_path / "train.txt").write_text("EU B-ORG\n\n")
+    assert ClaimContext(quick=True, out_dir=tmp_path, data_dir=tmp_path).conll_train() == tmp_path / "train.txt"
+    monkeypatch.setenv(CONLL_DIR_ENV, str(tmp_path))
+    assert ClaimContext(quick=True, out_dir=tmp_path).conll_train() == tmp_path / "train.txt"
+
+
+def test_reproduce_refuses_a_data_dir_without_train_txt(tmp_path, capsys):
+    assert main(["reproduce", "--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no train.txt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("claim_id", ["A.sec5.rank1-trained-memorization"])
+def test_claim_without_conll_runs_on_a_synthetic_stand_in_and_says_so(claim_id, tmp_path, monkeypatch):
+    from uatlab.claims.registry import run_claim
+
+    monkeypatch.delenv(CONLL_DIR_ENV, raising=False)
+    run = run_claim(_REGISTRY[claim_id], ClaimContext(quick=True, out_dir=tmp_path))
+    assert run.result.verdict == "pass"
+    assert "synthetic" in str(run.result.figures) + run.result.note and CONLL_DIR_ENV in str(run.result.figures) + run.result.note
