@@ -8,6 +8,7 @@ Quick mode trains on a small subset; the full mode on a larger one.
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 
 from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register_claim
 
