@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import torch
 import typer
 
 from uatlab.cli.app import app, console, key_value_table, print_json
@@ -22,6 +21,7 @@ TARGETS = ("transformer-lens",)
 
 def max_logit_difference(model, hooked, sequences: int, seed: int) -> float:
     """max |uatlab logits − TransformerLens logits| on random token sequences of random lengths."""
+    import torch
     cfg = model.config
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0
