@@ -49,8 +49,8 @@ def corpus(window: int, min_windows: int) -> dict:
     model = NextTokenModel(memo)
     pred = []
     with torch.no_grad():
-        for i in range(0, len(data), 20_000):
-            pred.append(model(torch.tensor(data.tokens[i : i + 20_000])).argmax(dim=1).numpy())
+        for i in range(0, len(data), 4096):
+            pred.append(model(torch.tensor(data.tokens[i : i + 4096])).argmax(dim=1).numpy())
     pred = np.concatenate(pred)
     gen_ok = int((pred == data.labels).sum())
     return {
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default="/tmp/uatlab_next_token.json")
     p.add_argument("--Ns", default=None, help="comma-separated N (default 100,1000,10000,100000)")
-    p.add_argument("--certify-max", type=int, default=100_000, help="certify up to this N (exact and float64)")
+    p.add_argument("--certify-max", type=int, default=100_000, help="certify float64 up to this N")
+    p.add_argument("--certify-max-exact", type=int, default=100_000, help="certify exact up to this N")
     p.add_argument("--per-token-max", type=int, default=10_000)
     p.add_argument("--float64-extra", default="", help="further N compiled in float64 only (e.g. 30000,300000)")
     p.add_argument("--corpus", action="store_true")
@@ -127,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     for N in Ns:
         for regime in ("exact", "float64"):
             if (N, regime) not in done:
-                row = nt.compiled_point(N, regime, certify=N <= a.certify_max)
+                cmax = a.certify_max_exact if regime == "exact" else a.certify_max
+                row = nt.compiled_point(N, regime, certify=N <= cmax)
                 state["rows"].append(row)
                 print(json.dumps({k: row[k] for k in ("N", "regime", "params", "ratio_to_floor")} |
                                  {"certified": row.get("certified")}), flush=True)  # fmt: skip
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             _save(out, state)
     for N in [int(x) for x in a.float64_extra.split(",") if x]:
         if (N, "float64") not in done:
-            state["rows"].append(nt.compiled_point(N, "float64", certify=True))
+            state["rows"].append(nt.compiled_point(N, "float64", certify=N <= a.certify_max))
             _save(out, state)
     fit = [r for r in state["rows"] if r["N"] in Ns or r["regime"] != "float64"]
     state["slopes"] = nt.slopes(fit)

@@ -50,7 +50,9 @@ class NextTokenCertificate:
         return asdict(self)
 
 
-def certify_next_token(memo: NextTokenMemorizer, tokens: np.ndarray, labels: np.ndarray) -> NextTokenCertificate:
+def certify_next_token(
+    memo: NextTokenMemorizer, tokens: np.ndarray, labels: np.ndarray, chunk: int = 8192
+) -> NextTokenCertificate:
     """Certify that ``memo`` predicts every ceiling row of (tokens, labels) in its regime."""
     t0 = time.perf_counter()
     tokens = np.asarray(tokens, dtype=np.int64)
@@ -59,14 +61,17 @@ def certify_next_token(memo: NextTokenMemorizer, tokens: np.ndarray, labels: np.
     inv = inv.reshape(-1)
     regime = memo.layout.regime
     p = MANTISSA_BITS.get(regime)
-    stream = memo.stream(uniq)
-    if p is None:
-        (y,) = evaluate_exact(memo.circuit, stream)
-        bound_bits = None
-    else:
-        worst, _, (y,) = float_exactness_bound(memo.circuit, stream)
-        bound_bits = int(worst).bit_length()
-    y = np.asarray([int(v) for v in y], dtype=np.int64)
+    ys, worst = [], 0
+    for i in range(0, len(uniq), chunk):  # chunks bound the memory: every layer is (width, chunk)
+        stream = memo.stream(uniq[i : i + chunk])
+        if p is None:
+            (y,) = evaluate_exact(memo.circuit, stream)
+        else:
+            w, _, (y,) = float_exactness_bound(memo.circuit, stream)
+            worst = max(worst, int(w))
+        ys.append(np.asarray([int(v) for v in y], dtype=np.int64))
+    y = np.concatenate(ys)
+    bound_bits = None if p is None else int(worst).bit_length()
     C = memo.C
     # exact readout margins: logit_c = 2cy − c²
     c = np.arange(C, dtype=np.int64)
