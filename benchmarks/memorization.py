@@ -197,7 +197,7 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if "error" not in r and r["label_bits_given_word"] > 0]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     xs = np.array([r["label_bits_given_word"] for r in ok])
     for r in ok:
         x = r["label_bits_given_word"]
@@ -222,7 +222,8 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
         plt.Line2D([], [], marker="^", ls="", color="tab:gray", label="√(nN) (seq2seq scale, ICLR 2025)"),
         plt.Line2D([], [], marker="v", ls="", color="tab:gray", label="√N (next-token scale, ICLR 2025)"),
     ]
-    ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper left")
+    ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("label bits the non-embedding weights must hold: Σ_tokens H(label | word), conflicts excluded")
