@@ -23,6 +23,7 @@ COMMAND_MODULES: list[str] = [
     "uatlab.cli.boltzmann",
     "uatlab.cli.rank_ablation",
     "uatlab.cli.export",
+    "uatlab.cli.predict",
 ]
 
 

@@ -1,0 +1,62 @@
+"""``uatlab predict MODEL INPUT``: label every token of INPUT with a saved model (compiled or trained).
+
+INPUT is plain text (one sentence per line, tokens separated by whitespace), CoNLL columns or JSONL (their
+labels are ignored). Output: one ``token<TAB>label`` line per token, a blank line between sentences, or one
+JSON object with ``--json``. Unknown words follow the model's policy (see :meth:`uatlab.models.Transformer.predict`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from uatlab.cli.app import app, print_json
+from uatlab.errors import InputError
+
+
+def read_sentences(path: Path, fmt: str) -> list[list[str]]:
+    """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if fmt == "auto":
+        fmt = "jsonl" if path.suffix in (".jsonl", ".json") else ("conll" if path.suffix in (".conll", ".txt") else "text")
+    if fmt == "text":
+        return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if fmt in ("conll", "jsonl"):
+        from uatlab.data.jsonl import read_sequences
+
+        return read_sequences(path, fmt).tokens
+    raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
+
+
+@app.command("predict")
+def predict_cmd(
+    model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained)."),
+    input_path: Path = typer.Argument(..., help="Sentences: text (one per line), CoNLL or JSONL."),
+    fmt: str = typer.Option("auto", "--format", help="text, conll, jsonl or auto (.jsonl/.json, .conll/.txt, else text)."),
+    unknown: str = typer.Option(
+        "", "--unknown", help="Unknown words: error or unk (default: the model's <unk> if it has one, else error)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of token/label lines."),
+) -> None:
+    """Label every token of INPUT with a saved model."""
+    from uatlab.models.io import load
+
+    if unknown not in ("", "error", "unk"):
+        raise InputError(f"--unknown must be error or unk, got {unknown!r}")
+    sentences = read_sentences(input_path, fmt)
+    t0 = time.perf_counter()
+    model = load(model_path)
+    labels = model.predict(sentences, unknown=unknown or None)
+    if json_out:
+        print_json({"model": str(model_path), "input": str(input_path), "sentences": len(sentences),
+                    "tokens": sum(len(s) for s in sentences), "seconds": time.perf_counter() - t0,
+                    "labels": labels})  # fmt: skip
+        return
+    lines = []
+    for toks, labs in zip(sentences, labels, strict=True):
+        lines.extend(f"{t}\t{y}" for t, y in zip(toks, labs, strict=True))
+        lines.append("")
+    typer.echo("\n".join(lines), nl=False)
