@@ -49,7 +49,10 @@ def predict_cmd(
     sentences = read_sentences(input_path, fmt)
     t0 = time.perf_counter()
     model = load(model_path)
-    labels = model.predict(sentences, unknown=unknown or None)
+    try:
+        labels = model.predict(sentences, unknown=unknown or None)
+    except InputError as exc:
+        raise InputError(f"{input_path}: {exc}") from None
     if json_out:
         print_json({"model": str(model_path), "input": str(input_path), "sentences": len(sentences),
                     "tokens": sum(len(s) for s in sentences), "seconds": time.perf_counter() - t0,
