@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
-from uatlab.report.figures import plot_bars, plot_curve
+from uatlab.report.figures import plot_bar_panels, plot_bars, plot_curve
 
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
 
@@ -276,6 +276,15 @@ def _standard_layers(ctx: ClaimContext) -> ClaimResult:
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures={"anchors": 257, "nets": len(std), "all_within_bound": within, **by_form},
+        figure_files=[str(plot_bar_panels(
+            [
+                ({f: by_form[f]["max_relative_sup_error"] for f in by_form}, "max relative sup error", "error"),
+                ({f: by_form[f]["params"] for f in by_form}, "non-zero parameters", "size"),
+            ],
+            ctx.figure_path("B.approx.standard-layers", "forms.png"),
+            "ReLU network by attention: standard vs non-standard layers, 257 anchors (Hu et al. 2025)",
+        ))],
+        key_figure="all_within_bound",
         note="standard form: layer 1 gathers every hidden unit at every position exactly (query-independent "
         "positional scores), layer 2 has one interpolation head per (unit, output position, sub-interval) "
         "with a positional query mask; params = non-zero weights",

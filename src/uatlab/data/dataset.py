@@ -20,10 +20,10 @@ class SequenceDataset:
     """N labelled sequences.
 
     Attributes:
-        tokens: tokens[i][k] is the k-th token (a string) of sequence i.
-        labels: labels[i][k] is its label (a string).
+        tokens: ``tokens[i][k]`` is the k-th token (a string) of sequence i.
+        labels: ``labels[i][k]`` is its label (a string).
         source: where the data came from (a path or a description).
-        lines: lines[i] is the line number (1-based) where sequence i starts in ``source``.
+        lines: ``lines[i]`` is the line number (1-based) where sequence i starts in ``source``.
     """
 
     tokens: list[list[str]]

@@ -162,12 +162,15 @@ def _hooked_state(model: Transformer, hooked_cfg: dict[str, Any]) -> dict[str, t
             q = block.ff.width
             w_in = torch.zeros(d, q_max, dtype=dt)  # (d, q_max): W^(1)ᵀ, zero-padded
             w_in[:, :q] = block.ff.hidden.weight.detach().T
-            b_in = torch.zeros(q_max, dtype=dt)
-            b_in[:q] = block.ff.hidden.bias.detach()
+            b_in = torch.zeros(q_max, dtype=dt)  # a bias-free layer (``ff_bias=False``) exports zero biases
+            if block.ff.hidden.bias is not None:
+                b_in[:q] = block.ff.hidden.bias.detach()
             w_out = torch.zeros(q_max, d, dtype=dt)  # (q_max, d): W^(2)ᵀ, zero-padded
             w_out[:q] = block.ff.output.weight.detach().T
             state[p + "mlp.W_in"], state[p + "mlp.b_in"] = w_in, b_in
-            state[p + "mlp.W_out"], state[p + "mlp.b_out"] = w_out, block.ff.output.bias.detach().clone()
+            b_out = block.ff.output.bias
+            state[p + "mlp.W_out"] = w_out
+            state[p + "mlp.b_out"] = b_out.detach().clone() if b_out is not None else torch.zeros(d, dtype=dt)
         state["unembed.W_U"] = model.readout.weight.detach().T.contiguous()  # (d, C)
         b_u = (
             model.readout.bias.detach().clone()
@@ -231,9 +234,9 @@ def from_hooked_transformer(hooked: HookedTransformer) -> Transformer:
     weights; ``model.encoding`` is set from ``token_list``/``label_list`` when they are present.
 
     Raises:
-        ExportError: the TransformerLens model uses something uatlab's architecture lacks
-        (normalisation, a non-ReLU activation, rotary or absent positional embedding, biases in
-        Q/K/V/O, attention-only blocks).
+        ExportError: the TransformerLens model uses something uatlab's architecture lacks:
+            normalisation, a non-ReLU activation, rotary or absent positional embedding, biases in
+            Q/K/V/O, attention-only blocks.
     """
     c = hooked.cfg
     problems = []

@@ -149,7 +149,7 @@ def plot_bar_panels(panels: Sequence[tuple[dict[str, float], str, str]], path: P
     for ax, (values, ylabel, sub) in zip(axes[0], panels, strict=True):
         names = list(values)
         ax.bar(range(len(names)), [values[k] for k in names], color=["#3a7ebf", "#b2182b", "#7f7f7f"][: len(names)])
-        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_xticks(range(len(names)), names, fontsize=7, rotation=10)
         ax.set_ylabel(ylabel)
         ax.set_title(sub, fontsize=9)
     fig.suptitle(title, fontsize=10)
