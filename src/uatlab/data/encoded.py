@@ -23,7 +23,6 @@ class EncodedData:
         source: where the data came from (a path or a description).
         keys: ``keys[i]`` (n_i,) int64 input keys (:func:`uatlab.data.keys.input_keys`), or None.
         unknown_tokens: tokens outside the encoding's vocabulary (mapped to its unknown-word token).
-        gold_spans: entity spans of the targets, cached by evaluation.
     """
 
     encoding: Encoding
@@ -33,7 +32,6 @@ class EncodedData:
     source: str = "<memory>"
     keys: list[np.ndarray] | None = None
     unknown_tokens: int = 0
-    gold_spans: list[set[tuple[str, int, int]]] | None = None
     lengths: np.ndarray = field(init=False)  # (N,) int64
 
     def __post_init__(self) -> None:

@@ -65,64 +65,14 @@ def predict(model: torch.nn.Module, data: EncodedData, max_tokens: int = 8192) -
     return preds, total_loss  # type: ignore[return-value]
 
 
-def _end_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
-    if prev_tag in ("E", "S"):
-        return True
-    if prev_tag in ("B", "I") and tag in ("B", "S", "O"):
-        return True
-    return prev_tag not in ("O", ".") and prev_type != type_
-
-
-def _start_of_chunk(prev_tag: str, tag: str, prev_type: str, type_: str) -> bool:
-    if tag in ("B", "S"):
-        return True
-    if prev_tag in ("E", "S", "O") and tag in ("E", "I"):
-        return True
-    return tag not in ("O", ".") and prev_type != type_
-
-
-def entity_spans(labels: list[str]) -> set[tuple[str, int, int]]:
-    """Entities (type, first, last) of one sentence, by conlleval's rules (seqeval's default mode).
-
-    An ill-formed span (an ``I-X`` after ``O``) starts an entity, as in conlleval and seqeval.
-    """
-    chunks = set()
-    prev_tag, prev_type, begin = "O", "", 0
-    for i, lab in enumerate([*labels, "O"]):
-        tag = lab[0]
-        type_ = lab[1:].split("-", maxsplit=1)[-1] or "_"
-        if _end_of_chunk(prev_tag, tag, prev_type, type_):
-            chunks.add((prev_type, begin, i - 1))
-        if _start_of_chunk(prev_tag, tag, prev_type, type_):
-            begin = i
-        prev_tag, prev_type = tag, type_
-    return chunks
-
-
 def entity_f1(gold: list[list[str]], pred: list[list[str]]) -> float | None:
-    """Micro entity F1 (equal to ``seqeval.metrics.f1_score`` in its default mode; tested against it).
+    """Micro entity F1 by ``seqeval.metrics.f1_score`` (its default CoNLL mode); None if the labels are not IOB."""
+    from seqeval.metrics import f1_score
 
-    Returns None when the labels are not an IOB scheme. Computed per sentence (seqeval flattens
-    the sentences with an ``O`` between them, which gives the same entities), ~10x faster than
-    seqeval, which matters when it runs on 200k tokens after every epoch.
-    """
     labels = {y for seq in gold for y in seq}
     if not labels or not all(_IOB.match(y) for y in labels) or labels == {"O"}:
         return None
-    n_true = n_pred = n_both = 0
-    for g, p in zip(gold, pred, strict=True):
-        eg, ep = entity_spans(g), entity_spans(p)
-        n_true += len(eg)
-        n_pred += len(ep)
-        n_both += len(eg & ep)
-    return _f1(n_true, n_pred, n_both)
-
-
-def _f1(n_true: int, n_pred: int, n_both: int) -> float:
-    if n_both == 0:
-        return 0.0
-    precision, recall = n_both / n_pred, n_both / n_true
-    return 2 * precision * recall / (precision + recall)
+    return float(f1_score(gold, pred))
 
 
 def evaluate(
@@ -138,16 +88,9 @@ def evaluate(
         whole += int(ok == len(y))
     tokens = data.num_tokens
     f1 = None
-    if with_f1 and all(_IOB.match(y) for y in label_names) and set(label_names) != {"O"}:
-        if data.gold_spans is None:  # the targets never change: extract their entities once
-            data.gold_spans = [entity_spans([label_names[j] for j in y]) for y in data.targets]
-        n_true = n_pred = n_both = 0
-        for p, y, eg in zip(preds, data.targets, data.gold_spans, strict=True):
-            ep = eg if np.array_equal(p, y) else entity_spans([label_names[j] for j in p])
-            n_true += len(eg)
-            n_pred += len(ep)
-            n_both += len(eg & ep)
-        f1 = _f1(n_true, n_pred, n_both)
+    if with_f1:
+        names = np.asarray(label_names, dtype=object)
+        f1 = entity_f1([list(names[y]) for y in data.targets], [list(names[p]) for p in preds])
     return EvalResult(
         loss=total_loss / max(tokens, 1),
         accuracy=right / max(tokens, 1),
