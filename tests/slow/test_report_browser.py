@@ -44,6 +44,7 @@ def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.timeout(3600)  # the whole `reproduce --quick`: minutes on an idle machine, longer when shared
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 def test_reproduce_report_renders_without_errors_and_every_claim_has_a_figure(tmp_path, capsys):
     out = tmp_path / "report"

@@ -315,7 +315,7 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
     """Log-log parameters vs N (left) and bits per parameter vs N (right)."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 6.5))  # legends below the axes, off the data
     if rows:
         n = np.array([r["N"] for r in rows], float)
         tok = np.array([r["tokens"] for r in rows], float)
@@ -328,9 +328,10 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
             text = f" (slope {fit['slope']:.2f}, 95% CI [{fit['ci_low']:.2f}, {fit['ci_high']:.2f}])" if fit else ""
             ax.loglog(n, p, marker, label=f"smallest model reaching the ceiling, {label}{text}")
             if fit:
-                ax.loglog(n, np.exp(fit["intercept"]) * n ** fit["slope"], "-", linewidth=1, color="grey")
+                ax.loglog(n, np.exp(fit["intercept"]) * n ** fit["slope"], "-", linewidth=1, color="grey",
+                          label=f"least-squares fit, {label}")  # fmt: skip
         p0 = rows[0]["parameters_non_embedding"]
-        ax.loglog(n, p0 * np.sqrt(n / n[0]), ":", label="∝ √N (Kajitsuka & Sato 2025)")
+        ax.loglog(n, p0 * np.sqrt(n / n[0]), ":", label="∝ √N (Kajitsuka & Sato 2025, next-token capacity)")
         ax.loglog(n, p0 * np.sqrt(tok / tok[0]), "-.", label="∝ √(nN) (Kim et al. 2023)")
         ax.loglog(n, p0 * n / n[0], "--", label="∝ N (lookup table)")
         if compiled.get("available"):
@@ -348,9 +349,10 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
     ax.set_xlabel("N (sequences)")
     ax.set_ylabel("parameters")
     ax.set_title(f"Memorization capacity, 1 layer, rank 1 ({kind})")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     bx.set_xlabel("N (sequences)")
     bx.set_ylabel("bits per parameter" + (" (H(tag|word) budget)" if kind == "conll" else " (random labels)"))
     bx.set_yscale("log")
-    bx.legend(fontsize=7)
+    bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    fig.tight_layout()
     return save_figure(fig, stem)

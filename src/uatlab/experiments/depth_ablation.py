@@ -197,7 +197,7 @@ def plot_depth_ablation(results: dict[int, dict[str, Any]], base: dict[str, Any]
     ax.set_ylim(max(0.0, base["all_majority_label"] - 0.02), 1.002)
     ax.set_ylabel("train token accuracy (full pass)")
     ax.set_title("Rank-1 Transformers memorizing the training set: depth ablation")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False, ncol=2)
     for y, lab, c in (
         ((1 - PAPER_ACCURACY) * tokens, "paper A 0.9872", "red"),
         ((1 - base["per_word_majority"]) * tokens, "per-word majority", "tab:brown"),
@@ -207,5 +207,5 @@ def plot_depth_ablation(results: dict[int, dict[str, Any]], base: dict[str, Any]
     ax2.set_yscale("log")
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("tokens wrong (log)")
-    ax2.legend(fontsize=8, loc="upper right")
+    ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False, ncol=2)
     return save_figure(fig, stem)

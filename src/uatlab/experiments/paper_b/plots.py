@@ -65,7 +65,10 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
         ax.plot(xs3, np.sqrt(m3), "-.d", color="#f4a582", label="trained: RMSE (√MSE) on the target channel")
         xs4, m4, _ = _series(summary, "corrected", "cf_sup")
         ax.plot(xs4, m4, "--s", color="#762a83", label="closed form, same parameter count: sup |error|")
-    ax.set_xscale("log" if sweep != "range" else "linear")
+    if sweep == "heads":  # the same x scale as the left panel
+        ax.set_xscale("log", base=2)
+    else:
+        ax.set_xscale("log" if sweep != "range" else "linear")
     ax.set_yscale("log")
     ax.set_xlabel(X_LABELS[sweep])
     ax.set_ylabel("error on the target channel (target units)")
