@@ -44,15 +44,26 @@ def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.timeout(3600)  # the whole `reproduce --quick`: minutes on an idle machine, longer when shared
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
-def test_reproduce_report_renders_without_errors_and_every_claim_has_a_figure(tmp_path, capsys):
-    out = tmp_path / "report"
-    code = main(["reproduce", "--quick", "--out", str(out), "--json"])
-    claims = json.loads(capsys.readouterr().out)["claims"]
-    assert code == 0, [c["id"] for c in claims if c["verdict"] != "pass"]
-    assert [c["id"] for c in claims if not c["figures"]] == []  # every claim has at least one figure
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    """`uatlab reproduce --quick` once for the module: (claims as in claims.json, report folder)."""
+    out = tmp_path_factory.mktemp("report")
+    code = main(["reproduce", "--quick", "--out", str(out)])
+    claims = json.loads((out / "claims.json").read_text())["claims"]
+    return code, claims, out
 
+
+@pytest.mark.timeout(3600)  # the whole `reproduce --quick`: minutes on an idle machine, longer when shared
+def test_every_claim_passes_and_has_a_figure(quick_report):
+    code, claims, _ = quick_report
+    assert code == 0, [c["id"] for c in claims if c["verdict"] != "pass"]
+    assert [c["id"] for c in claims if not c["figures"]] == []
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_report_renders_without_errors_and_every_image_decodes(quick_report, tmp_path):
+    _, claims, out = quick_report
     html = (out / "report.html").read_text()
     assert html.count("<section") == len(claims)
     checked = tmp_path / "checked.html"
@@ -65,7 +76,7 @@ def test_reproduce_report_renders_without_errors_and_every_claim_has_a_figure(tm
     result = json.loads(found.group(1).replace("&quot;", '"'))
     assert result["errors"] == []
     assert result["sections"] == len(claims)
-    assert len(result["images"]) >= len(claims)
+    assert len(result["images"]) == sum(f.endswith((".png", ".svg")) for c in claims for f in c["figures"]) > 0
     assert all(w > 0 and h > 0 for w, h in result["images"]), result["images"]
 
     shot = Path(os.environ.get("UATLAB_REPORT_SCREENSHOT", tmp_path / "report.png"))
