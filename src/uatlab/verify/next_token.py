@@ -73,13 +73,14 @@ def certify_next_token(
     y = np.concatenate(ys)
     bound_bits = None if p is None else int(worst).bit_length()
     C = memo.C
-    # exact readout margins: logit_c = 2cy − c²
-    c = np.arange(C, dtype=np.int64)
+    # exact readout margins without forming (rows, C) logits: logit_c = 2cy − c² = y² − (y − c)², so
+    # logit_label − max_{c ≠ label} logit_c = min_{c ≠ label} (y − c)² − (y − label)²
     yy = y[inv]
-    logits = 2 * yy[:, None] * c[None, :] - (c * c)[None, :]  # (rows, C), small integers
-    own = logits[np.arange(len(labels)), np.clip(labels, 0, C - 1)]
-    logits[np.arange(len(labels)), np.clip(labels, 0, C - 1)] = np.iinfo(np.int64).min
-    margin = own - logits.max(axis=1)
+    near = np.clip(yy, 0, C - 1)  # the class nearest to y
+    alt = np.where(near == labels, np.where(near + 1 < C, near + 1, near - 1), near)
+    alt2 = np.where(near == labels, np.where(near - 1 >= 0, near - 1, near + 1), near)
+    d_other = np.minimum((yy - alt) ** 2, (yy - np.clip(alt2, 0, C - 1)) ** 2)
+    margin = d_other - (yy - labels) ** 2
     correct = int((yy == labels).sum())
     from uatlab.constructions.paper_c.next_token_memorizer import dedupe
 
