@@ -13,6 +13,7 @@ import math
 import time
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.report.figures import plot_bars, plot_curve
 
 PAPER = "Kajitsuka & Sato, ICLR 2025"
 THEOREM = "next-token memorization with Õ(√N) parameters (one attention layer + feed-forward network)"
@@ -48,6 +49,24 @@ def check_sqrt_n(ctx: ClaimContext) -> ClaimResult:
             "all_certified": certified,
             "seconds": time.perf_counter() - t0,
         },  # fmt: skip
+        figure_files=[
+            str(
+                plot_curve(
+                    list(Ns),
+                    {
+                        f"compiled, exact (slope {slope:.2f})": [r["params"] for r in rows],
+                        "∝ √N through the first point": [rows[0]["params"] * math.sqrt(N / Ns[0]) for N in Ns],
+                    },
+                    ctx.figure_path("C.next-token.sqrt-n-exact", "params_vs_n.png"),
+                    xlabel="N (examples)",
+                    ylabel="non-embedding parameters",
+                    logx=True,
+                    logy=True,
+                    title="next-token memorization (Kajitsuka & Sato 2025)",
+                )
+            )
+        ],
+        key_figure="loglog_slope",
         note="n = 32, C = 10, V = 4 random tokens, uniformly random labels; parameters exclude the token-position "
         "table (n'·V values); exact integer evaluation of every weight",
     )
@@ -90,6 +109,23 @@ def check_float64_bend(ctx: ClaimContext) -> ClaimResult:
             "certified": f64["certified"],
             "seconds": time.perf_counter() - t0,
         },  # fmt: skip
+        figure_files=[
+            str(
+                plot_bars(
+                    {
+                        "float64": f64["params"],
+                        "exact arithmetic": exact["params"],
+                        "float64 floor N·log2 C / 53": floor,
+                    },
+                    ctx.figure_path("C.next-token.float64-bend", "params.png"),
+                    ylabel="non-embedding parameters",
+                    logy=True,
+                    title=f"past the bend: N = {N:,}, C = {C} (Kajitsuka & Sato 2025)",
+                    threshold=(f"pass threshold: {FLOOR_RATIO_MAX}× the floor", FLOOR_RATIO_MAX * floor),
+                )
+            )
+        ],
+        key_figure="ratio_to_floor",
         note="bend = smallest N whose parameter-optimal exact layout packs more base-C digits per word than "
         "fit in 50 bits; float64 certificate: every partial sum an integer ≤ 2^53 in any order",
     )

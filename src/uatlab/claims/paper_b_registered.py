@@ -334,6 +334,14 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
             "pieces_per_net": rows[0]["pieces"],
             "all_within_bound": within,
         },
+        figure_files=[str(plot_curve(
+            betas, {f"sup error, worst net (slope {slope:.2f})": [max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas],
+                    "exact bound (log K_P + log K_N)/β": [max(r["bound"] for r in rows if r["beta"] == b) for b in betas]},
+            ctx.figure_path("B.approx.one-layer-softmax-pooling", "error_vs_beta.png"),
+            xlabel="β (softmax pooling inverse temperature)", ylabel="sup error", logx=True, logy=True,
+            title="one attention layer + softmax pooling (Hu et al. 2025, v2)",
+        ))],
+        key_figure="slope_vs_beta",
         note="the pieces are affine in vec X (the attention layer acts as a linear map, with paper B's "
         "sequence-wise A); the nonlinearity is the softmax pooling; pieces grow as 2^{|J±|} per output",
     )
@@ -398,6 +406,15 @@ def _incontext_ridge(ctx: ClaimContext) -> ClaimResult:
             "ridge_gd_vs_closed_form": [float(f"{r['gd_vs_closed_form']:.3g}") for r in rows],
             "network_vs_closed_form": [float(f"{r['network_vs_closed_form']:.3g}") for r in rows],
         },
+        figure_files=[str(plot_curve(
+            list(steps), {"network vs k ridge GD steps": [max(r["network_vs_gd"], 1e-17) for r in rows],
+                          "k ridge GD steps vs closed form": [max(r["gd_vs_closed_form"], 1e-17) for r in rows],
+                          "network vs closed form": [max(r["network_vs_closed_form"], 1e-17) for r in rows]},
+            ctx.figure_path("B.approx.incontext-ridge", "error_vs_steps.png"),
+            xlabel="layers k (gradient steps)", ylabel="relative error", logy=True,
+            title=f"in-context ridge regression, λ = {lam:g} (Hu et al. 2025, App. B)",
+        ))],
+        key_figure="network_vs_closed_form",
         note="relative to max |closed-form prediction|; step η = 1/(L + λ); the nonlinear case and a trained "
         "attention-only model beside it are not built",
     )
