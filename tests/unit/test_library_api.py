@@ -127,3 +127,11 @@ def test_compile_memorizer_from_a_token_store_matches_memory_and_reports_every_s
     assert seen["certify"][0] == len(data)
     with pytest.raises(InputError, match="records="):
         uatlab.compile_memorizer(store)
+
+
+def test_save_model_keeps_the_encoding_too(compiled, tmp_path):
+    from uatlab.models import save_model
+
+    _, con = compiled
+    back = uatlab.load(save_model(con.model, tmp_path / "m.safetensors"))
+    assert back.encoding == con.model.encoding

@@ -3,7 +3,7 @@
 from uatlab.models.attention import MultiHeadSelfAttention, hardmax, masked_softmax
 from uatlab.models.convention import paper_self_attention, to_columns, to_rows
 from uatlab.models.feedforward import FeedForward
-from uatlab.models.io import load_model, read_metadata, save_model
+from uatlab.models.io import load, load_model, read_metadata, save, save_model
 from uatlab.models.transformer import Block, Transformer, TransformerConfig
 
 __all__ = [
@@ -13,10 +13,12 @@ __all__ = [
     "Transformer",
     "TransformerConfig",
     "hardmax",
+    "load",
     "load_model",
     "masked_softmax",
     "paper_self_attention",
     "read_metadata",
+    "save",
     "save_model",
     "to_columns",
     "to_rows",

@@ -23,7 +23,11 @@ FORMAT_TAG = "uatlab-transformer-v1"
 
 
 def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` to ``path`` atomically (temp file + rename). ``extra`` is saved as JSON metadata."""
+    """Write ``model`` to ``path`` atomically (temp file + rename). ``extra`` is saved as JSON metadata;
+    the model's token encoding (``model.encoding``) is always stored with it (prefer :func:`save`)."""
+    enc = getattr(model, "encoding", None)
+    if enc is not None and not (extra and ("encoding" in extra or "tokens" in extra)):
+        extra = {**(extra or {}), "encoding": enc.to_json()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
