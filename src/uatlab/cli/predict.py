@@ -7,6 +7,8 @@ JSON object with ``--json``. Unknown words follow the model's policy (see :meth:
 
 from __future__ import annotations
 
+import itertools
+import re
 import time
 from pathlib import Path
 
@@ -21,7 +23,7 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if fmt == "auto":
-        fmt = "jsonl" if path.suffix in (".jsonl", ".json") else ("conll" if path.suffix in (".conll", ".txt") else "text")
+        fmt = "jsonl" if path.suffix in (".jsonl", ".json") else _sniff(path)
     if fmt == "text":
         return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     if fmt in ("conll", "jsonl"):
@@ -31,11 +33,20 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
 
 
+def _sniff(path: Path) -> str:
+    """``conll`` when the first lines all have the same number (≥ 2) of columns ending in an IOB tag, else ``text``."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        lines = [ln.split() for ln in itertools.islice(f, 50) if ln.strip() and not ln.startswith("-DOCSTART-")]
+    widths = {len(ln) for ln in lines}
+    tagged = all(re.fullmatch(r"O|[BIES]-\S+", ln[-1]) for ln in lines)
+    return "conll" if lines and len(widths) == 1 and min(widths) >= 2 and tagged else "text"
+
+
 @app.command("predict")
 def predict_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained)."),
     input_path: Path = typer.Argument(..., help="Sentences: text (one per line), CoNLL or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="text, conll, jsonl or auto (.jsonl/.json, .conll/.txt, else text)."),
+    fmt: str = typer.Option("auto", "--format", help="text, conll, jsonl or auto (.jsonl/.json; CoNLL if the lines are tagged columns; else text)."),
     unknown: str = typer.Option(
         "", "--unknown", help="Unknown words: error or unk (default: the model's <unk> if it has one, else error)."
     ),
