@@ -1,20 +1,46 @@
-"""Benchmark of ``uatlab compile``: every must-show figure of issue 3, measured.
+"""Benchmark of ``uatlab compile``: each stage's CPU time against a lower bound measured in the same run.
 
-    python benchmarks/compile.py            # CoNLL-2003 train (float64, float32), valid, causal train,
-                                            # train x8 out of core, synthetic N=20,000 n=32 V=5,000 C=10
-    python benchmarks/compile.py --quick    # CI size: a small synthetic set and the first 1,000 CoNLL sentences
+    python benchmarks/compile.py                 # CoNLL-2003 train float64/float32, synthetic N=20,000,
+                                                 # scaling (nested subsets, copies x1..x8), medians of 3
+    python benchmarks/compile.py --cases ray     # CoNLL train x16 on a local 2-worker Ray vs the local executor
+    python benchmarks/compile.py --quick         # CI size: first 1,000 CoNLL sentences, a small synthetic set
 
-Each case runs in a fresh subprocess (peak RSS and CPU time per case are then its own) through the
-real CLI (``uatlab compile ... --json``), and the figures are printed as one table and written to
-``--out`` as JSON. The machine is shared: wall time is reported next to CPU time (user + system).
+Every case runs in fresh subprocesses through the real CLI (``uatlab compile ... --json``). Stage times are
+CPU seconds of the compiling process (its ``time.perf_counter`` is replaced by ``time.process_time``, so
+the CLI's own ``stage_seconds`` become CPU seconds); the whole run's CPU (user + system, children
+included) and wall time come from the operating system. ``startup`` is the process CPU not inside any
+stage (interpreter, imports).
+
+Lower bounds, measured in a separate process of the same run on the same data (so a loaded machine slows
+both alike):
+
+* startup: ``import torch`` in a fresh interpreter (the model is a torch module);
+* read + encode: a plain-Python parse of the file, a dict lookup per token, one BLAKE2b per vocabulary word;
+* attention: K·Σn² score elements (K query-scale candidates) × (one exp + 5 elementwise passes), at the
+  per-element rates of ``np.exp`` and of an elementwise pass measured in the same process;
+* group contexts: K × (lexsort + unique) of T random (word, h) pairs;
+* feed-forward construction: writing the model's parameters once (memory fill);
+* certify: the certificate's essential matrix passes: 4 passes over every (token, candidate FF unit)
+  pair × d at the BLAS rate measured in the same process (a (20000 × d) · (d × 32) product), plus the
+  attention's Σn² scores × (exp + 15 passes) and the readout (3 passes of T·d·C);
+* save: writing the model file's bytes once.
+
+Medians over ``--repeats`` runs. The model hash is the SHA-256 of the tensors (names, dtypes, shapes,
+bytes), the config and the token encoding: equal hashes mean the same model bytes (the file's other
+metadata holds timings). The certificate digest covers every certificate figure except timings.
+Output: a table per case on stdout and one JSON document at ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import os
+import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,19 +49,54 @@ from pathlib import Path
 
 # the CoNLL-2003 files (never in this repository): ../shared/data/conll2003 beside the checkout, or $UATLAB_CONLL_DIR
 CONLL = Path(os.environ.get("UATLAB_CONLL_DIR", Path(__file__).resolve().parents[2] / "shared/data/conll2003"))
-UATLAB = [sys.executable, "-c", "import sys; from uatlab.cli import main; sys.exit(main(sys.argv[1:]))"]
-# the same, reporting the process's own peak RSS (kB) on stderr as 'MAXRSS <kB>'
-UATLAB_RSS = [
-    sys.executable,
-    "-c",
-    "import sys, resource; from uatlab.cli import main; c = main(sys.argv[1:]); "
-    "sys.stderr.write('MAXRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(c)",
-]
+HERE = Path(__file__).resolve()
+
+# the CLI with its stage clock replaced by the process's CPU clock; reports peak RSS (kB) on stderr
+_CHILD = """
+import sys, time, resource
+if {cpu}:
+    time.perf_counter = time.process_time
+from uatlab.cli import main
+c = main(sys.argv[1:])
+sys.stderr.write("MAXRSS %d\\n" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+sys.stderr.write("MAXRSS_CHILDREN %d\\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(c)
+"""
+CERT_FIELDS = ("correct_tokens", "certified", "certified_tokens", "ceiling_tokens", "min_certified_margin",
+               "min_margin_at", "torch_spot_check", "certified_fraction")  # fmt: skip
+STAGES = ("startup", "read + encode", "attention (h per token)", "group contexts per word",
+          "feed-forward construction", "certify", "save")  # fmt: skip
 
 
-def run_case(name: str, args: list[str], workdir: Path) -> dict:
+def uatlab_cmd(cpu_clock: bool) -> list[str]:
+    return [sys.executable, "-c", _CHILD.format(cpu=cpu_clock)]
+
+
+def model_hash(path: Path) -> str:
+    """SHA-256 of a saved model's tensors, config and token encoding (not its timing metadata)."""
+    from safetensors import safe_open
+
+    h = hashlib.sha256()
+    with safe_open(str(path), framework="numpy") as f:
+        meta = f.metadata() or {}
+        for name in sorted(f.keys()):
+            t = f.get_tensor(name)
+            h.update(f"{name}|{t.dtype}|{t.shape}|".encode())
+            h.update(t.tobytes())
+    extra = json.loads(meta.get("uatlab_extra", "{}"))
+    h.update(meta.get("uatlab_config", "").encode())
+    h.update(json.dumps(extra.get("encoding"), sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def certificate_digest(fig: dict) -> str:
+    return hashlib.sha256(json.dumps({k: fig.get(k) for k in CERT_FIELDS}, sort_keys=True).encode()).hexdigest()
+
+
+def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = True) -> dict:
+    """One ``uatlab compile`` in a fresh process: its JSON, CPU, wall, peak RSS, model hash."""
     out = workdir / f"{name}.safetensors"
-    cmd = [*UATLAB_RSS, "compile", *args, "--out", str(out), "--json"]
+    cmd = [*uatlab_cmd(cpu_clock), "compile", *args, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -44,101 +105,380 @@ def run_case(name: str, args: list[str], workdir: Path) -> dict:
     if proc.returncode != 0:
         return {"case": name, "error": proc.stderr.strip()[-2000:]}
     fig = json.loads(proc.stdout)
-    fig.update(
-        case=name,
-        wall_seconds=wall,
-        cpu_seconds=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        peak_rss_mb=next(
-            (int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("MAXRSS ")), None
-        ),
-    )
+    rss = {line.split()[0]: int(line.split()[1]) / 1024 for line in proc.stderr.splitlines()
+           if line.startswith("MAXRSS")}  # fmt: skip
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    fig.update(case=name, wall_seconds=wall, cpu_seconds=cpu, peak_rss_mb=rss.get("MAXRSS"),
+               peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"), model_hash=model_hash(out),
+               certificate_digest=certificate_digest(fig), model_path=str(out))  # fmt: skip
+    if cpu_clock:  # stage_seconds are the compiling process's CPU seconds; the rest of its CPU is start-up
+        fig["stage_seconds"] = {"startup": max(0.0, cpu - sum(fig["stage_seconds"].values())), **fig["stage_seconds"]}
     return fig
 
 
-COLUMNS = [
-    ("case", "case"), ("sequences", "seqs"), ("tokens", "tokens"), ("ceiling_tokens", "ceiling"),
-    ("conflict_tokens", "conflicts"), ("correct_tokens", "correct"), ("certified", "certified"),
-    ("certified_fraction", "cert.frac"), ("min_certified_margin", "min margin"), ("params_non_embedding", "params(non-emb)"),
-    ("paper_a_param_count", "paper A"), ("non_embedding_vs_paper_a", "ratio"), ("ff_width", "ff width"),
-    ("d_model", "d"), ("max_abs_weight", "max|w|"), ("bits_of_precision_relied_on", "bits"),
-    ("bits_per_param_non_embedding", "label bits/param"), ("model_file_bytes", "file bytes"),
-    ("buckets", "buckets"), ("wall_seconds", "wall s"), ("cpu_seconds", "cpu s"), ("peak_rss_mb", "RSS MB"),
-]  # fmt: skip
+# ------------------------------------------------------------------------------------------------ bounds
+def _parse(path: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """A plain parse: CoNLL (first column token, last column label, blank line / -DOCSTART- separate) or JSONL."""
+    toks, labs = [], []
+    if path.suffix in (".jsonl", ".json"):
+        with path.open() as fh:
+            for line in fh:
+                if line.strip():
+                    rec = json.loads(line)
+                    toks.append(rec["tokens"])
+                    labs.append(rec["labels"])
+        return toks, labs
+    t, lab = [], []
+    with path.open() as fh:
+        for line in fh:
+            parts = line.split()
+            if not parts or parts[0] == "-DOCSTART-":
+                if t:
+                    toks.append(t)
+                    labs.append(lab)
+                    t, lab = [], []
+                continue
+            t.append(parts[0])
+            lab.append(parts[-1])
+    if t:
+        toks.append(t)
+        labs.append(lab)
+    return toks, labs
 
 
-def fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+def _cpu(fn, *a, reps: int = 1):
+    t = time.process_time()
+    for _ in range(reps):
+        out = fn(*a)
+    return (time.process_time() - t) / reps, out
+
+
+def _query_candidates(dtype: str) -> int:
+    try:
+        from uatlab.constructions.memorizer import _check_request
+    except ImportError:
+        from uatlab.constructions.paper_a.cor1_memorizer import _check_request  # the package layout
+    return len(_check_request(dtype, "auto", "auto")[1])
+
+
+def _ff_pairs(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, int]:
+    """(token, candidate FF unit) pairs the certificate must evaluate, d, labels C, FF width."""
+    import numpy as np
+
+    from uatlab.models.io import load_model
+    from uatlab.verify.certificate import _BoundedModel
+
+    model, extra = load_model(model_path)
+    t2i = {t: i for i, t in enumerate(extra["encoding"]["tokens"])}
+    ids = np.fromiter((t2i[t] for seq in toks for t in seq), np.int64)
+    bm = _BoundedModel(model)
+    width = model.config.layer_ff_width(0)
+    d, C = model.config.d_model, model.config.num_labels
+    if bm.gate is None:
+        return len(ids) * width, d, C, width
+    g = bm.gate
+    per_code = np.bincount(g["unit_cid"][g["unit_cid"] >= 0], minlength=int(g["word_cid"].max()) + 1)
+    return int(per_code[g["word_cid"][ids]].sum()), d, C, width
+
+
+def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> dict:
+    """Lower bound per stage, CPU seconds, measured in this process (see the module docstring)."""
+    import numpy as np
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    threadpool_limits(1)  # the bounds are single-thread rates
+    threads = [{"library": i.get("internal_api"), "threads": i.get("num_threads")} for i in threadpool_info()]
+    proc = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    startup = ru.ru_utime + ru.ru_stime
+    assert proc.returncode == 0
+
+    def read_encode():
+        toks, labs = _parse(data)
+        t2i, l2i = {}, {}
+        ids = [[t2i.setdefault(t, len(t2i)) for t in s] for s in toks]
+        _ = [[l2i.setdefault(y, len(l2i)) for y in s] for s in labs]
+        for w in t2i:
+            hashlib.blake2b(w.encode(), digest_size=8).digest()
+        return toks, ids
+
+    t_read, (toks, _) = _cpu(read_encode)
+    lengths = np.array([len(s) for s in toks], dtype=np.int64)
+    T = int(lengths.sum())
+    sq = int((lengths * (lengths + 1) // 2).sum() if causal else (lengths**2).sum())
+    K = _query_candidates(dtype)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(1_000_000)
+    b = np.empty_like(a)
+    t_exp = _cpu(np.exp, a, b, reps=5)[0] / a.size
+    t_pass = _cpu(np.multiply, a, 1.000001, b, reps=5)[0] / a.size
+    attention = K * sq * (t_exp + 5 * t_pass)
+    word = rng.integers(0, max(1, T // 8), T)
+    h = rng.random(T)
+
+    def group():
+        o = np.lexsort((h, word))
+        np.unique(word[o], return_index=True)
+
+    t_group = K * _cpu(group)[0]
+    pairs, d, C, width = _ff_pairs(model_path, toks)
+    A = rng.standard_normal((20_000, d))
+    Bm = rng.standard_normal((d, 32))
+    t_mm = _cpu(np.matmul, A, Bm, reps=5)[0]
+    rate = 2 * A.shape[0] * d * 32 / t_mm  # flop/s of a tall-skinny product with k = d
+    ff = 4 * 2 * pairs * d / rate
+    att_cert = sq * (t_exp + 15 * t_pass)
+    readout = 3 * 2 * T * d * C / rate
+    params = sum(int(np.prod(s)) for s in _tensor_shapes(model_path))
+    t_fill = _cpu(lambda: np.full(params, 1.0))[0]
+    size = model_path.stat().st_size
+    payload = np.zeros(size, np.uint8).tobytes()
+    with tempfile.NamedTemporaryFile(dir=model_path.parent) as fh:
+        t_save = _cpu(fh.write, payload)[0]
+    return {
+        "bounds": {"startup": startup, "read + encode": t_read, "attention (h per token)": attention,
+                   "group contexts per word": t_group, "feed-forward construction": t_fill,
+                   "certify": ff + att_cert + readout, "save": t_save},
+        "inputs": {"tokens": T, "sum_n2": sq, "query_candidates": K, "ff_pairs": pairs, "d": d, "labels": C,
+                   "ff_width": width, "exp_ns": t_exp * 1e9, "pass_ns": t_pass * 1e9, "blas_gflops": rate / 1e9,
+                   "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout}},
+        "threads": threads,
+    }  # fmt: skip
+
+
+def _tensor_shapes(path: Path):
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as f:
+        return [f.get_slice(k).get_shape() for k in f.keys()]
+
+
+def run_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> dict:
+    cmd = [sys.executable, str(HERE), "--probe-bounds", str(data), str(model_path), dtype, str(int(causal))]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip()[-2000:]}
+    return json.loads(proc.stdout)
+
+
+# ------------------------------------------------------------------------------------------------ cases
+def median_case(name: str, args: list[str], work: Path, repeats: int, data: Path, dtype: str,
+                causal: bool = False, with_bounds: bool = True) -> dict:  # fmt: skip
+    """Run a case ``repeats`` times (each with its own bound measurement): medians of every figure."""
+    runs, bounds = [], []
+    for i in range(repeats):
+        print(f"running {name} ({i + 1}/{repeats}) ...", file=sys.stderr, flush=True)
+        r = run_compile(name, args, work)
+        if "error" in r:
+            return r
+        runs.append(r)
+        if with_bounds:
+            bounds.append(run_bounds(data, Path(r["model_path"]), dtype, causal))
+            if "error" in bounds[-1]:
+                return {"case": name, "error": "bounds: " + bounds[-1]["error"]}
+        Path(r["model_path"]).unlink()
+    out = {k: v for k, v in runs[-1].items() if k not in ("stage_seconds", "wall_seconds", "cpu_seconds")}
+    out["repeats"] = repeats
+    out["model_hashes_equal"] = len({r["model_hash"] for r in runs}) == 1
+    out["certificate_digests_equal"] = len({r["certificate_digest"] for r in runs}) == 1
+    for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb"):
+        out[key] = statistics.median(r[key] for r in runs)
+        out[key + "_all"] = [r[key] for r in runs]
+    out["stage_seconds"] = {s: statistics.median(r["stage_seconds"].get(s, 0.0) for r in runs)
+                            for s in runs[0]["stage_seconds"]}  # fmt: skip
+    if with_bounds:
+        out["bound_seconds"] = {s: statistics.median(b["bounds"][s] for b in bounds) for s in bounds[0]["bounds"]}
+        out["bound_inputs"] = bounds[-1]["inputs"]
+        stage_sum = sum(out["stage_seconds"].get(s, 0.0) for s in STAGES)
+        bound_sum = sum(out["bound_seconds"].values())
+        out["ratio"] = {s: out["stage_seconds"][s] / out["bound_seconds"][s]
+                        for s in out["bound_seconds"] if s in out["stage_seconds"] and out["bound_seconds"][s] > 0}  # fmt: skip
+        out["total_stage_cpu_seconds"] = stage_sum
+        out["total_bound_seconds"] = bound_sum
+        out["total_ratio"] = stage_sum / bound_sum
+        if "certify" in out["ratio"]:
+            out["certify_ratio"] = out["ratio"]["certify"]
+    return out
+
+
+def fit_slope(x: list[float], y: list[float]) -> float:
+    """Least-squares slope of log y against log x."""
+    lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum((a - mx) ** 2 for a in lx)
+
+
+def scaling_cases(train: Path, work: Path, repeats: int, quick: bool) -> dict:
+    """Compile CPU (excluding start-up) against tokens: nested subsets (first 1/8, 1/4, 1/2, all sentences)
+    and copies (x1, x2, x4, x8); exponent = log-log least-squares slope."""
+    toks, labs = _parse(train)
+    fracs = (8, 4, 2, 1)
+    copies = (1, 2) if quick else (1, 2, 4, 8)
+    out: dict = {"subsets": [], "copies": []}
+
+    def write(path: Path, seqs: list[int], times: int) -> None:
+        with path.open("w") as fh:
+            for _ in range(times):
+                for i in seqs:
+                    fh.write("".join(f"{t} {y}\n" for t, y in zip(toks[i], labs[i], strict=True)) + "\n")
+
+    for kind, sizes in (("subsets", fracs), ("copies", copies)):
+        for s in sizes:
+            path = work / f"scale-{kind}-{s}.txt"
+            if kind == "subsets":
+                write(path, list(range(len(toks) // s)), 1)
+            else:
+                write(path, list(range(len(toks))), s)
+            name = f"{kind}-{'1/' if kind == 'subsets' else 'x'}{s}"
+            runs = []
+            for i in range(repeats):
+                print(f"running scaling {name} ({i + 1}/{repeats}) ...", file=sys.stderr, flush=True)
+                r = run_compile(f"scale-{kind}-{s}", [str(path)], work)
+                if "error" in r:
+                    return {"error": f"{name}: {r['error']}"}
+                Path(r["model_path"]).unlink()
+                runs.append(r)
+            cpu = statistics.median(sum(v for k, v in r["stage_seconds"].items() if k != "startup") for r in runs)
+            cert = statistics.median(r["stage_seconds"].get("certify", 0.0) for r in runs)
+            out[kind].append({"name": name, "tokens": runs[0]["tokens"], "compile_cpu_seconds": cpu,
+                              "certify_cpu_seconds": cert, "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+                              "model_hash": runs[0]["model_hash"], "certified": runs[0]["certified"]})  # fmt: skip
+            path.unlink()
+        pts = out[kind]
+        out[f"{kind}_exponent"] = fit_slope([p["tokens"] for p in pts], [p["compile_cpu_seconds"] for p in pts])
+        out[f"{kind}_certify_exponent"] = fit_slope([p["tokens"] for p in pts], [p["certify_cpu_seconds"] for p in pts])
+    return out
+
+
+def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) -> dict:
+    """CoNLL train repeated ``copies`` times: local executor vs ``--executor ray`` on a local ``workers``-worker
+    Ray instance (wall clock: CPU of Ray's worker processes is not a child of this process)."""
+    data = work / f"conll-train-x{copies}.txt"
+    text = train.read_text()
+    with data.open("w") as fh:
+        for _ in range(copies):
+            fh.write(text + "\n")
+    chunk = ["--chunk-tokens", str(50_000 if quick else 1_000_000)]
+    res = {}
+    for ex in ("local", "ray"):
+        print(f"running ray case, executor {ex} ...", file=sys.stderr, flush=True)
+        args = [str(data), *chunk, "--executor", ex, "--workers", str(workers)]
+        res[ex] = run_compile(f"x{copies}-{ex}", args, work, cpu_clock=False)
+        if "error" in res[ex]:
+            return {"error": f"{ex}: {res[ex]['error']}"}
+        Path(res[ex]["model_path"]).unlink()
+    data.unlink()
+    keep = ("tokens", "certified", "wall_seconds", "cpu_seconds", "peak_rss_mb", "peak_rss_worker_mb", "model_hash",
+            "certificate_digest", "stage_seconds", "executor")  # fmt: skip
+    return {"copies": copies, "workers": workers, **{ex: {k: r.get(k) for k in keep} for ex, r in res.items()},
+            "model_hash_equal": res["local"]["model_hash"] == res["ray"]["model_hash"],
+            "certificate_equal": res["local"]["certificate_digest"] == res["ray"]["certificate_digest"]}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ output
+def print_case(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['case']}: ERROR {r['error']}")
+        return
+    print(f"\n== {r['case']}: {r['tokens']} tokens, certified {r['certified']} ({r['certified_tokens']}/"
+          f"{r['ceiling_tokens']}), medians of {r['repeats']}: CPU {r['cpu_seconds']:.2f} s, wall "
+          f"{r['wall_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; model hash {r['model_hash'][:16]} "
+          f"(equal across runs: {r['model_hashes_equal']})")  # fmt: skip
+    if "bound_seconds" not in r:
+        return
+    print(f"  {'stage':<28}{'CPU s':>9}{'bound s':>10}{'ratio':>8}")
+    for s in STAGES:
+        t, b = r["stage_seconds"].get(s, 0.0), r["bound_seconds"].get(s, float("nan"))
+        print(f"  {s:<28}{t:>9.3f}{b:>10.3f}{(t / b if b > 0 else float('nan')):>8.2f}")
+    print(f"  {'total':<28}{r['total_stage_cpu_seconds']:>9.3f}{r['total_bound_seconds']:>10.3f}{r['total_ratio']:>8.2f}")
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--probe-bounds":
+        data, model, dtype, causal = sys.argv[2:6]
+        print(json.dumps(measure_bounds(Path(data), Path(model), dtype, causal == "1")))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CI-sized cases only.")
+    ap.add_argument("--quick", action="store_true", help="CI-sized cases only, one run each.")
+    ap.add_argument("--repeats", type=int, default=None, help="Runs per case (default 3; --quick: 1).")
+    ap.add_argument("--cases", default="conll,synthetic,scaling",
+                    help="Comma-separated: conll, synthetic, scaling, ray (default: all but ray).")  # fmt: skip
+    ap.add_argument("--scaling-repeats", type=int, default=None, help="Runs per scaling point (default: --repeats).")
+    ap.add_argument("--ray-copies", type=int, default=16, help="Copies of CoNLL train in the ray case.")
     ap.add_argument("--out", type=Path, default=Path("benchmark-compile.json"), help="Where to write the figures.")
     args = ap.parse_args()
+    repeats = args.repeats or (1 if args.quick else 3)
+    wanted = set(args.cases.split(","))
+    unknown = wanted - {"conll", "synthetic", "scaling", "ray"}
+    if unknown:
+        print(f"error: unknown case(s) {sorted(unknown)}: use conll, synthetic, scaling, ray", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="uatlab-bench-"))
-    cases: list[tuple[str, list[str]]] = []
-    syn = work / ("syn-quick.jsonl" if args.quick else "syn-20k.jsonl")
-    N, n, V, C = (2000, 16, 500, 10) if args.quick else (20_000, 32, 5_000, 10)
-    subprocess.run([*UATLAB, "synth", str(syn), "-N", str(N), "-n", str(n), "-V", str(V),
-                    "-C", str(C), "--json"], check=True, capture_output=True)  # fmt: skip
     have_conll = (CONLL / "train.txt").is_file()
-    if args.quick:
-        if have_conll:
-            head = work / "conll-head.txt"
-            lines, blanks = [], 0
-            with (CONLL / "train.txt").open() as fh:  # first 1,000 sentences (kept in the temp dir only)
-                for line in fh:
-                    lines.append(line)
-                    blanks += not line.strip()
-                    if blanks > 1000:
-                        break
-            head.write_text("".join(lines))
-            cases.append(("conll-head-1000-f64", [str(head)]))
-        cases.append((f"synthetic-N{N}-f64", [str(syn)]))
+    train = CONLL / "train.txt"
+    if args.quick and have_conll:  # first 1,000 sentences (kept in the temp dir only)
+        head = work / "conll-head.txt"
+        lines, blanks = [], 0
+        with train.open() as fh:
+            for line in fh:
+                lines.append(line)
+                blanks += not line.strip()
+                if blanks > 1000:
+                    break
+        head.write_text("".join(lines))
+        train = head
+    doc: dict = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
+                             "cores": os.cpu_count(), "load_average_start": os.getloadavg()},
+                 "repeats": repeats, "quick": args.quick, "cases": [], "scaling": None, "ray": None}  # fmt: skip
+    rows = doc["cases"]
+    if "conll" in wanted and have_conll:
+        tag = "conll-head-1000" if args.quick else "conll-train"
+        for dt in ("float64",) if args.quick else ("float64", "float32"):
+            rows.append(median_case(f"{tag}-{dt[5:] and 'f' + dt[5:]}", [str(train), "--dtype", dt], work, repeats,
+                                    train, dt))  # fmt: skip
+    if "synthetic" in wanted:
+        N, n, V, C = (2000, 16, 500, 10) if args.quick else (20_000, 32, 5_000, 10)
+        syn = work / f"syn-{N}.jsonl"
+        subprocess.run([*uatlab_cmd(False), "synth", str(syn), "-N", str(N), "-n", str(n), "-V", str(V),
+                        "-C", str(C), "--json"], check=True, capture_output=True)  # fmt: skip
+        rows.append(median_case(f"synthetic-N{N}-f64", [str(syn)], work, repeats, syn, "float64"))
         # out of core: the same data in 8 on-disk chunks and buckets (must give the same model)
-        cases.append((f"synthetic-N{N}-f64-chunked", [str(syn), "--chunk-tokens", str(N * n // 8)]))
-    else:
-        if have_conll:
-            cases += [
-                ("conll-valid-f64", [str(CONLL / "valid.txt")]),
-                ("conll-valid-f32", [str(CONLL / "valid.txt"), "--dtype", "float32"]),
-                ("conll-train-f64", [str(CONLL / "train.txt")]),
-                ("conll-train-f32", [str(CONLL / "train.txt"), "--dtype", "float32"]),
-                ("conll-train-causal-f64", [str(CONLL / "train.txt"), "--causal"]),
-            ]
-            # out of core: train repeated 8 times (1.6M tokens) in 200k-token chunks; peak RSS should match 1x
-            x8 = work / "conll-train-x8.txt"
-            with x8.open("w") as fh:
-                text = (CONLL / "train.txt").read_text()
-                for _ in range(8):
-                    fh.write(text + "\n")
-            cases.append(("conll-train-x8-chunked-f64", [str(x8), "--chunk-tokens", "200000"]))
-        cases.append(("synthetic-N20000-n32-V5000-C10-f64", [str(syn)]))
-    rows = []
-    for name, cargs in cases:
-        print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows.append(run_case(name, cargs, work))
-    args.out.write_text(json.dumps(rows, indent=2, default=str))
+        rows.append(median_case(f"synthetic-N{N}-f64-chunked", [str(syn), "--chunk-tokens", str(N * n // 8)], work,
+                                1, syn, "float64", with_bounds=False))  # fmt: skip
+        nocert = run_compile(f"synthetic-N{N}-f64-no-certify", [str(syn), "--no-certify"], work)
+        if "error" not in nocert:
+            Path(nocert["model_path"]).unlink()
+            whole = rows[-2]
+            if "error" not in whole:
+                whole["peak_rss_no_certify_mb"] = nocert["peak_rss_mb"]
+                whole["certify_peak_increase"] = whole["peak_rss_mb"] / nocert["peak_rss_mb"] - 1
+    if "scaling" in wanted and have_conll:
+        doc["scaling"] = scaling_cases(train, work, args.scaling_repeats or repeats, args.quick)
+    if "ray" in wanted and have_conll:
+        doc["ray"] = ray_case(train, work, 2 if args.quick else args.ray_copies, 2, args.quick)
+    doc["machine"]["load_average_end"] = os.getloadavg()
+    args.out.write_text(json.dumps(doc, indent=2, default=str))
     for r in rows:
-        if "error" in r:
-            print(f"{r['case']}: ERROR {r['error']}")
-            continue
-        print(f"\n== {r['case']}")
-        for key, label in COLUMNS:
-            print(f"  {label:>18}: {fmt(r.get(key))}")
-        if r.get("conflicts"):
-            for c in r["conflicts"]:
-                print(
-                    f"  conflict: {c['token']!r} pos {c['position']} lines {c['lines']} {c['label_counts']} -> {c['majority']}"
-                )
-        if r.get("min_margin_at"):
-            print(f"  smallest certified margin at {r['min_margin_at']}")
-        print(f"  stage seconds: {json.dumps({k: round(v, 2) for k, v in r['stage_seconds'].items()})}")
-    print(f"\nload average at end: {Path('/proc/loadavg').read_text().split()[:3]} (shared machine)")
+        print_case(r)
+        if r.get("certify_peak_increase") is not None:
+            print(f"  peak RSS without certify {r['peak_rss_no_certify_mb']:.0f} MB: certification adds "
+                  f"{100 * r['certify_peak_increase']:.1f} %")  # fmt: skip
+    if doc["scaling"]:
+        s = doc["scaling"]
+        if "error" in s:
+            print(f"scaling: ERROR {s['error']}")
+        else:
+            for kind in ("subsets", "copies"):
+                pts = ", ".join(f"{p['name']}: {p['tokens']} tok {p['compile_cpu_seconds']:.2f} s" for p in s[kind])
+                print(f"\nscaling {kind}: {pts}\n  exponent (compile CPU without start-up) {s[kind + '_exponent']:.3f}, "
+                      f"certify {s[kind + '_certify_exponent']:.3f}")  # fmt: skip
+    if doc["ray"]:
+        print(f"\nray case: {json.dumps(doc['ray'], default=str)}")
+    print(f"\nload average start {doc['machine']['load_average_start']}, end {doc['machine']['load_average_end']} "
+          "(shared machine)")  # fmt: skip
     print(f"figures written to {args.out}")
-    return 0 if all("error" not in r for r in rows) else 1
+    errors = [r for r in rows if "error" in r] + [x for x in (doc["scaling"], doc["ray"]) if x and "error" in x]
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -12,16 +12,26 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
 
 def test_compile_benchmark_quick(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--out", str(out)], capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--cases", "conll,synthetic", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    rows = {r["case"]: r for r in json.loads(out.read_text())}
+    doc = json.loads(out.read_text())
+    rows = {r["case"]: r for r in doc["cases"]}
     whole, chunked = rows["synthetic-N2000-f64"], rows["synthetic-N2000-f64-chunked"]
     for r in rows.values():
         assert "error" not in r, r
         assert r["certified"] is True and r["certified_tokens"] == r["ceiling_tokens"] == r["correct_tokens"]
-        assert r["peak_rss_mb"] > 0 and r["wall_seconds"] > 0
+        assert r["peak_rss_mb"] > 0 and r["wall_seconds"] > 0 and r["cpu_seconds"] > 0
+        assert r["threads"]["threads"] >= 1 and r["threads"]["blas"]
     assert whole["buckets"] == 1 and chunked["buckets"] == 8
-    for key in ("params_non_embedding", "ff_width", "min_certified_margin", "max_abs_weight", "distinct_contexts"):
+    for key in ("params_non_embedding", "ff_width", "min_certified_margin", "max_abs_weight", "distinct_contexts",
+                "model_hash", "certificate_digest"):  # fmt: skip
         assert whole[key] == chunked[key], key
-    assert "certified" in proc.stdout and "figures written to" in proc.stdout
+    # every stage has a measured bound and a ratio; stage CPU adds up to the process CPU
+    for stage in ("startup", "read + encode", "attention (h per token)", "group contexts per word", "certify", "save"):
+        assert whole["bound_seconds"][stage] > 0, stage
+        assert whole["ratio"][stage] == whole["stage_seconds"][stage] / whole["bound_seconds"][stage]
+    assert abs(whole["total_stage_cpu_seconds"] - whole["cpu_seconds"]) <= 0.05 * whole["cpu_seconds"] + 0.1
+    assert whole["bound_inputs"]["ff_pairs"] >= whole["tokens"]  # at least one candidate unit per token
+    assert 0 <= whole["certify_peak_increase"] < 5
+    assert "ratio" in proc.stdout and "figures written to" in proc.stdout

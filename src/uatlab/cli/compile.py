@@ -44,8 +44,20 @@ def _records(path: Path, fmt: str):
     raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
 
 
+def _threads(option: str) -> dict[str, Any]:
+    """Apply --threads (a positive integer or 'auto') to numpy's BLAS and torch; the settings as JSON."""
+    from uatlab.threads import apply_threads
+
+    if option != "auto" and not (option.isdigit() and int(option) >= 1):
+        raise InputError(f"--threads must be a positive integer or 'auto', got {option!r}")
+    try:
+        return apply_threads(option).to_json()
+    except ValueError as exc:  # UATLAB_THREADS set to something unusable
+        raise InputError(str(exc)) from None
+
+
 def _print_figures(title: str, fig: dict[str, Any]) -> None:
-    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions", "environment")}  # fmt: skip
+    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions", "environment", "threads")}  # fmt: skip
     console.print(key_value_table(title, rows))
     env = fig.get("environment")
     if env:
@@ -100,6 +112,9 @@ def compile_cmd(
     ),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
+    threads: str = typer.Option(
+        "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token", "--task", help="'token' (a label per token) or 'next-token' (one label per sequence, Kajitsuka & "
@@ -125,7 +140,6 @@ def compile_cmd(
     from uatlab.data.token_store import TokenStore
     from uatlab.models.io import save
 
-    torch.set_num_threads(1)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
     _check_exp_ulp(exp_ulp)
@@ -135,6 +149,7 @@ def compile_cmd(
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
     if not data.is_file():
         raise InputError(f"{data}: no such file")
+    thread_settings = _threads(threads)
     beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
     work = work_dir or out.with_name(out.name + ".work")
@@ -161,6 +176,7 @@ def compile_cmd(
     fig["model_file"] = str(out)
     fig["model_file_bytes"] = out.stat().st_size
     fig["seconds"] = time.perf_counter() - t0
+    fig["threads"] = thread_settings
     if cert is not None and not cert.certified:
         fig["uncertified_examples"] = cert.uncertified_examples
         fig["note"] = (
@@ -182,6 +198,9 @@ def certify_cmd(
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
     fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
+    threads: str = typer.Option(
+        "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
@@ -192,7 +211,7 @@ def certify_cmd(
     from uatlab.models.io import load
 
     _check_exp_ulp(exp_ulp)
-    torch.set_num_threads(1)
+    thread_settings = _threads(threads)
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:
@@ -203,6 +222,7 @@ def certify_cmd(
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0
+    fig["threads"] = thread_settings
     if json_out:
         print_json(fig)
         return
