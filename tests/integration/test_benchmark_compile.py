@@ -33,5 +33,4 @@ def test_compile_benchmark_quick(tmp_path):
         assert whole["ratio"][stage] == whole["stage_seconds"][stage] / whole["bound_seconds"][stage]
     assert abs(whole["total_stage_cpu_seconds"] - whole["cpu_seconds"]) <= 0.05 * whole["cpu_seconds"] + 0.1
     assert whole["bound_inputs"]["ff_pairs"] >= whole["tokens"]  # at least one candidate unit per token
-    assert 0 <= whole["certify_peak_increase"] < 5
     assert "ratio" in proc.stdout and "figures written to" in proc.stdout
