@@ -712,26 +712,87 @@ class _BoundedModel:
         cids_sorted = cid[order]
         starts = np.flatnonzero(np.r_[True, cids_sorted[1:] != cids_sorted[:-1]])
         ends = np.r_[starts[1:], len(order)]
-        sorted_unit_cid = g["sorted_cid"]
+        codes = cids_sorted[starts]
+        lo_u = np.searchsorted(g["sorted_cid"], codes, side="left")
+        hi_u = np.searchsorted(g["sorted_cid"], codes, side="right")
+        # a code whose units are all proven off for other codes (and no dense unit): its tokens need only
+        # its own units. Such codes are evaluated together in blocks (see _ff_blocks)
+        not_off = np.r_[0, np.cumsum(~proven_off)]
+        own_only = (hi_u > lo_u) & (len(dense_units) == 0) & (not_off[hi_u] == not_off[lo_u])
         no_unit_tokens = []
-        for s0, e0 in zip(starts, ends, strict=True):
-            c = cids_sorted[s0]
-            lo_u = np.searchsorted(sorted_unit_cid, c, side="left")
-            hi_u = np.searchsorted(sorted_unit_cid, c, side="right")
-            toks = order[s0:e0]
-            if hi_u == lo_u:
+        for i in np.flatnonzero(~own_only):
+            toks = order[starts[i] : ends[i]]
+            if hi_u[i] == lo_u[i]:
                 no_unit_tokens.append(toks)
                 continue
-            if len(dense_units) == 0 and proven_off[lo_u:hi_u].all():
-                sel = slice(lo_u, hi_u)  # a view: no copy of the unit rows
-            else:
-                units = np.arange(lo_u, hi_u)
-                sel = np.concatenate([units[proven_off[units]], dense_units])  # the rest are in dense_units
+            units = np.arange(lo_u[i], hi_u[i])
+            sel = np.concatenate([units[proven_off[units]], dense_units])  # the rest are in dense_units
             yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], sel, hid, out)
         if no_unit_tokens:
             toks = np.concatenate(no_unit_tokens)
             yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
+        fast = np.flatnonzero(own_only)
+        if len(fast):
+            self._ff_blocks(x, r, order, starts[fast], ends[fast], lo_u[fast], hi_u[fast], hid, out, yv, ry)
         return yv, ry
+
+    # (token, unit) pairs evaluated together at most (a block of codes; a larger code is a block of its own)
+    BLOCK_PAIRS = 4096
+
+    def _ff_blocks(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
+        """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``, in increasing unit order)
+        evaluated in blocks of consecutive codes: one product of the block's tokens with the block's unit
+        range, each token restricted to its own code's units (the others contribute exact zeros).
+
+        The result equals :meth:`_ff_units` per code: every sum over units only gains exact zero terms, and the
+        per-call quantities of :meth:`_ff_tail` (the error-carrying coordinates Jr with their ≤
+        LINEAR_ON_MAX_COORDS test, and γ of the unit count in :meth:`_on_units_linear_error`) are taken per code.
+        """
+        cum = np.r_[0, np.cumsum(ends - starts)].tolist()
+        lo_l, hi_l = lo_u.tolist(), hi_u.tolist()
+        i, G = 0, len(starts)
+        while i < G:
+            j = i + 1
+            while j < G and (cum[j + 1] - cum[i]) * (hi_l[j] - lo_l[i]) <= self.BLOCK_PAIRS:
+                j += 1
+            self._ff_block(x, r, order, starts[i:j], ends[i:j], lo_u[i:j], hi_u[i:j], hid, out, yv, ry)
+            i = j
+
+    def _ff_block(self, x, r, order, starts, ends, lo_g, hi_g, hid: _Linear, out: _Linear, yv, ry):
+        ntok = ends - starts
+        toks = np.concatenate([order[s:e] for s, e in zip(starts, ends, strict=True)])
+        lo, hi = int(lo_g[0]), int(hi_g[-1])
+        xb, rb = x[toks], r[toks]  # (Tb, d)
+        W1, b1, aW1 = hid.W[lo:hi], hid.b[lo:hi], hid.absW[lo:hi]
+        W2, absW2, b2 = out.W[:, lo:hi], out.absW[:, lo:hi], out.b
+        z, rz_prop, rz_round = self._preactivation_bounds(xb, rb, W1, b1, aW1)  # (Tb, K)
+        rz = rz_prop + rz_round
+        k = np.arange(lo, hi)
+        own = (k >= np.repeat(lo_g, ntok)[:, None]) & (k < np.repeat(hi_g, ntok)[:, None])  # (Tb, K)
+        live = own & ((z + 2 * rz * RADIUS_SAFETY) > 0)
+        a = np.where(own, np.maximum(z, 0.0), 0.0)
+        A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
+        ra = np.where(live, rz, 0.0)
+        # per code: coordinates with an input error read by its units (Jr of _ff_tail)
+        first = np.r_[0, np.cumsum(ntok)[:-1]]
+        err_coords = np.maximum.reduceat(rb, first, axis=0) > 0  # (codes, d)
+        reads = np.r_[np.zeros((1, W1.shape[1]), np.int64), np.cumsum(W1 != 0, axis=0)]
+        Jr = err_coords & ((reads[hi_g - lo] - reads[lo_g - lo]) > 0)
+        linear = Jr.sum(axis=1) <= self.LINEAR_ON_MAX_COORDS
+        d_out = W2.shape[0]
+        prop = np.zeros((len(toks), d_out))
+        if linear.any():
+            on = live & np.repeat(linear, ntok)[:, None] & ((z - 2 * rz * RADIUS_SAFETY) > 0)
+            ra = np.where(on, rz_round, ra)
+            g64 = np.repeat(gamma(hi_g - lo_g + 1, U64), ntok)[:, None]  # γ of each code's unit count
+            for j in np.flatnonzero(Jr[linear].any(axis=0)):
+                w = np.where(on, W1[:, j], 0.0)  # (Tb, K)
+                prop += (np.abs(w @ W2.T) + g64 * (np.abs(w) @ absW2.T)) * rb[:, j : j + 1]
+        nnz = live.astype(np.float64) @ (W2 != 0).T.astype(np.float64) + (b2 != 0)  # (Tb, d_out), exact
+        nprod = nnz - (b2 != 0)
+        o = a @ W2.T + b2
+        ro_prop = ra @ absW2.T + prop + nprod * self.eta
+        yv[toks], ry[toks] = self._residual(xb, rb, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]

@@ -1,0 +1,60 @@
+"""The first feed-forward layer's bound evaluated in blocks of codes equals its evaluation code by code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uatlab.constructions.memorizer import compile_dataset
+from uatlab.data.synthetic import synthetic_dataset
+from uatlab.verify.certificate import _BoundedModel, certify
+
+
+def _per_code(bm, x, r, ids, hid, out):
+    """Reference: one _ff_units call per code with that code's own units."""
+    g = bm.gate
+    cid = g["word_cid"][ids]
+    y, ry = np.full_like(x, np.nan), np.full_like(r, np.nan)
+    for c in np.unique(cid):
+        toks = np.flatnonzero(cid == c)
+        lo, hi = np.searchsorted(g["sorted_cid"], c, "left"), np.searchsorted(g["sorted_cid"], c, "right")
+        y[toks], ry[toks] = bm._ff_units(x[toks], r[toks], slice(lo, hi), hid, out)
+    return y, ry
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    data = synthetic_dataset(120, 9, 60, 4, seed=5)
+    return data, compile_dataset(data, run_certificate=False).model
+
+
+@pytest.mark.parametrize("block_pairs", [0, 64, 4096, 10**9])
+def test_blocks_equal_code_by_code(compiled, block_pairs, monkeypatch):
+    data, model = compiled
+    monkeypatch.setattr(_BoundedModel, "BLOCK_PAIRS", block_pairs)
+    bm = _BoundedModel(model)
+    assert bm.gate is not None
+    att, hid, out = bm.layers[0]
+    ids = np.stack(model.encoding.encode_tokens(data))  # (N, n): one length
+    x, r = bm.embed(ids)
+    x, r, _ = bm.attention(x, r, att, att.causal)
+    d = x.shape[-1]
+    x, r, ids = x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1)
+    y, ry = bm.ff_gated(x, r, ids, hid, out)
+    y0, ry0 = _per_code(bm, x, r, ids, hid, out)
+    assert not np.isnan(y0).any()
+    # the same sums, possibly in another order inside the BLAS: equal up to rounding of the reference
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-12 * max(1.0, float(np.abs(y0).max())))
+    np.testing.assert_allclose(ry, ry0, rtol=1e-12, atol=0)
+    assert (ry >= 0).all()
+
+
+def test_certificate_unchanged_by_blocking(compiled, monkeypatch):
+    data, model = compiled
+    blocked = certify(model, data)
+    monkeypatch.setattr(_BoundedModel, "BLOCK_PAIRS", 0)  # every code a block of its own
+    single = certify(model, data)
+    assert blocked.certified and single.certified
+    assert blocked.certified_tokens == single.certified_tokens == blocked.ceiling_tokens
+    assert blocked.min_margin_at == single.min_margin_at
+    assert blocked.min_certified_margin == pytest.approx(single.min_certified_margin, rel=1e-12)
