@@ -7,13 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
 
 
+@pytest.mark.timeout(1500)  # about a minute on an idle 2-core machine; several times that when it is shared
 def test_compile_benchmark_quick(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--cases", "conll,synthetic", "--out", str(out)],
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--cases", "synthetic", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1400)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     rows = {r["case"]: r for r in doc["cases"]}
