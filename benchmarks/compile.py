@@ -156,10 +156,10 @@ def _cpu(fn, *a, reps: int = 1):
 
 def _query_candidates(dtype: str) -> int:
     try:
-        from uatlab.constructions.memorizer import _check_request
-    except ImportError:
-        from uatlab.constructions.paper_a.cor1_memorizer import _check_request  # the package layout
-    return len(_check_request(dtype, "auto", "auto")[1])
+        from uatlab.constructions.paper_a.cor1_memorizer.select import check_request
+    except ImportError:  # the single-module layout of earlier versions (for before/after comparisons)
+        from uatlab.constructions.memorizer import _check_request as check_request
+    return len(check_request(dtype, "auto", "auto")[1])
 
 
 def _ff_pairs(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uatlab.constructions.memorizer import compile_dataset
+from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 from uatlab.data.synthetic import synthetic_dataset
 from uatlab.verify.certificate import _BoundedModel, certify
 
