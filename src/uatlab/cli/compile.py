@@ -132,7 +132,6 @@ def compile_cmd(
         return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
     if task != "token":
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
-    import torch
 
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
@@ -204,7 +203,6 @@ def certify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
-    import torch
 
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress
