@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.io_safety import save_figure
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024 (arXiv 2307.14023)"
 
@@ -63,7 +64,7 @@ def check_theorem1(ctx: ClaimContext) -> ClaimResult:
     ax.legend()
     fig.tight_layout()
     path = ctx.figure_path("A.thm1.hardmax-not-contextual", "softmax_delta_hist.png")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     ok = res["all_collide"] and res["softmax_separates"]
     return ClaimResult(
@@ -168,7 +169,7 @@ def check_lemma1(ctx: ClaimContext) -> ClaimResult:
     ax.legend()
     fig.tight_layout()
     path = ctx.figure_path("A.lemma1.boltzmann-separation", "delta_vs_bound.png")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return ClaimResult(
         verdict="pass" if certified == count else "fail",
@@ -215,7 +216,7 @@ def check_float64_collapse(ctx: ClaimContext) -> ClaimResult:
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = ctx.figure_path("A.thm2.float64-collapse", "separation_vs_c.png")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     paper = rows[-1]
     ok = all(r["exact_delta_certified_positive"] for r in rows) and paper["float64_collapsed_ids"] > 0

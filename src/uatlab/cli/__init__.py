@@ -5,11 +5,9 @@ Command modules register on the shared :data:`uatlab.cli.app.app`; they are impo
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
-
-from uatlab.cli.app import app, err_console
-from uatlab.errors import UatlabError
 
 # One module per area; each adds its commands to ``app`` on import.
 COMMAND_MODULES: list[str] = [
@@ -32,21 +30,72 @@ def _load_commands() -> None:
         importlib.import_module(name)
 
 
+def one_line(text: str) -> str:
+    """A message as one line (an error is one ``error: ...`` line, whatever the terminal width)."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _error(message: str) -> int:
+    sys.stderr.write(f"error: {one_line(message)}\n")
+    sys.stderr.flush()
+    return 2
+
+
+def _usage_error(exc) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None and ctx.command_path else ""
+    return where + exc.format_message() + (f" (see '{ctx.command_path} --help')" if ctx is not None else "")
+
+
+def _os_error(exc: OSError) -> str:
+    name = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "no space left on device (nothing was replaced; free some space and run again)"
+    return f"{name}: {reason}" if name else reason
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``uatlab`` script."""
-    _load_commands()
+    """Entry point of the ``uatlab`` script: exit 0 on success, 2 with one ``error:`` line on a user error,
+    130 on Ctrl-C (partial results kept)."""
     try:
-        app(args=argv, prog_name="uatlab")  # standalone: click handles usage errors and --help
-    except UatlabError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        return 2
+        from uatlab.cli.app import app
+        from uatlab.memory_guard import set_memory_limit
+
+        set_memory_limit(None)  # each invocation starts from the default limit (or UATLAB_MAX_MEMORY)
+        _load_commands()
+        code = app(args=argv, prog_name="uatlab", standalone_mode=False)
     except KeyboardInterrupt:
-        err_console.print("[bold red]interrupted[/] (partial results, if any, were kept)")
+        sys.stderr.write("interrupted (partial results, if any, were kept)\n")
         return 130
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+    except BaseException as exc:  # noqa: BLE001 - sorted below; anything unexpected keeps its traceback
+        if "uatlab.errors" not in sys.modules:
+            raise
+        from uatlab.errors import UatlabError
+
+        # click's exception classes (typer may vendor its own copy of click): matched by name
+        kinds = {cls.__name__ for cls in type(exc).__mro__}
+        if isinstance(exc, UatlabError):
+            return _error(str(exc))
+        if "Abort" in kinds:
+            sys.stderr.write("interrupted (partial results, if any, were kept)\n")
+            return 130
+        if "NoArgsIsHelpError" in kinds:  # ``uatlab`` alone (or a group alone) prints its help
+            sys.stdout.write(exc.format_message() + "\n")
+            return 2
+        if "UsageError" in kinds:
+            return _error(_usage_error(exc))
+        if "ClickException" in kinds:
+            return _error(exc.format_message())
+        if isinstance(exc, OSError):
+            return _error(_os_error(exc))
+        if isinstance(exc, MemoryError):
+            return _error("out of memory: the request is too large for this machine; use smaller sizes")
+        raise
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

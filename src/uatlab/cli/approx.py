@@ -15,7 +15,9 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.cli.options import SEED_MAX, finite, one_of, reject_overridden
 from uatlab.errors import InputError
+from uatlab.io_safety import check_output_dir
 
 approx = typer.Typer(
     name="approx",
@@ -26,6 +28,7 @@ approx = typer.Typer(
 )
 app.add_typer(approx, name="approx")
 
+LIST_MAX = 100_000  # largest anchor count, grid, head count or context length accepted in a sweep list
 OUT = typer.Option(Path("approx-out"), "--out", help="Folder for the CSV and the figure.")
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
@@ -42,6 +45,8 @@ def _ints(text: str, name: str) -> list[int]:
         raise InputError(f"--{name} must be a comma-separated list of integers, got {text!r}") from exc
     if not vals or any(v < 1 for v in vals):
         raise InputError(f"--{name} needs positive integers, got {text!r}")
+    if any(v > LIST_MAX for v in vals):
+        raise InputError(f"--{name}: values above {LIST_MAX} are not supported (memory), got {text!r}")
     return vals
 
 
@@ -86,12 +91,14 @@ def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: lis
 
 @approx.command("truncated-linear")
 def truncated_linear_cmd(
+    ctx: typer.Context,
     anchors: str = typer.Option("11,21,41,81,161", "--anchors", help="Anchor counts m to sweep."),
-    mode: str = typer.Option("token", "--mode", help="'token' (positional bias) or 'sequence' (appended anchors)."),
-    a: float = typer.Option(-1.0, "--a", help="Lower clamp value."),
-    b: float = typer.Option(1.0, "--b", help="Upper clamp value."),
-    points: int = typer.Option(20001, "--points", help="y values on [a−(b−a), b+(b−a)]."),
-    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32."),
+    mode: str = typer.Option("token", "--mode", help="'token' (positional bias) or 'sequence' (appended anchors).",
+                             callback=one_of("token", "sequence")),
+    a: float = typer.Option(-1.0, "--a", help="Lower clamp value.", callback=finite(-1e6, 1e6)),
+    b: float = typer.Option(1.0, "--b", help="Upper clamp value.", callback=finite(-1e6, 1e6)),
+    points: int = typer.Option(20001, "--points", min=3, max=10**7, help="y values on [a−(b−a), b+(b−a)]."),
+    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32.", callback=one_of("float64", "float32")),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -101,7 +108,11 @@ def truncated_linear_cmd(
 
     from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
+    reject_overridden(ctx, quick, "anchors", "points")
+    if not a < b:
+        raise InputError(f"--a must be smaller than --b, got a={a}, b={b}")
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
+    check_output_dir(out)
     s = sw.sweep_truncated_linear(
         ms, mode=mode, a=a, b=b, points=4001 if quick else points, dtype=dtype, progress=_progress(json_out)
     )
@@ -119,9 +130,10 @@ def truncated_linear_cmd(
 
 @approx.command("heads")
 def heads_cmd(
+    ctx: typer.Context,
     heads: str = typer.Option("1,2,4,8,16", "--heads", help="Head counts H to sweep."),
-    anchors: int = typer.Option(11, "--anchors", help="Anchors per head (= positions n)."),
-    points: int = typer.Option(20001, "--points", help="y values on [a−(b−a), b+(b−a)]."),
+    anchors: int = typer.Option(11, "--anchors", min=2, max=100_000, help="Anchors per head (= positions n)."),
+    points: int = typer.Option(20001, "--points", min=3, max=10**7, help="y values on [a−(b−a), b+(b−a)]."),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -131,6 +143,9 @@ def heads_cmd(
 
     from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
+    reject_overridden(ctx, quick, "points")
+    _ints(heads, "heads")
+    check_output_dir(out)
     s = sw.sweep_heads(
         _ints(heads, "heads"), anchors=anchors, points=4001 if quick else points, progress=_progress(json_out)
     )
@@ -147,13 +162,14 @@ def heads_cmd(
 
 @approx.command("relu-network")
 def relu_cmd(
-    nets: int = typer.Option(5, "--nets", help="Number of random ReLU networks (paper B's shape)."),
+    ctx: typer.Context,
+    nets: int = typer.Option(5, "--nets", min=1, max=10_000, help="Number of random ReLU networks (paper B's shape)."),
     anchors: str = typer.Option("33,65,129,257", "--anchors", help="Anchor counts to sweep."),
-    n: int = typer.Option(20, "--n", help="Sequence length."),
-    d: int = typer.Option(5, "--d", help="Token dimension."),
-    hidden: int = typer.Option(10, "--hidden", help="Hidden ReLU units."),
-    samples: int = typer.Option(100, "--samples", help="Random inputs in [0,1]^{n×d} per network."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the first network."),
+    n: int = typer.Option(20, "--n", min=1, max=10_000, help="Sequence length."),
+    d: int = typer.Option(5, "--d", min=1, max=10_000, help="Token dimension."),
+    hidden: int = typer.Option(10, "--hidden", min=1, max=100_000, help="Hidden ReLU units."),
+    samples: int = typer.Option(100, "--samples", min=1, max=10**7, help="Random inputs in [0,1]^{n×d} per network."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the first network."),
     layers: int = typer.Option(1, "--layers", help="Attention layers of the compiled model: 1 or 2."),
     out: Path = OUT,
     quick: bool = QUICK,
@@ -164,6 +180,9 @@ def relu_cmd(
 
     from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
+    reject_overridden(ctx, quick, "anchors", "nets", "samples")
+    _ints(anchors, "anchors")
+    check_output_dir(out)
     s = sw.sweep_relu_network(
         [65, 257] if quick else _ints(anchors, "anchors"),
         nets=2 if quick else nets,
@@ -188,11 +207,16 @@ def relu_cmd(
 
 @approx.command("universal")
 def universal_cmd(
-    target: str = typer.Option("product-mean", "--target", help="product-mean, softmax-average, smooth-rank or first-token-product (positional encoding)."),
-    d: int = typer.Option(1, "--d", help="Token dimension."),
-    n: int = typer.Option(3, "--n", help="Sequence length."),
+    ctx: typer.Context,
+    target: str = typer.Option(
+        "product-mean", "--target",
+        help="product-mean, softmax-average, smooth-rank or first-token-product (positional encoding).",
+        callback=one_of("product-mean", "softmax-average", "smooth-rank", "first-token-product"),
+    ),
+    d: int = typer.Option(1, "--d", min=1, max=64, help="Token dimension."),
+    n: int = typer.Option(3, "--n", min=1, max=10_000, help="Sequence length."),
     grids: str = typer.Option("5,10,20,30,44", "--grids", help="Cells per coordinate G to sweep."),
-    samples: int = typer.Option(20000, "--samples", help="Random points for the sup and L² error."),
+    samples: int = typer.Option(20000, "--samples", min=1, max=10**7, help="Random points for the sup and L² error."),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -206,10 +230,12 @@ def universal_cmd(
 
     from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
+    reject_overridden(ctx, quick, "grids", "samples")
     if target == "first-token-product":
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
         return
     gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
+    check_output_dir(out)
     s = sw.sweep_universal(
         gs, target=target, d=d, n=n, samples=2000 if quick else samples, progress=_progress(json_out)
     )
@@ -262,11 +288,12 @@ def _positional_universal(d: int, n: int, cells: list[int], samples: int, json_o
 
 @approx.command("gd-in-context")
 def gd_cmd(
+    ctx: typer.Context,
     contexts: str = typer.Option("8,16,32,64,128", "--contexts", help="Context lengths N."),
     eps: str = typer.Option("0.1,0.01,0.001,0.0001,1e-05,1e-06", "--eps", help="Score scales ε (inverse temperature)."),
-    d: int = typer.Option(8, "--d", help="Input dimension."),
+    d: int = typer.Option(8, "--d", min=1, max=10_000, help="Input dimension."),
     steps: str = typer.Option("1,3", "--steps", help="GD steps k (one layer each)."),
-    lr: float = typer.Option(0.5, "--lr", help="GD step size η."),
+    lr: float = typer.Option(0.5, "--lr", help="GD step size η.", callback=finite(0, 100, lo_open=True)),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -276,6 +303,9 @@ def gd_cmd(
 
     from uatlab.experiments import approximation_sweeps as sw
     torch.set_num_threads(1)
+    reject_overridden(ctx, quick, "contexts", "eps")
+    _ints(contexts, "contexts"), _floats(eps, "eps"), _ints(steps, "steps")
+    check_output_dir(out)
     s = sw.sweep_gd(
         [16, 64] if quick else _ints(contexts, "contexts"),
         [1e-1, 1e-2, 1e-3, 1e-4] if quick else _floats(eps, "eps"),

@@ -1,7 +1,7 @@
 """``uatlab compile``, ``uatlab certify`` and ``uatlab synth``: memorizing Transformers, compiled and proven.
 
 * ``compile DATA``: stream a CoNLL/JSONL file into a one-layer single-head rank-1 Transformer
-  (:mod:`uatlab.constructions.paper_a.cor1_memorizer`), certify it in its dtype, print the figures, save the model.
+  (:mod:`uatlab.constructions.memorizer`), certify it in its dtype, print the figures, save the model.
 * ``certify MODEL DATA``: re-check any saved uatlab model (with a token encoding) on any data set.
 * ``synth OUT``: write a random labelled data set as JSONL (:mod:`uatlab.data.synthetic`).
 """
@@ -15,7 +15,10 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
+from uatlab.cli.options import SEED_MAX, one_of
 from uatlab.errors import InputError
+from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
+from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
 EXP_ULP_HELP = (
@@ -87,13 +90,19 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
 @app.command("compile")
 def compile_cmd(
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
-    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32."),
-    dim: int = typer.Option(0, "--dim", help="Model dimension d (0 = the smallest that works)."),
-    out: Path = typer.Option(Path("model.safetensors"), "--out", help="Where to save the compiled model."),
+    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension).",
+                            callback=one_of("auto", "conll", "jsonl", "text")),
+    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact).",
+                              callback=one_of("float64", "float32", "exact")),
+    dim: int = typer.Option(0, "--dim", min=0, max=65536, help="Model dimension d (0 = the smallest that works)."),
+    out: Path = typer.Option(
+        Path("model.safetensors"), "--out",
+        help="Where to save the compiled model. An existing file is replaced (atomically, once the new model is "
+        "complete); an input file is never overwritten.",
+    ),
     causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
     beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random key codes."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the random key codes."),
     code: str = typer.Option("auto", "--code", help="Word codes of the FF gate: binary, M-hot (e.g. 3-hot) or auto."),
     group: str = typer.Option(
         "auto", "--group", help="FF units per word or per (word, position): word, word-pos or auto (float32: word-pos)."
@@ -105,10 +114,11 @@ def compile_cmd(
         "auto", "--labels", help="Label code: ordinal (1 coordinate), one-hot, or auto (float64 ordinal, float32 one-hot)."
     ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
     chunk_tokens: int = typer.Option(
-        1_000_000, "--chunk-tokens", help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets."
+        1_000_000, "--chunk-tokens", min=1, help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets."
     ),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
@@ -129,35 +139,100 @@ def compile_cmd(
 
         fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
         out_nt = out if out != Path("model.safetensors") else Path("model.next-token.json")
-        return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
+        check_input_file(data)
+        check_output_file(out_nt, [data])
+        with OutputLock(out_nt):
+            return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
     if task != "token":
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+    set_memory_limit(max_memory)
+    if dtype not in ("float64", "float32"):
+        raise InputError(f"--dtype must be float64 or float32 for --task token, got {dtype!r}")
+    _check_exp_ulp(exp_ulp)
+    if ff not in ("knots", "ramps"):
+        raise InputError(f"--ff must be knots or ramps, got {ff!r}")
+    if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
+        raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
+    beta_value = _parse_beta(beta)
+    check_input_file(data)
+    check_output_file(out, [data])
+    work = work_dir or out.with_name(out.name + ".work")
+    if work.exists() and same_file(work, data):
+        raise InputError(f"--work-dir {work} is the input file {data}")
+    with OutputLock(out):
+        _compile(data, fmt, dtype, dim, out, causal, beta_value, seed, code, group, ff, labels, no_certify, exp_ulp,
+                 resume, chunk_tokens, work, keep_work, json_out, threads)  # fmt: skip
 
+
+CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured
+
+
+def check_certify_memory(n: int, where: str) -> None:
+    """Refuse to certify a sequence of ``n`` tokens whose all-pairs attention bounds would not fit in memory."""
+    check_memory(
+        CERTIFY_BYTES_PER_PAIR * float(n) * n,
+        f"certifying the sequence of {n} tokens at {where}",
+        "attention bounds over all pairs of its tokens; --no-certify skips the certificate",
+    )
+
+
+def _length_checked(records, data: Path, max_len: int | None = None):
+    """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify."""
+    for tokens, labels, line in records:
+        if max_len is not None and len(tokens) > max_len:
+            raise InputError(f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}")
+        check_certify_memory(len(tokens), f"{data}:{line}")
+        yield tokens, labels, line
+
+
+def warn_long_outlier_store(store, data: Path, factor: float = 20.0, minimum: int = 1000) -> None:
+    """Warn when the longest stored sequence is ≥ ``minimum`` tokens and ≥ ``factor`` × the mean of the rest."""
+    n, count, total = store.max_len, store.sequences, store.tokens
+    rest = (total - n) / (count - 1) if count > 1 else 0.0
+    if n >= minimum and n >= factor * max(rest, 1.0):
+        what = f"far longer than the rest (mean {rest:.0f})" if count > 1 else "the whole file"
+        err_console.print(
+            f"warning: {data}:{store.m.get('max_len_line', '?')}: a sequence of {n} tokens, {what}; "
+            "were blank lines between sentences lost?",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
+
+def _parse_beta(beta: str) -> float | str:
+    if beta == "auto":
+        return beta
+    try:
+        value = float(beta)
+    except ValueError:
+        raise InputError(f"--beta must be 'auto' or a positive power of two, got {beta!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise InputError(f"--beta must be 'auto' or a positive power of two, got {beta!r}")
+    return value
+
+
+def _compile(data: Path, fmt: str, dtype: str, dim: int, out: Path, causal: bool, beta_value: float | str,
+             seed: int, code: str, group: str, ff: str, labels: str, no_certify: bool, exp_ulp: float, resume: bool,
+             chunk_tokens: int, work: Path, keep_work: bool, json_out: bool, threads: str) -> None:  # fmt: skip
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
     from uatlab.data.keys import input_keys
     from uatlab.data.token_store import TokenStore
     from uatlab.models.io import save
 
-    if dtype not in ("float64", "float32"):
-        raise InputError(f"--dtype must be float64 or float32, got {dtype!r}")
-    _check_exp_ulp(exp_ulp)
-    if ff not in ("knots", "ramps"):
-        raise InputError(f"--ff must be knots or ramps, got {ff!r}")
-    if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
-        raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
-    if not data.is_file():
-        raise InputError(f"{data}: no such file")
     thread_settings = _threads(threads)
-    beta_value: float | str = beta if beta == "auto" else float(beta)
     t0 = time.perf_counter()
-    work = work_dir or out.with_name(out.name + ".work")
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
         err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
     with StageBars(not json_out) as bars:
         store.read(_records(data, fmt), input_keys, progress=bars.step("reading"))
         t_read = time.perf_counter() - t0
+        if store.sequences == 0:  # nothing was computed: leave no work directory behind
+            store.remove()
+            raise InputError(f"{data}: no sequences found (the file is empty, blank or holds only -DOCSTART- lines)")
+        warn_long_outlier_store(store, data)
+        if not no_certify:  # refuse now, before compiling, rather than after
+            check_certify_memory(store.max_len, f"{data}:{store.m.get('max_len_line', '?')}")
         con = compile_memorizer(
             store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
             ff=ff, labels=labels, certify=not no_certify, progress=bars, exp_ulps=exp_ulp,
@@ -195,11 +270,13 @@ def compile_cmd(
 def certify_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained) that stores its encoding."),
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension)."),
+    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension).",
+                            callback=one_of("auto", "conll", "jsonl")),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     threads: str = typer.Option(
         "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
     ),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
@@ -209,14 +286,20 @@ def certify_cmd(
     from uatlab.models.io import load
 
     _check_exp_ulp(exp_ulp)
+    set_memory_limit(max_memory)
     thread_settings = _threads(threads)
+    check_input_file(model_path, "model file")
+    check_input_file(data)
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
+    records = _length_checked(_records(data, fmt), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
-        cert = certify_chunks_with_progress(model, _records(data, fmt), str(data), None, bars, exp_ulps=exp_ulp)
+        cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp)
     fig = cert.to_dict()
+    if not fig.get("tokens"):
+        raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0
@@ -234,20 +317,24 @@ def certify_cmd(
 
 @app.command("synth")
 def synth_cmd(
-    out: Path = typer.Argument(..., help="JSONL file to write."),
-    sequences: int = typer.Option(1000, "-N", "--sequences", help="Number of sequences N."),
-    length: int = typer.Option(32, "-n", "--length", help="Tokens per sequence n."),
-    vocab: int = typer.Option(5000, "-V", "--vocab", help="Vocabulary size V."),
-    classes: int = typer.Option(10, "-C", "--classes", help="Number of labels C."),
+    out: Path = typer.Argument(..., help="JSONL file to write (an existing file is replaced atomically at the end)."),
+    sequences: int = typer.Option(1000, "-N", "--sequences", min=1, max=10**12, help="Number of sequences N."),
+    length: int = typer.Option(32, "-n", "--length", min=1, max=10**6, help="Tokens per sequence n."),
+    vocab: int = typer.Option(5000, "-V", "--vocab", min=1, max=2**62, help="Vocabulary size V."),
+    classes: int = typer.Option(10, "-C", "--classes", min=1, max=2**62, help="Number of labels C."),
     no_repeats: bool = typer.Option(False, "--no-repeats", help="No token twice in a sequence (needs n ≤ V)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Random seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Write N random labelled sequences (uniform tokens and labels) as JSONL."""
     from uatlab.data.synthetic import write_synthetic
 
+    if no_repeats and length > vocab:
+        raise InputError(f"--no-repeats: sequences of n={length} distinct tokens need a vocabulary V ≥ n, got V={vocab}")
+    check_output_file(out)
     t0 = time.perf_counter()
-    write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
+    with OutputLock(out):
+        write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
     fig = {"out": str(out), "sequences": sequences, "length": length, "vocab": vocab, "classes": classes,
            "repeats": not no_repeats, "seed": seed, "tokens": sequences * length, "bytes": out.stat().st_size,
            "seconds": time.perf_counter() - t0}  # fmt: skip

@@ -8,20 +8,14 @@ JSON. Every option is validated before anything is read or written.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from uatlab.errors import InputError
+from uatlab.io_safety import write_text_atomic
 
 NEXT_TOKEN_REGIMES = ("float64", "float32", "exact")
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def compile_next_token_file(
@@ -62,7 +56,7 @@ def compile_next_token_file(
         "layers": [{"ptr": L.ptr.tolist(), "cols": L.cols.tolist(), "weights": L.weights, "bias": L.bias}
                    for L in memo.circuit.layers],
     }  # fmt: skip
-    _atomic_write_text(out, json.dumps(saved))
+    write_text_atomic(out, json.dumps(saved))
     fig = {
         "task": "next-token", "data": str(data), "examples": len(d), "window": d.window,
         "vocabulary": len(d.token_vocab), "classes": d.num_classes, "regime": dtype,
@@ -112,7 +106,7 @@ def capacity_next_token_command(ns: str, quick: bool, blocks: bool, out: Path, j
             state["compiled"].append(nt.compiled_point(N, "exact", certify=True))
         if N not in have_t:
             state["trained"].append(nt.trained_point(N, epochs=100 if quick else 300))
-        _atomic_write_text(state_path, json.dumps(state, default=float))
+        write_text_atomic(state_path, json.dumps(state, default=float))
         if not json_out:
             t = next(r for r in state["trained"] if r["N"] == N)
             c = next(r for r in state["compiled"] if r["N"] == N)
@@ -125,7 +119,7 @@ def capacity_next_token_command(ns: str, quick: bool, blocks: bool, out: Path, j
     state["slope_trained"] = nt.fit_loglog_slope([a for a, _ in pts], [b for _, b in pts]) if len(pts) > 1 else None
     pts = [(r["N"], r["params"]) for r in state["compiled"]]
     state["slope_compiled"] = nt.fit_loglog_slope([a for a, _ in pts], [b for _, b in pts]) if len(pts) > 1 else None
-    _atomic_write_text(state_path, json.dumps(state, default=float))
+    write_text_atomic(state_path, json.dumps(state, default=float))
     if json_out:
         print_json(state)
     else:

@@ -10,12 +10,16 @@ from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
 from uatlab.cli.experiment import experiment
+from uatlab.cli.options import one_of
 from uatlab.errors import InputError
+from uatlab.io_safety import check_output_dir
 
 QUICK = typer.Option(False, "--quick", help="CI-sized run (seconds to a minute).")
 FULL = typer.Option(False, "--full", help="The repository's parity settings (all seeds; long).")
-EXECUTOR = typer.Option("local", "--executor", help="'local' (default) or 'ray' (needs uatlab[ray]).")
-WORKERS = typer.Option(1, "--workers", help="Parallel trials (local process pool when > 1).")
+EXECUTOR = typer.Option(
+    "local", "--executor", help="'local' (default) or 'ray' (needs uatlab[ray]).", callback=one_of("local", "ray")
+)
+WORKERS = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local process pool when > 1).")
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 MODE = typer.Option("both", "--mode", help="'parity', 'corrected' or 'both'.")
 STORED = typer.Option(False, "--stored-only", help="Run nothing: summarise the trials already stored in --out.")
@@ -47,6 +51,7 @@ def _sweep_command(sweep: str, quick: bool, full: bool, mode: str, out: Path | N
 
     scale = _scale(quick, full)
     out = out or Path("uatlab-runs") / f"attention-{sweep}"
+    check_output_dir(out)
     err_console.print(f"attention-{sweep} ({scale}) → {out}", highlight=False)
     data = run_truncated_sweep(
         sweep, scale, out, _modes(mode), executor, workers, progress=True, stored_only=stored_only
@@ -113,6 +118,7 @@ def attention_heatmap(
     from uatlab.experiments.paper_b.runner import run_heatmap
 
     scale = _scale(quick, full)
+    check_output_dir(out)
     data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
     if json_out:
         print_json(data)
@@ -142,6 +148,7 @@ def attention_seq2seq(
     scale = _scale(quick, full)
     if mode != "all" and mode not in SEQ2SEQ_MODES:
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")
+    check_output_dir(out)
     data = run_seq2seq(
         scale, out, SEQ2SEQ_MODES if mode == "all" else (mode,), executor, workers, stored_only=stored_only
     )

@@ -9,7 +9,9 @@ from rich.table import Table
 
 from uatlab.cli.app import console, format_value, print_json
 from uatlab.cli.experiment import experiment
+from uatlab.cli.options import SEED_MAX, finite
 from uatlab.errors import InputError
+from uatlab.io_safety import check_input_file, check_output_dir
 
 
 def parse_ranks(text: str) -> tuple[int | None, ...]:
@@ -36,13 +38,14 @@ def rank_ablation_command(
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
     out: Path = typer.Option(Path("uatlab-runs/rank-ablation"), "--out", help="Output folder (resumable)."),
     ranks: str = typer.Option("1,2,4,full", "--ranks", help="Attention ranks, comma-separated ('full' = head size d)."),
-    epochs: int = typer.Option(800, "--epochs", help="Epoch cap per rank (stops at the ceiling)."),
-    sentences: int | None = typer.Option(None, "--sentences", help="Use only the first N sentences."),
-    dim: int = typer.Option(128, "--dim", help="Token dimension d."),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch."),
-    seed: int = typer.Option(0, "--seed", help="Seed."),
-    threads: int = typer.Option(1, "--threads", help="torch threads."),
+    epochs: int = typer.Option(800, "--epochs", min=1, max=10**6, help="Epoch cap per rank (stops at the ceiling)."),
+    sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),
+    dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).",
+                             callback=finite(0, 1e3, lo_open=True)),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
+    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads."),
     quick: bool = typer.Option(False, "--quick", help="40 sentences, d=32, batch 8, lr 1e-2, 80 epochs (a minute)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
@@ -50,8 +53,8 @@ def rank_ablation_command(
     from uatlab.experiments.rank_ablation import run_rank_ablation
 
     rank_list = parse_ranks(ranks)
-    if not data.is_file():
-        raise InputError(f"{data}: no such file")
+    check_input_file(data)
+    check_output_dir(out, [data])
     if quick:
         sentences, dim, epochs, batch_size, lr = sentences or 40, 32, 80, 8, 1e-2
     cfg = {"dim": dim, "ff_mult": 4, "lr": lr, "batch_size": batch_size, "embed_std": 0.1, "epochs": epochs}

@@ -9,9 +9,11 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from uatlab.claims.registry import ClaimContext, ClaimRun, run_claims
+from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claims
 from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
+from uatlab.io_safety import check_output_dir
 from uatlab.report.claims_report import write_claims_report
 
 
@@ -20,7 +22,7 @@ def reproduce(
     quick: bool = typer.Option(False, "--quick", help="CI-sized version of every check (minutes)."),
     out: Path = typer.Option(Path("uatlab-report"), "--out", help="Folder for claims.json, report and figures."),
     only: str = typer.Option("", "--only", help="Run only claims whose id matches this glob (e.g. 'A.*')."),
-    seed: int = typer.Option(0, "--seed", help="Seed passed to every check."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed passed to every check."),
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic)."
     ),
@@ -29,9 +31,13 @@ def reproduce(
     """Run every registered claim of both papers and write claims.json plus a report."""
     if data_dir is not None and not (data_dir / "train.txt").is_file():
         raise InputError(f"--data-dir {data_dir}: no train.txt there")
+    select = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
+    if select is not None and not any(select(c) for c in all_claims()):
+        ids = ", ".join(c.id for c in all_claims()[:8])
+        raise InputError(f"--only {only!r} matches no claim (ids look like {ids}, …)")
+    check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = ClaimContext(quick=quick, out_dir=out, seed=seed, data_dir=data_dir)
-    select = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
     t0 = time.perf_counter()
 
     def progress(run: ClaimRun) -> None:

@@ -6,7 +6,9 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
+from uatlab.cli.options import SEED_MAX, finite
 from uatlab.errors import InputError
+from uatlab.memory_guard import check_memory
 
 contextual_app = typer.Typer(
     help="Theorem 2 of paper A: rank-1 softmax attention as a contextual mapping, checked exactly.",
@@ -30,11 +32,11 @@ def _parse_heads(text: str) -> list[int]:
 @app.command("hardmax-counterexample")
 def hardmax_counterexample(
     heads: str = typer.Option("1,2,4,8", "--heads", help="Comma-separated head counts to test."),
-    trials: int = typer.Option(1000, "--trials", help="Random weight draws per head count."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the weight draws."),
-    dim: int = typer.Option(4, "--dim", help="Token dimension d."),
-    head_dim: int = typer.Option(4, "--head-dim", help="Head size s (weights are full rank)."),
-    length: int = typer.Option(4, "--length", help="Sequence length n (≥ 4)."),
+    trials: int = typer.Option(1000, "--trials", min=1, max=10**6, help="Random weight draws per head count."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the weight draws."),
+    dim: int = typer.Option(4, "--dim", min=1, max=4096, help="Token dimension d."),
+    head_dim: int = typer.Option(4, "--head-dim", min=1, max=4096, help="Head size s (weights are full rank)."),
+    length: int = typer.Option(4, "--length", max=100_000, help="Sequence length n (≥ 4)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Theorem 1: one input pair collides under every random hardmax layer; softmax separates it."""
@@ -44,6 +46,11 @@ def hardmax_counterexample(
 
     torch.set_num_threads(1)  # shared machine; the batched trials are small
     head_list = _parse_heads(heads)
+    if max(head_list) > 4096:
+        raise InputError(f"--heads: at most 4096 heads, got {max(head_list)}")
+    h = max(head_list)
+    need = 8 * (6 * h * length * length + 4 * h * head_dim * dim + 4 * length * dim)  # one trial's tensors
+    check_memory(need, "hardmax-counterexample", f"attention of {h} heads over n={length} tokens, d={dim}")
     if not json_out:
         err_console.print(f"drawing {trials} random layers for each of {head_list} heads …", highlight=False)
     res = hardmax_collision_trials(head_list, trials=trials, seed=seed, d=dim, head_dim=head_dim, n=length)
@@ -84,10 +91,10 @@ def contextual_mapping_literal(
     vocab_size: int = typer.Option(4, "--vocab-size", help="|V|: number of random vocabulary tokens."),
     dim: int = typer.Option(2, "--dim", help="Token dimension d."),
     length: int = typer.Option(3, "--length", help="Sequence length n (2 ≤ n ≤ |V|)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the vocabulary and of the projection direction."),
-    eps: float = typer.Option(0.5, "--eps", help="Separation ε between distinct tokens."),
-    r_min: float = typer.Option(1.0, "--r-min", help="Token norms are > r_min."),
-    r_max: float = typer.Option(2.0, "--r-max", help="Token norms are ≤ r_max."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the vocabulary and of the projection direction."),
+    eps: float = typer.Option(0.5, "--eps", help="Separation ε between distinct tokens.", callback=finite(0, lo_open=True)),
+    r_min: float = typer.Option(1.0, "--r-min", help="Token norms are > r_min.", callback=finite(0, lo_open=True)),
+    r_max: float = typer.Option(2.0, "--r-max", help="Token norms are ≤ r_max.", callback=finite(0, lo_open=True)),
     max_digits: int = typer.Option(100_000, "--max-digits", help="Cap on the decimal digits of the exact check."),
     sequences: str = typer.Option("all", "--sequences", help="'all' ordered sequences or one per 'sets'."),
     causal: bool = typer.Option(False, "--causal", help="Causal mask: every prefix of every ordered sequence."),

@@ -9,19 +9,25 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
+from uatlab.cli.options import SEED_MAX, finite, int_list, one_of
 from uatlab.errors import InputError
+from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
+from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 
 if TYPE_CHECKING:
     from uatlab.data.dataset import SequenceDataset
 
 
-
 def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDataset:
-    """Read CoNLL/JSONL; ``scheme='iob2'`` converts IOB1 labels to IOB2."""
+    """Read CoNLL/JSONL; ``scheme='iob2'`` converts IOB1 labels to IOB2. Warns about a sentence far longer
+    than the rest of the file (the usual sign of lost blank lines between sentences)."""
     from uatlab.data import read_sequences
     from uatlab.data.conll import iob1_to_iob2
     from uatlab.data.dataset import SequenceDataset
+
+    check_input_file(path)
     data = read_sequences(path, fmt)
+    warn_long_outlier(data)
     if scheme == "iob2":
         data = SequenceDataset(
             data.tokens, [iob1_to_iob2(y) for y in data.labels], source=data.source, lines=data.lines
@@ -29,8 +35,49 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDa
     return data
 
 
+def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int = 1000) -> None:
+    """Warn (stderr) when the longest sentence has ≥ ``minimum`` tokens and ≥ ``factor`` × the 99th percentile."""
+    import numpy as np
+
+    lengths = np.array([len(t) for t in data.tokens])
+    if len(lengths) == 0:
+        return
+    i = int(lengths.argmax())
+    others = np.delete(lengths, i)
+    typical = float(np.percentile(others, 99)) if len(others) else 0.0
+    if lengths[i] >= minimum and lengths[i] >= factor * max(typical, 1.0):
+        where = f"{data.source}:{data.lines[i]}" if data.lines else data.source
+        what = f"far longer than the rest (99% have ≤ {typical:.0f})" if len(others) else "the whole file"
+        err_console.print(
+            f"warning: {where}: a sentence of {lengths[i]} tokens, {what}; were blank lines between sentences lost?",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
+
+
+
 def _parse_rank(rank: str) -> int | None:
-    return None if rank.lower() in ("full", "none") else int(rank)
+    if rank.lower() in ("full", "none"):
+        return None
+    try:
+        value = int(rank)
+    except ValueError:
+        raise typer.BadParameter(f"expected a positive integer or 'full', got {rank!r}", param_hint="'--rank'") from None
+    if value < 1:
+        raise typer.BadParameter(f"must be ≥ 1 or 'full', got {value}", param_hint="'--rank'")
+    return value
+
+
+def _rank_option(value: str) -> str:
+    _parse_rank(value)
+    return value
+
+
+def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> float:
+    """Rough peak bytes of attention scores in training: the longest sentence's batch (padded to its length),
+    float32, scores + probabilities kept for the backward pass and their gradients (4 copies) per layer/head."""
+    n = max(len(t) for t in data.tokens)
+    return 4.0 * 4 * layers * heads * min(batch_size, len(data)) * n * n
 
 
 @app.command("train")
@@ -38,39 +85,74 @@ def train_command(
     data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
     valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
     out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
-    layers: int = typer.Option(1, "--layers", help="Number of blocks L."),
-    rank: str = typer.Option("1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none)."),
-    dim: int = typer.Option(128, "--dim", help="Token dimension d."),
-    heads: int = typer.Option(1, "--heads", help="Attention heads per layer."),
-    head_dim: int = typer.Option(1, "--head-dim", help="Head size s."),
-    ff_width: int | None = typer.Option(None, "--ff-width", help="Feed-forward width (default: ff-mult × dim)."),
-    ff_mult: int = typer.Option(4, "--ff-mult", help="Feed-forward width as a multiple of dim."),
-    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1))."),
-    epochs: int = typer.Option(20, "--epochs", help="Epochs to train."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch (length-bucketed)."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="'adamw' or 'sgd'."),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate."),
-    schedule: str = typer.Option("cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'."),
-    warmup_steps: int = typer.Option(200, "--warmup-steps", help="Linear warmup steps."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", help="Weight decay (0 for memorization)."),
-    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of initialisation and batch order."),
+    layers: int = typer.Option(1, "--layers", min=1, max=256, help="Number of blocks L."),
+    rank: str = typer.Option("1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none).",
+                             callback=_rank_option),
+    dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
+    heads: int = typer.Option(1, "--heads", min=1, max=1024, help="Attention heads per layer."),
+    head_dim: int = typer.Option(1, "--head-dim", min=1, max=65536, help="Head size s."),
+    ff_width: int | None = typer.Option(None, "--ff-width", min=0, max=10**6,
+                                        help="Feed-forward width (default: ff-mult × dim)."),
+    ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of dim."),
+    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).",
+                                    callback=finite(0, 1e3)),
+    epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs to train."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch (length-bucketed)."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help="'adamw' or 'sgd'.", callback=one_of("adamw", "sgd")),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate.", callback=finite(0, 1e3, lo_open=True)),
+    schedule: str = typer.Option("cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'.",
+                                 callback=one_of("cosine", "constant")),
+    warmup_steps: int = typer.Option(200, "--warmup-steps", min=0, max=10**9, help="Linear warmup steps."),
+    weight_decay: float = typer.Option(0.0, "--weight-decay", help="Weight decay (0 for memorization).",
+                                       callback=finite(0, 1e3)),
+    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off).", callback=finite(0, 1e9)),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of initialisation and batch order."),
     init: Path | None = typer.Option(None, "--init", help="Start from a uatlab model file (e.g. uatlab compile)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
-    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Checkpoint and stop after this long."),
-    threads: int = typer.Option(1, "--threads", help="torch CPU threads (results depend on it)."),
-    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'."),
-    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'."),
+    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Checkpoint and stop after this long.",
+                                             callback=finite(0, 1e7, lo_open=True)),
+    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch CPU threads (results depend on it)."),
+    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.",
+                               callback=one_of("keep", "iob2")),
+    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'.",
+                            callback=one_of("auto", "conll", "jsonl")),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     no_f1: bool = typer.Option(False, "--no-f1", help="Skip the per-epoch entity F1 (faster)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Train a rank-r Transformer to memorize token labels; checkpoints, resumes, logs per-epoch metrics."""
     import torch
 
-    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
+    set_memory_limit(max_memory)
+    check_input_file(data)
+    for extra, name in ((valid, "--valid file"), (init, "--init model file")):
+        if extra is not None:
+            check_input_file(extra, name)
+    check_output_dir(out, [data, valid, init])
     torch.set_num_threads(threads)
     train_data = load_data(data, fmt, scheme)
     valid_data = load_data(valid, fmt, scheme) if valid is not None else None
+    need = train_attention_bytes(train_data, layers, heads, batch_size)
+    n_max = max(len(t) for t in train_data.tokens)
+    check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, in batches of {batch_size}")
+    steps = epochs * -(-len(train_data) // batch_size)
+    if schedule == "cosine" and warmup_steps > steps:
+        err_console.print(
+            f"warning: --warmup-steps {warmup_steps} is longer than the whole run (about {steps} steps: "
+            f"{epochs} epochs of {-(-len(train_data) // batch_size)} batches); the learning rate never reaches --lr",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+    with OutputLock(out):
+        _train(data, train_data, valid_data, out, layers, rank, dim, heads, head_dim, ff_width, ff_mult, embed_std,
+               epochs, batch_size, optimizer, lr, schedule, warmup_steps, weight_decay, clip, seed, init, resume,
+               max_minutes, no_f1, json_out)  # fmt: skip
+
+
+def _train(data, train_data, valid_data, out, layers, rank, dim, heads, head_dim, ff_width, ff_mult, embed_std,
+           epochs, batch_size, optimizer, lr, schedule, warmup_steps, weight_decay, clip, seed, init, resume,
+           max_minutes, no_f1, json_out) -> None:  # fmt: skip
+    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
+
     cfg = TrainConfig(
         layers=layers,
         rank=_parse_rank(rank),
@@ -128,9 +210,11 @@ def train_command(
 @app.command("data-report")
 def data_report_command(
     data: Path = typer.Argument(..., help="CoNLL or JSONL file."),
-    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'."),
-    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'."),
-    conflicts: int = typer.Option(10, "--conflicts", help="How many inherent conflicts to list."),
+    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'.",
+                            callback=one_of("auto", "conll", "jsonl")),
+    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.",
+                               callback=one_of("keep", "iob2")),
+    conflicts: int = typer.Option(10, "--conflicts", min=0, max=10**6, help="How many inherent conflicts to list."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Duplicates, inherent conflicts, accuracy ceiling, baselines and bit budgets of a data file."""
@@ -172,19 +256,23 @@ def _ints(text: str) -> tuple[int, ...]:
 def depth_ablation_command(
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
     out: Path = typer.Option(Path("uatlab-runs/depth-ablation"), "--out", help="Output folder (resumable)."),
-    layers: str = typer.Option("1,3,6", "--layers", help="Depths to train, comma-separated."),
-    epochs: int = typer.Option(20, "--epochs", help="Epochs per depth."),
-    sentences: int | None = typer.Option(None, "--sentences", help="Use only the first N sentences."),
-    dim: int = typer.Option(128, "--dim", help="Token dimension d."),
-    ff_mult: int = typer.Option(4, "--ff-mult", help="Feed-forward width as a multiple of d."),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine)."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per batch."),
-    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings."),
-    seed: int = typer.Option(0, "--seed", help="Seed."),
+    layers: str = typer.Option("1,3,6", "--layers", help="Depths to train, comma-separated.",
+                               callback=int_list(1, 256, "depth")),
+    epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs per depth."),
+    sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),
+    dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
+    ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of d."),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).",
+                             callback=finite(0, 1e3, lo_open=True)),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
+    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings.",
+                                    callback=finite(0, 1e3)),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     quick: bool = typer.Option(False, "--quick", help="200 sentences, d=64, batch 8, lr 5e-3, 20 epochs (minutes)."),
-    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'."),
-    workers: int = typer.Option(1, "--workers", help="Parallel trials (local executor)."),
-    threads: int = typer.Option(1, "--threads", help="torch threads per trial."),
+    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'.",
+                                 callback=one_of("local", "ray")),
+    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
+    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
     report_only: bool = typer.Option(
         False, "--report-only", help="Train nothing: figure and table from finished and partial runs."
     ),
@@ -193,6 +281,8 @@ def depth_ablation_command(
     """Paper A's depth ablation: 1/3/6-layer rank-1 models, accuracy vs epoch, epochs to 0.9872/0.999/ceiling."""
     from uatlab.experiments.depth_ablation import run_depth_ablation
 
+    check_input_file(data)
+    check_output_dir(out, [data])
     if quick:
         sentences, dim, epochs, batch_size, lr = sentences or 200, 64, 20, 8, 5e-3
     cfg = {"dim": dim, "ff_mult": ff_mult, "lr": lr, "batch_size": batch_size, "embed_std": embed_std}
@@ -226,26 +316,31 @@ def depth_ablation_command(
 
 @experiment.command("capacity")
 def capacity_command(
-    kind: str = typer.Option("synthetic", "--kind", help="'synthetic' (random labels) or 'conll' (subsets of --data)."),
+    kind: str = typer.Option("synthetic", "--kind", help="'synthetic' (random labels) or 'conll' (subsets of --data).",
+                             callback=one_of("synthetic", "conll")),
     data: Path | None = typer.Option(None, "--data", help="CoNLL/JSONL file for --kind conll."),
     out: Path = typer.Option(Path("uatlab-runs/capacity"), "--out", help="Output folder (finished trials reused)."),
-    ns: str = typer.Option("16,32,64,128,256", "--ns", help="Data sizes N (sequences), comma-separated."),
-    axis: str = typer.Option("dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed)."),
-    grid: str = typer.Option("", "--grid", help="Sizes to search (default: a geometric grid)."),
-    fixed: int = typer.Option(4, "--fixed", help="FF multiple (axis dim) or d (axis ff)."),
-    length: int = typer.Option(8, "--length", help="Synthetic sequence length n."),
-    vocab: int = typer.Option(16, "--vocab", help="Synthetic vocabulary size."),
-    labels: int = typer.Option(2, "--labels", help="Synthetic label count."),
-    max_steps: int = typer.Option(3000, "--max-steps", help="Optimizer steps allowed per trial."),
-    lr: float = typer.Option(1e-2, "--lr", help="Peak AdamW learning rate."),
-    batch_size: int = typer.Option(32, "--batch-size", help="Sequences per batch."),
-    seed: int = typer.Option(0, "--seed", help="Seed of data subsets and models."),
+    ns: str = typer.Option("16,32,64,128,256", "--ns", help="Data sizes N (sequences), comma-separated.",
+                           callback=int_list(1, 10**7, "size")),
+    axis: str = typer.Option("dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed).",
+                             callback=one_of("dim", "ff")),
+    grid: str = typer.Option("", "--grid", help="Sizes to search (default: a geometric grid).",
+                             callback=int_list(1, 65536, "size")),
+    fixed: int = typer.Option(4, "--fixed", min=1, max=65536, help="FF multiple (axis dim) or d (axis ff)."),
+    length: int = typer.Option(8, "--length", min=1, max=10**5, help="Synthetic sequence length n."),
+    vocab: int = typer.Option(16, "--vocab", min=1, max=10**7, help="Synthetic vocabulary size."),
+    labels: int = typer.Option(2, "--labels", min=1, max=10**6, help="Synthetic label count."),
+    max_steps: int = typer.Option(3000, "--max-steps", min=1, max=10**9, help="Optimizer steps allowed per trial."),
+    lr: float = typer.Option(1e-2, "--lr", help="Peak AdamW learning rate.", callback=finite(0, 1e3, lo_open=True)),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sequences per batch."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of data subsets and models."),
     quick: bool = typer.Option(
         False, "--quick", help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes)."
     ),
-    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'."),
-    workers: int = typer.Option(1, "--workers", help="Parallel trials (local executor)."),
-    threads: int = typer.Option(1, "--threads", help="torch threads per trial."),
+    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'.",
+                                 callback=one_of("local", "ray")),
+    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
+    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token", "--task", help="'token', or 'next-token': random next-token labels (n = 32, C = 10), smallest "
@@ -263,6 +358,11 @@ def capacity_command(
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     from uatlab.experiments.capacity import run_capacity
 
+    if kind == "conll":
+        if data is None:
+            raise InputError("--kind conll needs --data FILE")
+        check_input_file(data)
+    check_output_dir(out, [data])
     n_list, grid_t = _ints(ns), _ints(grid) or None
     if quick:
         kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)

@@ -52,18 +52,30 @@ def ceiling_report(data: SequenceDataset, context: str = "sequence") -> CeilingR
     """
     if context not in ("sequence", "prefix"):
         raise ValueError(f"context must be 'sequence' or 'prefix', got {context!r}")
-    groups: dict[tuple, dict[str, int]] = defaultdict(dict)  # input key -> label -> count (ordered)
-    where: dict[tuple, list[int]] = defaultdict(list)
+    # An input is (context id, position): the context id names the whole sequence ("sequence") or the
+    # prefix up to the position ("prefix", a trie node), so each token costs O(1) hashing, not O(n).
+    groups: dict[tuple[int, int], dict[str, int]] = defaultdict(dict)  # input -> label -> count (ordered)
+    where: dict[tuple[int, int], list[int]] = defaultdict(list)
+    token_at: dict[tuple[int, int], str] = {}
     seq_seen: Counter = Counter()
+    seq_ids: dict[tuple, int] = {}
+    prefix_ids: dict[tuple[int, str], int] = {}
     for i, (toks, labs) in enumerate(data):
         key_seq = tuple(toks)
         seq_seen[key_seq] += 1
+        sid = seq_ids.setdefault(key_seq, len(seq_ids))
+        node = -1
         for k, lab in enumerate(labs):
-            key = (key_seq, k) if context == "sequence" else (key_seq[: k + 1],)
+            if context == "sequence":
+                key = (sid, k)
+            else:
+                node = prefix_ids.setdefault((node, toks[k]), len(prefix_ids))
+                key = (node, k)
             counts = groups[key]
             counts[lab] = counts.get(lab, 0) + 1
             if len(where[key]) < 16:
                 where[key].append(i)
+            token_at.setdefault(key, toks[k])
     ceiling = 0
     conflicts = []
     for key, counts in groups.items():
@@ -71,9 +83,7 @@ def ceiling_report(data: SequenceDataset, context: str = "sequence") -> CeilingR
         ceiling += best
         if len(counts) > 1:
             majority = next(lab for lab, c in counts.items() if c == best)
-            pos = key[1] if context == "sequence" else len(key[0]) - 1
-            tok = key[0][pos]
-            conflicts.append(Conflict(where[key], pos, tok, dict(counts), majority))
+            conflicts.append(Conflict(where[key], key[1], token_at[key], dict(counts), majority))
     total = data.num_tokens
     return CeilingReport(
         tokens=total,
@@ -87,22 +97,35 @@ def ceiling_report(data: SequenceDataset, context: str = "sequence") -> CeilingR
 
 def majority_targets(data: SequenceDataset, context: str = "sequence") -> list[list[str]]:
     """The label a ceiling-reaching model predicts for every token (the majority per identical input)."""
-    groups: dict[tuple, Counter] = defaultdict(Counter)
-    first: dict[tuple, dict[str, int]] = defaultdict(dict)
-    for toks, labs in data:
-        key_seq = tuple(toks)
-        for k, lab in enumerate(labs):
-            key = (key_seq, k) if context == "sequence" else (key_seq[: k + 1],)
+    groups: dict[tuple[int, int], Counter] = defaultdict(Counter)
+    first: dict[tuple[int, int], dict[str, int]] = defaultdict(dict)
+    keys = _input_keys(data, context)
+    for (_, labs), seq_keys in zip(data, keys, strict=True):
+        for key, lab in zip(seq_keys, labs, strict=True):
             groups[key][lab] += 1
             first[key].setdefault(lab, len(first[key]))
     best = {}
     for key, cnt in groups.items():
         top = max(cnt.values())
         best[key] = min((lab for lab, c in cnt.items() if c == top), key=lambda lab: first[key][lab])
+    return [[best[key] for key in seq_keys] for seq_keys in keys]
+
+
+def _input_keys(data: SequenceDataset, context: str) -> list[list[tuple[int, int]]]:
+    """Per token a hashable id of its input, (context id, position), in O(1) hashing per token."""
+    seq_ids: dict[tuple, int] = {}
+    prefix_ids: dict[tuple[int, str], int] = {}
     out = []
     for toks, _ in data:
-        key_seq = tuple(toks)
-        out.append([best[(key_seq, k) if context == "sequence" else (key_seq[: k + 1],)] for k in range(len(toks))])
+        if context == "sequence":
+            sid = seq_ids.setdefault(tuple(toks), len(seq_ids))
+            out.append([(sid, k) for k in range(len(toks))])
+        else:
+            node, row = -1, []
+            for k, t in enumerate(toks):
+                node = prefix_ids.setdefault((node, t), len(prefix_ids))
+                row.append((node, k))
+            out.append(row)
     return out
 
 

@@ -2,7 +2,8 @@
 
 Format: one token per line, columns separated by white space, the **word first** and the **label
 last** (CoNLL-2003: ``word POS chunk NER``); sentences are separated by blank lines; lines starting
-with ``-DOCSTART-`` are document markers and are skipped. Errors name the file and line.
+with ``-DOCSTART-`` are document markers and are skipped. Text is UTF-8 (a leading byte-order mark is
+ignored). Errors name the file and line.
 
 Tagging schemes: IOB2 (every entity starts with ``B-``) and IOB1 (``B-`` only between two adjacent
 entities of the same type) are detected by :func:`detect_scheme` and converted by :func:`iob1_to_iob2`.
@@ -16,47 +17,53 @@ from pathlib import Path
 
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
+from uatlab.io_safety import atomic_write, check_input_file
 
 
 def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {path} does not exist")
+    path = check_input_file(path)
     tokens: list[str] = []
     labels: list[str] = []
     start = 0
     ncols = None
-    with path.open(encoding="utf-8", errors="strict") as fh:
-        try:
-            for lineno, raw in enumerate(fh, start=1):
-                line = raw.strip()
-                if not line:
-                    if tokens:
-                        yield tokens, labels, start
-                        tokens, labels = [], []
-                    continue
-                if line.startswith("-DOCSTART-"):
-                    continue
-                cols = line.split()
-                if len(cols) < 2:
-                    raise InputError(
-                        f"{path}:{lineno}: expected at least 2 columns (word ... label), got {len(cols)}: {line!r}"
-                    )
-                if ncols is None:
-                    ncols = len(cols)
-                elif len(cols) != ncols:
-                    raise InputError(
-                        f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}"
-                    )
-                if not tokens:
-                    start = lineno
-                tokens.append(cols[0])
-                labels.append(cols[-1])
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{path}: not UTF-8 text ({exc})") from None
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            line = decode_line(raw, path, lineno).strip()
+            if not line:
+                if tokens:
+                    yield tokens, labels, start
+                    tokens, labels = [], []
+                continue
+            if line.startswith("-DOCSTART-"):
+                continue
+            cols = line.split()
+            if len(cols) < 2:
+                raise InputError(
+                    f"{path}:{lineno}: expected at least 2 columns (word ... label), got {len(cols)}: {line!r}"
+                )
+            if ncols is None:
+                ncols = len(cols)
+            elif len(cols) != ncols:
+                raise InputError(f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}")
+            if not tokens:
+                start = lineno
+            tokens.append(cols[0])
+            labels.append(cols[-1])
     if tokens:
         yield tokens, labels, start
+
+
+def decode_line(raw: bytes, path: Path, lineno: int) -> str:
+    """One line of a data file as text: UTF-8 (a byte-order mark on line 1 is dropped), errors name the line."""
+    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from None
 
 
 def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset:
@@ -99,7 +106,7 @@ def iob1_to_iob2(labels: list[str]) -> list[str]:
 
 def write_conll(data: SequenceDataset, path: str | os.PathLike) -> None:
     """Write ``word label`` lines with blank lines between sentences (for fixtures and exports)."""
-    with Path(path).open("w", encoding="utf-8") as fh:
+    with atomic_write(Path(path)) as fh:
         for toks, labs in data:
             for t, y in zip(toks, labs, strict=True):
                 fh.write(f"{t} {y}\n")

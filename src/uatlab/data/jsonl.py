@@ -1,7 +1,8 @@
 """The JSONL sequence format shared by ``uatlab compile``, ``uatlab train`` and the generators.
 
 One JSON object per line: ``{"tokens": [...], "labels": [...]}``; tokens and labels may be strings
-or integers (they are read as strings). Blank lines are skipped. Errors name the file and line.
+or integers (they are read as strings). Blank lines are skipped; text is UTF-8 (a leading byte-order mark
+is ignored). Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -13,21 +14,25 @@ from pathlib import Path
 
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
+from uatlab.io_safety import atomic_write, check_input_file
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, line) per sequence, streaming."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {path} does not exist")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+    from uatlab.data.conll import decode_line
+
+    path = check_input_file(path)
+    with path.open("rb") as fh:
+        for lineno, raw_bytes in enumerate(fh, start=1):
+            raw = decode_line(raw_bytes, path, lineno)
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits, deep nesting
+                raise InputError(f"{path}:{lineno}: unreadable JSON value ({str(exc).splitlines()[0][:120]})") from None
             if not isinstance(obj, dict) or "tokens" not in obj or "labels" not in obj:
                 raise InputError(f'{path}:{lineno}: expected an object with "tokens" and "labels"')
             toks, labs = obj["tokens"], obj["labels"]
@@ -38,10 +43,25 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
             if len(toks) != len(labs):
                 raise InputError(f"{path}:{lineno}: {len(toks)} tokens but {len(labs)} labels (ragged)")
             for k, v in enumerate(toks + labs):
+                kind = "token" if k < len(toks) else "label"
                 if not isinstance(v, (str, int)) or isinstance(v, bool):
-                    kind = "token" if k < len(toks) else "label"
-                    raise InputError(f"{path}:{lineno}: {kind} {v!r} is neither a string nor an integer")
+                    raise InputError(f"{path}:{lineno}: {kind} {_short(v)} is neither a string nor an integer")
+                if isinstance(v, str) and not _encodable(v):
+                    raise InputError(f"{path}:{lineno}: {kind} {_short(v)} is not valid Unicode (a lone surrogate)")
             yield [str(t) for t in toks], [str(y) for y in labs], lineno
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_jsonl(path: str | os.PathLike) -> SequenceDataset:
@@ -56,7 +76,7 @@ def read_jsonl(path: str | os.PathLike) -> SequenceDataset:
 
 
 def write_jsonl(data: SequenceDataset, path: str | os.PathLike) -> None:
-    with Path(path).open("w", encoding="utf-8") as fh:
+    with atomic_write(Path(path)) as fh:
         for toks, labs in data:
             fh.write(json.dumps({"tokens": toks, "labels": labs}) + "\n")
 

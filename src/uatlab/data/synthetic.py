@@ -32,6 +32,7 @@ def iter_synthetic(N: int, n: int, V: int, C: int, repeats: bool = True, seed: i
                    block: int = 4096) -> Iterator[tuple[list[str], list[str]]]:  # fmt: skip
     """Yield (tokens, labels) for N random sequences, generated in blocks (constant memory)."""
     _check(N, n, V, C, repeats)
+    block = max(1, min(block, (1 << 22) // n))  # ≤ 4M tokens per block (the default block up to n = 1024)
     rng = np.random.default_rng(seed)
     done = 0
     while done < N:
@@ -64,10 +65,14 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
 
 def write_synthetic(path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True,
                     seed: int = 0) -> Path:  # fmt: skip
-    """Write the sequences of :func:`iter_synthetic` as JSONL; returns the path."""
+    """Write the sequences of :func:`iter_synthetic` as JSONL (atomically: all or nothing); returns the path."""
+    from uatlab.io_safety import atomic_write
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    _check(N, n, V, C, repeats)  # before the file is touched
+    if seed < 0:
+        raise InputError(f"seed must be ≥ 0, got {seed}")
+    with atomic_write(path) as fh:  # an existing file is replaced only once the new one is complete
         for t, y in iter_synthetic(N, n, V, C, repeats, seed):
             fh.write(json.dumps({"tokens": t, "labels": y}) + "\n")
     return path

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from uatlab.errors import InputError
+from uatlab.io_safety import MARKER, new_work_id, owns, prefix_identity, read_marker, write_marker
 
 MANIFEST = "manifest.json"
 STORE_VERSION = 1
@@ -128,28 +128,78 @@ class TokenStore:
         self.label_counts = np.zeros(0, dtype=np.int64)
         manifest = self.dir / MANIFEST
         if resume:
-            if not manifest.is_file():
-                raise InputError(f"--resume: no work directory {self.dir} (with {MANIFEST}) to resume from")
-            self.m = json.loads(manifest.read_text())
+            self.m = self._load_manifest(manifest)
             if self.m.get("version") != STORE_VERSION or self.m.get("context") != context:
                 raise InputError(
                     f"{self.dir}: the stored run used context={self.m.get('context')!r} (store version "
                     f"{self.m.get('version')}); it cannot be resumed with context={context!r}"
                 )
+            self._check_same_input()
             self._load_vocabulary()
         else:
-            if self.dir.exists():
-                # only ever delete a directory this class made (a manifest) or an empty one
-                if not (self.dir.is_dir() and ((self.dir / MANIFEST).is_file() or not any(self.dir.iterdir()))):
+            created = not self.dir.exists()
+            if not created:
+                # a work directory is reused (its own files deleted) only if uatlab made it and can prove it;
+                # an existing empty folder is used as it is and kept afterwards; anything else is refused
+                if not self.dir.is_dir():
+                    raise InputError(f"work directory {self.dir} is an existing file, not a folder")
+                old = self._owned_manifest()
+                if old is not None:
+                    self.m = old
+                    created = bool((read_marker(self.dir) or {}).get("created_folder"))
+                    self._remove_own_files()
+                elif any(self.dir.iterdir()):
                     raise InputError(
-                        f"work directory {self.dir} exists and is not a uatlab work directory (no {MANIFEST}); "
-                        "choose another --work-dir or remove it"
+                        f"work directory {self.dir} exists and is not a uatlab work directory (no {MARKER} "
+                        "marker matching its manifest); choose another --work-dir or empty it yourself"
                     )
-                shutil.rmtree(self.dir)
-            self.dir.mkdir(parents=True)
-            self.m = {"version": STORE_VERSION, "source": source, "context": context, "chunks": [],
-                      "sequences": 0, "tokens": 0, "max_len": 0, "complete": False, "buckets": None}  # fmt: skip
+            self.dir.mkdir(parents=True, exist_ok=True)
+            work_id = new_work_id()
+            write_marker(self.dir, work_id, created)
+            self.m = {"version": STORE_VERSION, "work_id": work_id, "source": source, "context": context,
+                      "chunks": [], "sequences": 0, "tokens": 0, "max_len": 0, "complete": False,
+                      "buckets": None, "input": None}  # fmt: skip
             self._save_manifest()
+
+    def _load_manifest(self, manifest: Path) -> dict[str, Any]:
+        if not manifest.is_file():
+            raise InputError(f"--resume: no work directory {self.dir} (with {MANIFEST}) to resume from")
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--resume: {manifest} is not a uatlab work manifest ({exc})") from None
+        if not isinstance(m, dict) or not owns(self.dir, m.get("work_id")):
+            raise InputError(
+                f"--resume: {self.dir} is not a uatlab work directory (no {MARKER} marker matching "
+                f"{MANIFEST}); start again without --resume and another --work-dir"
+            )
+        return m
+
+    def _owned_manifest(self) -> dict[str, Any] | None:
+        try:
+            m = json.loads((self.dir / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return m if isinstance(m, dict) and owns(self.dir, m.get("work_id")) else None
+
+    def _check_same_input(self) -> None:
+        """Refuse to resume from another input file than the one whose sequences are stored."""
+        ident = self.m.get("input")
+        if not ident or not Path(self.source).is_file():
+            return
+        now = prefix_identity(self.source, ident["lines"])
+        if now["sha256"] != ident["sha256"] or now["bytes"] != ident["bytes"]:
+            what = "the file" if ident["lines"] is None else f"its first {ident['lines']} lines"
+            raise InputError(
+                f"--resume: {self.source} is not the data this work directory was made from ({what} differ from "
+                f"{self.m.get('source')!r} as read: {ident['bytes']} bytes, sha256 {ident['sha256'][:12]}…); "
+                "start again without --resume"
+            )
+
+    def _record_input(self, lines: int | None) -> None:
+        """Remember size and hash of what was read (the first ``lines`` lines, or the whole file)."""
+        if Path(self.source).is_file():
+            self.m["input"] = prefix_identity(self.source, lines)
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -220,10 +270,12 @@ class TokenStore:
                 seen += 1
                 if seen <= skip:
                     continue
+                # encode the whole sequence first, then append: the four buffers always agree
                 w, lab = encode_sequence(tokens, labels, f"{self.source}:{line}", t2i, l2i)
+                k = np.array(input_keys(tokens, self.context), dtype=np.int64)
                 buf_w.append(w)
                 buf_l.append(lab)
-                buf_k.append(np.array(input_keys(tokens, self.context), dtype=np.int64))
+                buf_k.append(k)
                 buf_lines.append(int(line))
                 n_tok += len(tokens)
                 if progress is not None:
@@ -232,16 +284,21 @@ class TokenStore:
                     flush()
         except InputError as exc:
             flush()
+            self._record_input(int(self.lines[-1]) if len(self.lines) else 0)
+            self._save_manifest()
             done = self.sequences
             raise InputError(
-                f"{exc}\n{done} sequences read before the error are stored in {self.dir}; fix the data and re-run "
+                f"{exc}; {done} sequences read before the error are stored in {self.dir}: fix the data and re-run "
                 f"with --resume to continue from sequence {done + 1}"
             ) from None
-        except BaseException:  # interrupted: keep what was read
+        except BaseException:  # interrupted or failed: keep what was read (whole sequences only)
             flush()
+            self._record_input(int(self.lines[-1]) if len(self.lines) else 0)
+            self._save_manifest()
             raise
         flush()
         self.m["complete"] = True
+        self._record_input(None)
         self._save_manifest()
 
     def _write_chunk(self, w, lab, k, lines, vocab_mark: int, label_mark: int) -> None:
@@ -261,7 +318,9 @@ class TokenStore:
                                  "tokens": int(lengths.sum())})  # fmt: skip
         self.m["sequences"] += len(w)
         self.m["tokens"] += int(lengths.sum())
-        self.m["max_len"] = max(self.max_len, int(lengths.max()))
+        if int(lengths.max()) > self.max_len:  # the longest sequence and its line, for memory estimates
+            self.m["max_len"] = int(lengths.max())
+            self.m["max_len_line"] = int(lines[int(lengths.argmax())])
         self.m["buckets"] = None  # new data invalidates any bucket pass
         self.lines = np.r_[self.lines, np.array(lines, dtype=np.int64)]
         if len(counts) > len(self.label_counts):
@@ -291,9 +350,8 @@ class TokenStore:
         if done is not None and done.get("signature") == signature and done.get("columns") == num_columns:
             return int(done["count"])
         bdir = self.dir / "buckets"
-        if bdir.exists():
-            shutil.rmtree(bdir)
-        bdir.mkdir()
+        self._remove_buckets()
+        bdir.mkdir(exist_ok=True)
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
         dt = record_dtype(num_columns)
         for ch in self.chunks():
@@ -332,5 +390,33 @@ class TokenStore:
                              rec["h"].reshape(len(rec), -1))  # fmt: skip
 
     def remove(self) -> None:
-        """Delete the work directory."""
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Delete the files this store wrote, and the folder if this store created it (proved by its marker)."""
+        if not owns(self.dir, self.m.get("work_id")):
+            return
+        created = bool((read_marker(self.dir) or {}).get("created_folder"))
+        self._remove_own_files()
+        (self.dir / MARKER).unlink(missing_ok=True)
+        if created:
+            try:
+                self.dir.rmdir()  # only if nothing else was put there
+            except OSError:
+                pass
+
+    def _remove_own_files(self) -> None:
+        for c in self.m.get("chunks", []):
+            (self.dir / c["file"]).unlink(missing_ok=True)
+        for p in self.dir.glob("chunk_*.tmp.npz"):
+            p.unlink(missing_ok=True)
+        self._remove_buckets()
+        (self.dir / MANIFEST).unlink(missing_ok=True)
+        (self.dir / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+
+    def _remove_buckets(self) -> None:
+        bdir = self.dir / "buckets"
+        if bdir.is_dir():
+            for p in bdir.glob("bucket_*.bin"):
+                p.unlink()
+            try:
+                bdir.rmdir()
+            except OSError:
+                pass

@@ -36,6 +36,7 @@ from uatlab.experiments.measure import (
     relative_error,
     yun_comparison,
 )
+from uatlab.io_safety import atomic_write, save_figure
 
 Progress = Callable[[str], None]
 
@@ -316,7 +317,7 @@ def write_csv(sweep: Sweep, path: Path) -> Path:
     keys: list[str] = []
     for r in sweep.rows:
         keys.extend(k for k in r if k not in keys)
-    with open(path, "w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         for r in sweep.rows:
@@ -369,6 +370,6 @@ def plot_sweep(
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path

@@ -40,6 +40,7 @@ from uatlab.data.report import bit_budgets
 from uatlab.errors import InputError
 from uatlab.experiments.executor import Trial, run_trials
 from uatlab.experiments.plots import save_figure
+from uatlab.io_safety import atomic_write, write_text_atomic
 from uatlab.training.trainer import TrainConfig, train
 
 DIM_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -267,7 +268,7 @@ def run_capacity(
         "failed": failed,
         "files": [str(out / "capacity.csv"), str(out / "capacity_trials.csv"), *figures, str(out / "summary.json")],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     return summary
 
 
@@ -305,7 +306,7 @@ def _flat(tid: str, r: dict[str, Any]) -> dict[str, Any]:
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)

@@ -25,6 +25,7 @@ from uatlab.data import baselines, ceiling_report, read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.experiments.executor import Trial, run_trials
 from uatlab.experiments.plots import hline, save_figure
+from uatlab.io_safety import atomic_write, write_text_atomic
 from uatlab.training.batching import fit_encoding
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, build_model, epochs_to_targets, train
 
@@ -124,7 +125,7 @@ def run_depth_ablation(
         results = {t.params["config"]["layers"]: sweep.results[t.id] for t in trials if t.id in sweep.results}
         failed, reused = sweep.failed, sweep.reused
     ceiling_key = "ceiling"
-    with (out / "depth_ablation.csv").open("w", newline="") as fh:
+    with atomic_write(out / "depth_ablation.csv", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["layers", "epoch", "train_loss", "train_accuracy", "train_errors", "seconds_train"])
         for L, r in results.items():
@@ -155,7 +156,7 @@ def run_depth_ablation(
                 "seconds_per_epoch": r["seconds_per_epoch"],
             }
         )
-    with (out / "depth_table.csv").open("w", newline="") as fh:
+    with atomic_write(out / "depth_table.csv", newline="") as fh:
         if table:
             w = csv.DictWriter(fh, fieldnames=list(table[0]))
             w.writeheader()
@@ -172,7 +173,7 @@ def run_depth_ablation(
         "reused": reused,
         "files": [str(out / "depth_ablation.csv"), str(out / "depth_table.csv"), *figures, str(out / "summary.json")],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     return summary
 
 

@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from uatlab.io_safety import save_figure as save_figure_atomic
+
 
 def new_figure(width: float = 7.0, height: float = 4.5) -> tuple[Figure, plt.Axes]:
     """A fresh figure and axes (not attached to pyplot's global state beyond creation)."""
@@ -27,7 +29,7 @@ def save_figure(fig: Figure, stem: str | os.PathLike, formats: Sequence[str] = (
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        fig.savefig(path, dpi=150 if fmt == "png" else None)
+        save_figure_atomic(fig, path, dpi=150 if fmt == "png" else None)
         paths.append(str(path))
     plt.close(fig)
     return paths

@@ -23,6 +23,7 @@ from markupsafe import Markup, escape
 
 from uatlab._util import to_jsonable
 from uatlab.claims.registry import ClaimRun
+from uatlab.io_safety import write_text_atomic
 
 MIME = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 MAX_LIST = 12  # longer lists are cut with "… (N in all)"
@@ -165,12 +166,6 @@ def _md_value(v: object) -> str:
     return text.replace("|", "\\|")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: float) -> list[Path]:
     """Write claims.json, report.md and report.html into ``out``; return their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -183,7 +178,7 @@ def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: f
         "claims": [r.to_json() for r in runs],
     }
     json_path = out / "claims.json"
-    _atomic_write(json_path, json.dumps(to_jsonable(payload), indent=2))
+    write_text_atomic(json_path, json.dumps(to_jsonable(payload), indent=2))
 
     md = [f"# uatlab reproduce{' --quick' if quick else ''}", "", f"Generated {stamp}, {seconds:.1f} s.", ""]
     md += ["| claim | paper, theorem | verdict | seconds |", "|---|---|---|---|"]
@@ -201,8 +196,8 @@ def write_claims_report(runs: list[ClaimRun], out: Path, quick: bool, seconds: f
             if rel.endswith((".png", ".svg")):
                 md += ["", f"![{r.claim.id}]({rel})"]
     md_path = out / "report.md"
-    _atomic_write(md_path, "\n".join(md) + "\n")
+    write_text_atomic(md_path, "\n".join(md) + "\n")
 
     html_path = out / "report.html"
-    _atomic_write(html_path, render_html(runs, quick, seconds, stamp))
+    write_text_atomic(html_path, render_html(runs, quick, seconds, stamp))
     return [json_path, md_path, html_path]

@@ -54,8 +54,12 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError/EOFError/UnpicklingError for damaged files
+        # torch's own message may advise weights_only=False, which would run arbitrary code: never pass it on
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        detail = "" if "weights_only" in str(exc) else f": {type(exc).__name__}: {first[:160]}"
         raise CheckpointError(
-            f"checkpoint {path} is unreadable (truncated or corrupt?): {type(exc).__name__}: {exc}"
+            f"checkpoint {path} is unreadable (truncated, corrupt, or not a uatlab checkpoint){detail}; "
+            "delete it to start again, or restore a good copy"
         ) from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a uatlab training checkpoint (no '{CHECKPOINT_FORMAT}' tag)")

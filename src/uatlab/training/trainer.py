@@ -18,6 +18,7 @@ Files in ``out_dir``: ``checkpoint.pt`` (after every epoch and on SIGINT/SIGTERM
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -338,6 +339,14 @@ def train(
         model, vocab = _load_init(cfg.init)
         model.train()
         known = vocab.token_to_id
+        for part in (train_data, valid_data):
+            too_long = [i for i, seq in enumerate(part.tokens if part is not None else []) if len(seq) > model.config.max_len]
+            if too_long:
+                i = too_long[0]
+                raise InputError(
+                    f"{part.where(i)}: a sequence of {len(part.tokens[i])} tokens is longer than the init model's "
+                    f"max_len {model.config.max_len} ({len(too_long)} such sequences)"
+                )
         unknown = [(i, t) for i, seq in enumerate(train_data.tokens) for t in seq if t not in known]
         if unknown:
             i, t = unknown[0]
@@ -395,9 +404,18 @@ def train(
         diffs += config_differences(state.get("data", {}), fingerprint)
         saved_model_cfg = state.get("model_config")
         if saved_model_cfg != model.config.to_json():
-            diffs.append(f"model shape: checkpoint has {saved_model_cfg}, this run builds {model.config.to_json()}")
+            wanted = model.config.to_json()
+            with contextlib.suppress(ValueError, TypeError):
+                saved_model_cfg, wanted = (json.loads(c) if isinstance(c, str) else c for c in (saved_model_cfg, wanted))
+            if isinstance(saved_model_cfg, dict) and isinstance(wanted, dict):
+                diffs += [f"model {d}" for d in config_differences(saved_model_cfg, wanted)]
+            else:
+                diffs.append("model shape differs")
         if diffs:
-            raise CheckpointError(f"{ckpt_path} was written for a different run:\n  " + "\n  ".join(diffs))
+            raise CheckpointError(
+                f"{ckpt_path} was written for a different run ({'; '.join(diffs[:4])}"
+                f"{f'; {len(diffs) - 4} more' if len(diffs) > 4 else ''}); use another --out or drop --resume"
+            )
         try:
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from uatlab.experiments.paper_b.sweeps import REPO_ANCHORS  # noqa: E402
+from uatlab.io_safety import save_figure
 
 X_LABELS = {
     "heads": "number of heads H",
@@ -77,7 +78,7 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -99,7 +100,7 @@ def plot_heatmaps(rows: list[dict[str, Any]], path: Path) -> Path:
                 ax.set_ylabel("key token k")
     fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -148,6 +149,6 @@ def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0.17, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from uatlab.experiments.executor import SweepResult, Trial, run_trials
+from uatlab.io_safety import write_text_atomic
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
@@ -62,7 +63,7 @@ def execute(
 
 def write_summary(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, default=str))
+    write_text_atomic(path, json.dumps(data, indent=1, default=str))
 
 
 # --------------------------------------------------------------------------- the five experiments

@@ -69,8 +69,9 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
 
     # ---- boundaries: (group, h below, h above, label below, label above) ---------------------------
     bidx, gaps = label_boundaries(occ)
-    a_all = (alpha[:, None] + pi[None, :max_len]).ravel()
-    a_min, a_max = float(a_all.min()), float(a_all.max())
+    # extremes of a = α_w + π_k over all (word, position): rounding is monotone, so they are those of the sums of
+    # the extremes (O(V + n) instead of a V × n table)
+    a_min, a_max = float(alpha.min() + pi[:max_len].min()), float(alpha.max() + pi[:max_len].max())
     first_point = np.r_[0, np.flatnonzero(occ.group[1:] != occ.group[:-1]) + 1]
     base = np.zeros(V, dtype=np.int64)  # label of the embedding (coordinate L0 + base[w] is 1)
     if by_pos:

@@ -22,12 +22,18 @@ def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray
                       batch_tokens: int = 2_000_000) -> list[np.ndarray]:  # fmt: skip
     """h for every token: h_q = Σ_j softmax_j(b_q a_j) a_j with a_j = α_{w_j} + π_j (float64 reference).
 
-    Sequences are bucketed by length (no padding). Returns one (n,) array per sequence.
+    Sequences are bucketed by length (no padding). Scores are formed for at most ``batch_tokens`` (query, key)
+    pairs at a time: several short sequences at once, or blocks of queries of one long sequence, so memory
+    is linear in the sequence length. Returns one (n,) array per sequence.
     """
     out: list[np.ndarray | None] = [None] * len(words)
     lengths = np.array([len(w) for w in words])
     for n in np.unique(lengths):
         idx = np.flatnonzero(lengths == n)
+        if n * n > batch_tokens:  # one long sequence at a time, in blocks of queries
+            for i in idx:
+                out[i] = _boltzmann_context_blocked(alpha[words[i]] + pi[:n], b[:n], causal, batch_tokens)
+            continue
         step = max(1, batch_tokens // (n * n))
         for s in range(0, len(idx), step):
             sel = idx[s : s + step]
@@ -43,6 +49,24 @@ def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray
             for j, i in enumerate(sel):
                 out[i] = h[j]
     return out  # type: ignore[return-value]
+
+
+def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch_tokens: int) -> np.ndarray:
+    """h of one sequence (keys = values ``a``, (n,); query scales ``b``, (n,)), ``batch_tokens // n`` queries
+    at a time: the same per-row arithmetic as :func:`boltzmann_context`, in O(batch_tokens + n) memory."""
+    n = len(a)
+    h = np.empty(n, dtype=np.float64)
+    block = max(1, batch_tokens // n)
+    for q0 in range(0, n, block):
+        q1 = min(n, q0 + block)
+        S = b[q0:q1, None] * a[None, :]  # (block, n_k)
+        if causal:
+            S = np.where(np.arange(n)[None, :] <= np.arange(q0, q1)[:, None], S, -np.inf)
+        S = S - S.max(axis=-1, keepdims=True)
+        P = np.exp(S)
+        P /= P.sum(axis=-1, keepdims=True)
+        h[q0:q1] = np.einsum("qk,k->q", P, a)
+    return h
 
 
 def context_columns(alpha: np.ndarray, max_len: int, pool: list[tuple[float, int]], seed: int, causal: bool):

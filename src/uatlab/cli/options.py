@@ -1,0 +1,101 @@
+"""Parse-time checks for command-line options: finiteness, ranges and fixed spellings.
+
+Integer ranges use typer's ``min=``/``max=``; the callbacks here add what click does not check (NaN and
+infinity pass its float ranges) and turn a misspelt choice into an error instead of a silent default.
+Every check raises ``typer.BadParameter``, which the CLI prints as one ``error:`` line (exit 2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+SEED_MAX = 2**32 - 1  # numpy and torch both accept seeds in [0, 2^32)
+
+
+def finite(lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+           hi_open: bool = False) -> Callable[[Any], Any]:  # fmt: skip
+    """Callback: a finite float in [lo, hi] (open ends with ``lo_open``/``hi_open``); None passes."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return value
+        if not math.isfinite(value):
+            raise typer.BadParameter(f"must be a finite number, got {value}")
+        if lo is not None and (value < lo or (lo_open and value == lo)):
+            raise typer.BadParameter(f"must be {'>' if lo_open else '≥'} {lo:g}, got {value:g}")
+        if hi is not None and (value > hi or (hi_open and value == hi)):
+            raise typer.BadParameter(f"must be {'<' if hi_open else '≤'} {hi:g}, got {value:g}")
+        return value
+
+    return check
+
+
+def one_of(*choices: str) -> Callable[[Any], Any]:
+    """Callback: one of ``choices`` (case-insensitive; returned in the spelling given here)."""
+    lookup = {c.lower(): c for c in choices}
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return value
+        if value.lower() not in lookup:
+            names = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
+            raise typer.BadParameter(f"{value!r} is not {names}")
+        return lookup[value.lower()]
+
+    return check
+
+
+def int_list(lo: int = 1, hi: int | None = None, name: str = "value") -> Callable[[Any], Any]:
+    """Callback: a comma-separated list of integers in [lo, hi], at least one (the text is kept)."""
+
+    def check(text: str | None) -> str | None:
+        if text is None or text == "":
+            return text
+        try:
+            values = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+        if not values:
+            raise typer.BadParameter(f"expected at least one {name}, got {text!r}")
+        for v in values:
+            if v < lo or (hi is not None and v > hi):
+                rng = f"in [{lo}, {hi}]" if hi is not None else f"≥ {lo}"
+                raise typer.BadParameter(f"each {name} must be {rng}, got {v}")
+        return text
+
+    return check
+
+
+def float_list(lo: float | None = None, lo_open: bool = False, name: str = "value") -> Callable[[Any], Any]:
+    """Callback: a comma-separated list of finite floats (> or ≥ lo), at least one (the text is kept)."""
+    one = finite(lo, lo_open=lo_open)
+
+    def check(text: str | None) -> str | None:
+        if text is None or text == "":
+            return text
+        try:
+            values = [float(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise typer.BadParameter(f"expected comma-separated numbers, got {text!r}") from None
+        if not values:
+            raise typer.BadParameter(f"expected at least one {name}, got {text!r}")
+        for v in values:
+            one(v)
+        return text
+
+    return check
+
+
+def reject_overridden(ctx: typer.Context, quick: bool, *names: str) -> None:
+    """``--quick`` sets these options itself: giving one of them as well is an error, not silently ignored."""
+    if not quick:
+        return
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            flag = "--" + name.replace("_", "-")
+            raise typer.BadParameter(f"--quick sets {flag} itself; give --quick or {flag}, not both", ctx=ctx)

@@ -1,0 +1,293 @@
+"""File safety for every command that reads a user's file or writes one.
+
+The rules, applied by every writing command before it does any work:
+
+* An input must be a regular, readable file (a directory, FIFO, device or ``-`` is named as such).
+* An output path must not resolve to an input file (through links or another spelling of the path), must not
+  be an existing directory (for a file) or file (for a folder), and its parent must be a writable folder.
+* An output file is written to a temporary file beside it and renamed over the target only once it is
+  complete (:func:`atomic_write`, :func:`atomic_path`): an existing file is either kept intact or replaced
+  whole, never truncated.
+* Two jobs never write the same output at once (:class:`OutputLock`).
+* A work directory is deleted only if uatlab created it and can prove it: a marker file holding a random id
+  that is also recorded in the directory's manifest (:func:`write_marker`, :func:`owns`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from uatlab.errors import InputError, UatlabError
+
+MARKER = ".uatlab-work"  # file name of the ownership marker inside a work directory
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def describe_special(path: Path) -> str | None:
+    """What ``path`` is if it is not a regular file ('a directory', 'a FIFO', ...), or None if it is one."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_input_file(path: str | os.PathLike, what: str = "data file") -> Path:
+    """``path`` as a Path if it is a readable regular file; otherwise an InputError saying what it is."""
+    if str(path) == "-":
+        raise InputError(f"{what} '-': reading standard input is not supported; give the path of a file")
+    p = Path(path)
+    kind = describe_special(p)
+    if kind == "missing":
+        if p.is_symlink():
+            raise InputError(f"{what} {p} is a broken symbolic link")
+        raise InputError(f"{what} {p} does not exist")
+    if kind is not None:
+        raise InputError(f"{what} {p} is {kind}, not a regular file")
+    if not os.access(p, os.R_OK):
+        raise InputError(f"{what} {p} is not readable (permission denied)")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """True if both paths name the same existing file (links, ``..``, case-insensitive file systems...)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def _check_parent(path: Path, option: str) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    probe = parent
+    while not probe.exists():  # the first existing ancestor must be a writable folder
+        if probe.is_symlink():
+            raise InputError(f"{option} {path}: {probe} is a broken symbolic link")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"{option} {path}: {probe} is a file, not a folder")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {path}: folder {probe} is not writable")
+
+
+def check_output_file(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                      option: str = "--out") -> Path:  # fmt: skip
+    """Refuse, before any work, an output file that is an input, an existing directory, or not creatable."""
+    p = Path(path)
+    if str(path) in ("", "-"):
+        raise InputError(
+            f"{option} {str(path)!r}: give the path of a file (writing to standard output is not supported)"
+        )
+    for src in inputs:
+        if src is not None and (same_file(p, src) if p.exists() else p.resolve() == Path(src).resolve()):
+            raise InputError(f"{option} {p} is the input file {src}: choose another output path")
+    if p.is_dir():
+        raise InputError(f"{option} {p} is an existing directory; give a file path")
+    if p.exists() and describe_special(p) is not None:
+        raise InputError(f"{option} {p} is {describe_special(p)}, not a regular file")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise InputError(f"{option} {p} exists and is read-only")
+    _check_parent(p, option)
+    return p
+
+
+def check_output_dir(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
+                     option: str = "--out") -> Path:  # fmt: skip
+    """Refuse, before any work, an output folder that is an existing file or cannot be created or written."""
+    p = Path(path)
+    for src in inputs:
+        if src is not None and p.exists() and same_file(p, src):
+            raise InputError(f"{option} {p} is the input file {src}: choose another output folder")
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} {p} is an existing file, not a folder")
+    if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {p}: folder is not writable")
+    if not p.exists():
+        _check_parent(p, option)
+    return p
+
+
+def _temp_beside(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is fsynced and renamed over ``path``.
+
+    On any exception the temporary file is removed and ``path`` is left as it was. Use this for libraries
+    that write by file name (safetensors, torch.save, matplotlib, numpy); :func:`atomic_write` for streams.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_beside(path)
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if not isinstance(exc, (OSError, UatlabError, KeyboardInterrupt, SystemExit)) and _disk_full(path.parent):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
+                 newline: str | None = None) -> Iterator[IO[Any]]:  # fmt: skip
+    """Open a temporary file beside ``path`` for writing; rename it over ``path`` once the block completes."""
+    binary = "b" in mode
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if binary else encoding,
+                                        newline=None if binary else newline) as fh:  # fmt: skip
+        yield fh
+        fh.flush()
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def _disk_full(folder: Path) -> bool:
+    try:
+        return shutil.disk_usage(folder).free < 1 << 20
+    except OSError:
+        return False
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------------ locking
+class OutputLock:
+    """An exclusive, non-blocking lock on an output path (a lock file beside it; released on exit or death).
+
+    A second job that tries to write the same output gets an InputError naming the first job's pid.
+    """
+
+    def __init__(self, target: str | os.PathLike) -> None:
+        target = Path(target)
+        self.target = target
+        self.path = target.with_name(f".{target.name}.lock")
+        self._fh: IO[str] | None = None
+
+    def __enter__(self) -> OutputLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            pid = fh.read().strip() or "?"
+            fh.close()
+            raise InputError(
+                f"another uatlab job (pid {pid}) is writing {self.target}; wait for it or choose another output"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            self._fh.close()  # closing releases the flock
+            self._fh = None
+
+
+# ------------------------------------------------------------------------------------------------ work dirs
+def new_work_id() -> str:
+    return secrets.token_hex(16)
+
+
+def write_marker(folder: str | os.PathLike, work_id: str, created: bool) -> None:
+    """Record in ``folder`` that uatlab made it (``created``) or only its contents, under ``work_id``."""
+    write_text_atomic(Path(folder) / MARKER, json.dumps({"uatlab_work_id": work_id, "created_folder": created}))
+
+
+def read_marker(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The marker of a uatlab work directory, or None if there is none (or it is not ours)."""
+    try:
+        m = json.loads((Path(folder) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) and isinstance(m.get("uatlab_work_id"), str) else None
+
+
+def owns(folder: str | os.PathLike, work_id: str | None) -> bool:
+    """True only if ``folder`` holds a marker with ``work_id`` (the id recorded in its manifest)."""
+    m = read_marker(folder)
+    return m is not None and work_id is not None and m["uatlab_work_id"] == work_id
+
+
+# ------------------------------------------------------------------------------------------------ identity
+def prefix_identity(path: str | os.PathLike, lines: int | None) -> dict[str, Any]:
+    """Size and SHA-256 of the first ``lines`` lines of a file (all of it if None): what a reader consumed."""
+    h = hashlib.sha256()
+    size = 0
+    count = 0
+    with open(path, "rb") as fh:
+        if lines is None:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+                size += len(block)
+                count += block.count(b"\n")
+        else:
+            for raw in fh:
+                if count >= lines:
+                    break
+                h.update(raw)
+                size += len(raw)
+                count += 1
+    return {"lines": lines, "bytes": size, "sha256": h.hexdigest()}
+
+
+def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> Path:
+    """``fig.savefig`` through :func:`atomic_path` (the format is taken from ``path``'s suffix)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path

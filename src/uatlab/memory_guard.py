@@ -1,0 +1,71 @@
+"""Memory requests stated before they are made: refuse a computation that would not fit.
+
+Quadratic work (attention over one long sequence) is inherent to some requests; instead of letting the
+kernel kill the process, a command estimates the bytes it will allocate, says so, and refuses above a
+limit. The limit defaults to 75 % of physical memory and is raised with ``UATLAB_MAX_MEMORY`` (e.g.
+``64G``) or a command's ``--max-memory`` option.
+"""
+
+from __future__ import annotations
+
+import os
+
+from uatlab.errors import InputError
+
+ENV = "UATLAB_MAX_MEMORY"
+MAX_MEMORY_HELP = "Refuse to start above this much memory (e.g. 16G; default: 75% of RAM or $UATLAB_MAX_MEMORY)."
+_override: int | None = None
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``'512M'``, ``'8G'``, ``'1.5T'`` or a plain number of bytes."""
+    t = str(text).strip().upper().removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:] or "", 1)
+    number = t[:-1] if scale > 1 else t
+    try:
+        value = float(number)
+    except ValueError:
+        raise InputError(f"memory size {text!r}: expected a number with an optional K, M, G or T suffix") from None
+    if not (value > 0 and value * scale < 1 << 62):
+        raise InputError(f"memory size {text!r} must be positive and finite")
+    return int(value * scale)
+
+
+def physical_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def memory_limit() -> int:
+    """The current limit in bytes: ``set_memory_limit``, else ``UATLAB_MAX_MEMORY``, else 75 % of RAM."""
+    if _override is not None:
+        return _override
+    env = os.environ.get(ENV)
+    if env:
+        return parse_size(env)
+    return int(0.75 * physical_memory())
+
+
+def set_memory_limit(limit: int | str | None) -> None:
+    """Set the limit for this process (None: back to the environment / default)."""
+    global _override
+    _override = None if limit is None else (parse_size(limit) if isinstance(limit, str) else int(limit))
+
+
+def human(nbytes: float) -> str:
+    for unit, scale in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def check_memory(need: float, what: str, detail: str) -> None:
+    """Refuse (InputError) a computation needing ``need`` bytes above :func:`memory_limit`."""
+    limit = memory_limit()
+    if need > limit:
+        raise InputError(
+            f"{what} would need about {human(need)} of memory ({detail}), above the limit of {human(limit)}; "
+            f"raise it with --max-memory or {ENV}=SIZE if this machine has the memory"
+        )

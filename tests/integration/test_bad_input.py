@@ -1,0 +1,639 @@
+"""Hostile but realistic invocations of every command: one ``error:`` line, exit 2, nothing lost.
+
+Each case runs the CLI in-process in a fresh folder holding the same fixtures, and asserts the exit code,
+exactly one ``error:`` line on stderr naming the problem, no traceback, and that every file present before
+the run is byte-identical afterwards. The few cases that need signals run a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from uatlab.cli import main
+
+CONLL = """-DOCSTART- -X- -X- O
+
+Zorbia NNP B-NP B-ORG
+praises VBZ B-VP O
+Quarkish JJ B-NP B-MISC
+call NN I-NP O
+
+Alva NNP B-NP B-PER
+Kestrel NNP I-NP I-PER
+
+Quarkish JJ B-NP B-MISC
+praises VBZ B-VP O
+Zorbia NNP B-NP O
+"""
+
+JSONL = (
+    "\n".join(
+        json.dumps({"tokens": t, "labels": y})
+        for t, y in [
+            (["a", "b", "c"], ["X", "Y", "X"]),
+            (["b", "a"], ["Y", "Y"]),
+            (["c", "c", "a", "b"], ["X", "X", "Y", "X"]),
+        ]
+    )
+    + "\n"
+)
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8")
+
+
+# every case starts from a folder holding these files (plus a compiled model, see ``_fixture_dir``)
+FILES: dict[str, bytes] = {
+    "data.txt": _bytes(CONLL),
+    "data.jsonl": _bytes(JSONL),
+    "empty.txt": b"",
+    "blank.txt": b"\n\n   \n\t\n",
+    "header.txt": b"-DOCSTART- -X- -X- O\n\n",
+    "empty.jsonl": b"",
+    "bom.txt": b"\xef\xbb\xbf" + _bytes(CONLL),
+    "latin1.txt": _bytes(CONLL) + "Caf\u00e9 NN B-NP O\n".encode("latin-1"),
+    "latin1.jsonl": _bytes(JSONL) + b'{"tokens": ["caf\xe9"], "labels": ["X"]}\n',
+    "surrogate.jsonl": _bytes(JSONL) + b'{"tokens": ["\\ud800"], "labels": ["X"]}\n' + _bytes(JSONL),
+    "bigint.jsonl": _bytes(JSONL) + b'{"tokens": [' + b"9" * 5000 + b'], "labels": ["X"]}\n',
+    "badjson.jsonl": _bytes(JSONL) + b'{"tokens": ["a", "labels": ["X"]}\n',
+    "ragged.jsonl": _bytes(JSONL) + b'{"tokens": ["a", "b"], "labels": ["X"]}\n',
+    "notlist.jsonl": b'{"tokens": "abc", "labels": "XYZ"}\n',
+    "nested.jsonl": b'{"tokens": [["a"]], "labels": ["X"]}\n',
+    "onecol.txt": b"Zorbia B-ORG\nlonely\n",
+    "cols.txt": b"a NN O\nb NN I-NP O\n",
+    "deep.jsonl": b"[" * 100000 + b"\n",
+    "notes.md": b"precious notes\n",
+    "long.txt": b"".join(b"Zorbia NNP B-NP B-ORG\npraises VBZ B-VP O\n" for _ in range(1000)),
+}
+
+
+@dataclass
+class Case:
+    """One invocation: ``argv`` (relative paths into the case folder), the exit code and a fragment of the
+    ``error:`` line expected, an optional ``setup(folder)`` run first."""
+
+    id: str
+    argv: list[str]
+    match: str
+    code: int = 2
+    setup: Callable[[Path], None] | None = None
+    check: Callable[[Path], None] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    out = {}
+    for p in folder.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            out[str(p.relative_to(folder))] = p.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def fixture_dir(tmp_path_factory) -> Path:
+    """The fixture files and a model compiled from data.txt (model.safetensors)."""
+    d = tmp_path_factory.mktemp("fixtures")
+    for name, data in FILES.items():
+        (d / name).write_bytes(data)
+    cwd = os.getcwd()
+    os.chdir(d)
+    try:
+        assert main(["compile", "data.txt", "--out", "model.safetensors", "--json"]) == 0
+    finally:
+        os.chdir(cwd)
+    return d
+
+
+@pytest.fixture
+def case_dir(fixture_dir, tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "case"
+    folder.mkdir()
+    for p in fixture_dir.iterdir():
+        if p.is_file():
+            (folder / p.name).write_bytes(p.read_bytes())
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def run_case(case: Case, folder: Path, capsys) -> None:
+    if case.setup is not None:
+        case.setup(folder)
+    before = _snapshot(folder)
+    capsys.readouterr()
+    code = main(list(case.argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err + out
+    assert code == case.code, (code, err)
+    error_lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, err
+    assert case.match.lower() in error_lines[0].lower(), error_lines[0]
+    assert out.strip() == "" or "--help" in case.argv, out  # an error prints no JSON or table on stdout
+    after = _snapshot(folder)
+    for name, data in before.items():
+        assert name in after, f"{name} was deleted"
+        assert after[name] == data, f"{name} was modified"
+    if case.check is not None:
+        case.check(folder)
+
+
+# ------------------------------------------------------------------------------------------------ cases
+def _mkdir(name: str, files: dict[str, str] | None = None) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for rel, text in (files or {}).items():
+            (folder / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name / rel).write_text(text)
+
+    return setup
+
+
+def _symlink(name: str, target: str) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        (folder / name).symlink_to(target)
+
+    return setup
+
+
+def _fifo(name: str) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        os.mkfifo(folder / name)
+
+    return setup
+
+
+def _absent(*names: str) -> Callable[[Path], None]:
+    def check(folder: Path) -> None:
+        for name in names:
+            assert not (folder / name).exists(), f"{name} was left behind"
+
+    return check
+
+
+DATA_LOSS = [
+    Case(
+        "compile-workdir-foreign-manifest",
+        ["compile", "data.txt", "--out", "m.safetensors", "--work-dir", "proj"],
+        "not a uatlab work directory",
+        setup=_mkdir("proj", {"manifest.json": '{"name": "app"}', "src/KEEP.txt": "x"}),
+    ),
+    Case("compile-out-is-input", ["compile", "data.txt", "--out", "data.txt"], "is the input file"),
+    Case(
+        "compile-out-is-input-other-spelling",
+        ["compile", "data.txt", "--out", "./sub/../data.txt"],
+        "is the input file",
+        setup=_mkdir("sub"),
+    ),
+    Case(
+        "compile-out-is-input-link",
+        ["compile", "data.txt", "--out", "link.txt"],
+        "is the input file",
+        setup=_symlink("link.txt", "data.txt"),
+    ),
+    Case("compile-jsonl-out-is-input", ["compile", "data.jsonl", "--out", "data.jsonl"], "is the input file"),
+    Case(
+        "compile-out-existing-dir", ["compile", "data.txt", "--out", "adir"], "existing directory", setup=_mkdir("adir")
+    ),
+    Case("compile-workdir-is-input", ["compile", "data.txt", "--work-dir", "data.txt"], "is the input file"),
+    Case(
+        "compile-workdir-is-file",
+        ["compile", "data.txt", "--out", "m.safetensors", "--work-dir", "notes.md"],
+        "not a folder",
+    ),
+    Case("synth-N0-keeps-file", ["synth", "notes.md", "-N", "0"], "--sequences"),
+    Case("synth-V-negative", ["synth", "notes.md", "-V", "-3"], "--vocab"),
+    Case("synth-no-repeats-n-gt-V", ["synth", "notes.md", "--no-repeats", "-n", "10", "-V", "5"], "vocabulary"),
+    Case("synth-seed-negative", ["synth", "notes.md", "--seed", "-1"], "--seed"),
+    Case("synth-length-huge", ["synth", "notes.md", "-n", "1000000000000"], "--length"),
+    Case("synth-vocab-float", ["synth", "notes.md", "-V", "1e20"], "--vocab"),
+    Case("synth-into-dir", ["synth", "adir"], "existing directory", setup=_mkdir("adir")),
+    Case("synth-out-is-dash", ["synth", "-"], "standard output"),
+    Case(
+        "compile-surrogate-then-resume-other",
+        ["compile", "surrogate.jsonl", "--out", "m.safetensors"],
+        "surrogate.jsonl:4",
+    ),
+    Case(
+        "compile-missing-leaves-no-workdir",
+        ["compile", "nothere.txt", "--out", "m.safetensors"],
+        "does not exist",
+        check=_absent("m.safetensors.work", "m.safetensors"),
+    ),
+    Case(
+        "compile-empty-leaves-no-workdir",
+        ["compile", "empty.txt", "--out", "m.safetensors"],
+        "no sequences",
+        check=_absent("m.safetensors.work", "m.safetensors"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", DATA_LOSS, ids=lambda c: c.id)
+def test_data_loss_cases(case: Case, case_dir: Path, capsys) -> None:
+    run_case(case, case_dir, capsys)
+
+
+def test_workdir_kept_when_given_empty(case_dir: Path, capsys) -> None:
+    """An existing empty --work-dir is used, then emptied, but never deleted (uatlab did not create it)."""
+    (case_dir / "wd").mkdir()
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--work-dir", "wd", "--json"]) == 0
+    assert (case_dir / "wd").is_dir() and not any((case_dir / "wd").iterdir())
+    assert main(["compile", "data.txt", "--out", "m2.safetensors", "--json"]) == 0
+    assert not (case_dir / "m2.safetensors.work").exists()  # created by uatlab: removed after success
+
+
+def test_workdir_with_forged_marker_is_not_deleted(case_dir: Path, capsys) -> None:
+    """A marker whose id does not match the manifest proves nothing: the folder is refused, not deleted."""
+    wd = case_dir / "wd"
+    wd.mkdir()
+    (wd / ".uatlab-work").write_text(json.dumps({"uatlab_work_id": "abc", "created_folder": True}))
+    (wd / "manifest.json").write_text(json.dumps({"work_id": "other"}))
+    (wd / "KEEP").write_text("x")
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--work-dir", "wd"]) == 2
+    assert (wd / "KEEP").read_text() == "x"
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--work-dir", "wd", "--resume"]) == 2
+    assert "not a uatlab work directory" in capsys.readouterr().err
+
+
+def test_existing_out_replaced_only_when_complete(case_dir: Path, capsys) -> None:
+    """A failing compile leaves an existing --out untouched; a successful one replaces it whole."""
+    out = case_dir / "m.safetensors"
+    out.write_bytes(b"old model")
+    assert main(["compile", "ragged.jsonl", "--out", "m.safetensors"]) == 2
+    assert out.read_bytes() == b"old model"
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
+    assert out.read_bytes()[:8] != b"old mode"
+    assert not [p for p in case_dir.iterdir() if p.name.endswith((".tmp", ".lock"))]
+
+
+def test_chunk_atomic_and_resume_checks_identity(case_dir: Path, capsys) -> None:
+    """A bad token stores whole sequences only; --resume continues the same file and refuses another."""
+    assert main(["compile", "surrogate.jsonl", "--out", "m.safetensors", "--chunk-tokens", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "surrogate.jsonl:4" in err and "3 sequences read before the error" in err
+    work = case_dir / "m.safetensors.work"
+    manifest = json.loads((work / "manifest.json").read_text())
+    assert manifest["sequences"] == 3 and manifest["input"]["lines"] == 3
+    # another file with a different beginning: refused, work kept
+    (case_dir / "other.jsonl").write_text(JSONL.replace('"a"', '"z"'))
+    assert main(["compile", "other.jsonl", "--out", "m.safetensors", "--resume"]) == 2
+    assert "not the data this work directory was made from" in capsys.readouterr().err
+    # the same file with the bad line fixed (after what was read): resumed and completed
+    fixed = FILES["surrogate.jsonl"].replace(b"\\ud800", b"ok")
+    (case_dir / "surrogate.jsonl").write_bytes(fixed)
+    assert main(["compile", "surrogate.jsonl", "--out", "m.safetensors", "--resume", "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["sequences"] == 7
+    assert not work.exists()
+
+
+def test_two_jobs_cannot_write_one_output(case_dir: Path, capsys) -> None:
+    """While one job holds the lock on an output, a second job writing it is refused."""
+    from uatlab.io_safety import OutputLock
+
+    with OutputLock(case_dir / "m.safetensors"):
+        assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
+        assert "another uatlab job" in capsys.readouterr().err
+        assert main(["synth", "m.safetensors", "-N", "2"]) == 2
+    assert not (case_dir / "m.safetensors").exists()
+    assert main(["synth", "m.safetensors", "-N", "2", "--json"]) == 0
+
+
+# ------------------------------------------------------------------------------------------------ bad data
+def _data_cases(cmd: list[str], tag: str, has_empty_msg: str) -> list[Case]:
+    """The same bad data files through one data-reading command."""
+    return [
+        Case(f"{tag}-empty", [*cmd, "empty.txt"], has_empty_msg),
+        Case(f"{tag}-blank", [*cmd, "blank.txt"], has_empty_msg),
+        Case(f"{tag}-header-only", [*cmd, "header.txt"], has_empty_msg),
+        Case(f"{tag}-empty-jsonl", [*cmd, "empty.jsonl"], has_empty_msg.replace("sentences", "sequences")),
+        Case(f"{tag}-latin1", [*cmd, "latin1.txt"], "latin1.txt:14: not UTF-8"),
+        Case(f"{tag}-latin1-jsonl", [*cmd, "latin1.jsonl"], "latin1.jsonl:4: not UTF-8"),
+        Case(f"{tag}-surrogate", [*cmd, "surrogate.jsonl"], "surrogate.jsonl:4"),
+        Case(f"{tag}-bigint", [*cmd, "bigint.jsonl"], "bigint.jsonl:4"),
+        Case(f"{tag}-badjson", [*cmd, "badjson.jsonl"], "badjson.jsonl:4: not valid JSON"),
+        Case(f"{tag}-ragged", [*cmd, "ragged.jsonl"], "ragged"),
+        Case(f"{tag}-notlist", [*cmd, "notlist.jsonl"], "must be lists"),
+        Case(f"{tag}-nested", [*cmd, "nested.jsonl"], "neither a string"),
+        Case(f"{tag}-onecol", [*cmd, "onecol.txt"], "onecol.txt:2"),
+        Case(f"{tag}-columns", [*cmd, "cols.txt"], "cols.txt:2"),
+        Case(f"{tag}-deep", [*cmd, "deep.jsonl"], "deep.jsonl:1"),
+        Case(f"{tag}-dir", [*cmd, "adir"], "is a directory", setup=_mkdir("adir")),
+        Case(f"{tag}-dash", [*cmd, "-"], "standard input"),
+        Case(f"{tag}-devnull", [*cmd, "/dev/null"], "character device"),
+        Case(f"{tag}-fifo", [*cmd, "pipe"], "FIFO", setup=_fifo("pipe")),
+        Case(f"{tag}-missing", [*cmd, "nothere.txt"], "does not exist"),
+        Case(
+            f"{tag}-broken-link", [*cmd, "dangling.txt"], "broken symbolic link", setup=_symlink("dangling.txt", "gone")
+        ),
+    ]
+
+
+BAD_DATA = [
+    *_data_cases(["compile", "--out", "m.safetensors"], "compile", "no sequences"),
+    *_data_cases(["data-report"], "data-report", "no sentences"),
+    *_data_cases(["train", "--out", "run", "--epochs", "1"], "train", "no sentences"),
+    *_data_cases(["certify", "model.safetensors"], "certify", "no tokens"),
+    Case("depth-ablation-empty", ["experiment", "depth-ablation", "empty.txt", "--out", "run"], "no sentences"),
+    Case("depth-ablation-missing", ["experiment", "depth-ablation", "nothere.txt", "--out", "run"], "does not exist"),
+    Case(
+        "capacity-conll-missing",
+        ["experiment", "capacity", "--kind", "conll", "--data", "nothere.txt"],
+        "does not exist",
+    ),
+    Case("train-valid-empty", ["train", "data.txt", "--valid", "empty.txt", "--out", "run"], "no sentences"),
+    Case("train-valid-missing", ["train", "data.txt", "--valid", "nothere.txt", "--out", "run"], "does not exist"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_DATA, ids=lambda c: c.id)
+def test_bad_data(case: Case, case_dir: Path, capsys) -> None:
+    run_case(case, case_dir, capsys)
+
+
+# ------------------------------------------------------------------------------------------------ bad options
+def _opt(tag: str, argv: list[str], match: str) -> Case:
+    return Case(tag, argv, match)
+
+
+C = ["compile", "data.txt", "--out", "m.safetensors"]
+T = ["train", "data.txt", "--out", "run", "--epochs", "1"]
+HC = ["hardmax-counterexample"]
+CM = ["contextual-mapping", "literal"]
+TL = ["approx", "truncated-linear", "--out", "ao"]
+AH = ["approx", "heads", "--out", "ao"]
+RN = ["approx", "relu-network", "--out", "ao"]
+UN = ["approx", "universal", "--out", "ao"]
+GD = ["approx", "gd-in-context", "--out", "ao"]
+CAP = ["experiment", "capacity", "--out", "cap"]
+DA = ["experiment", "depth-ablation", "data.txt", "--out", "da"]
+
+BAD_OPTIONS = [
+    # compile
+    _opt("compile-dtype", [*C, "--dtype", "half"], "--dtype"),
+    _opt("compile-format", [*C, "--format", "xml"], "--format"),
+    _opt("compile-dim-negative", [*C, "--dim", "-1"], "--dim"),
+    _opt("compile-dim-huge", [*C, "--dim", "1000000000"], "--dim"),
+    _opt("compile-dim-text", [*C, "--dim", "abc"], "--dim"),
+    _opt("compile-beta-text", [*C, "--beta", "abc"], "--beta"),
+    _opt("compile-beta-nan", [*C, "--beta", "nan"], "--beta"),
+    _opt("compile-beta-negative", [*C, "--beta", "-2"], "--beta"),
+    _opt("compile-beta-inf", [*C, "--beta", "inf"], "--beta"),
+    _opt("compile-beta-not-pow2", [*C, "--beta", "3"], "power of two"),
+    _opt("compile-seed-negative", [*C, "--seed", "-1"], "--seed"),
+    _opt("compile-seed-huge", [*C, "--seed", "99999999999"], "--seed"),
+    _opt("compile-chunk-zero", [*C, "--chunk-tokens", "0"], "--chunk-tokens"),
+    _opt("compile-exp-ulp-nan", [*C, "--exp-ulp", "nan"], "--exp-ulp"),
+    _opt("compile-code", [*C, "--code", "foo"], "code"),
+    _opt("compile-group", [*C, "--group", "foo"], "group"),
+    _opt("compile-unknown-option", [*C, "--bogus"], "no such option"),
+    _opt("compile-missing-argument", ["compile"], "missing argument"),
+    _opt("compile-resume-nothing", [*C, "--resume"], "no work directory"),
+    _opt("compile-out-empty", ["compile", "data.txt", "--out", ""], "--out"),
+    _opt("compile-out-parent-file", ["compile", "data.txt", "--out", "notes.md/m.safetensors"], "is a file"),
+    _opt("compile-out-dash", ["compile", "data.txt", "--out", "-"], "standard output"),
+    # certify
+    _opt("certify-not-model", ["certify", "notes.md", "data.txt"], "notes.md"),
+    _opt("certify-data-as-model", ["certify", "data.txt", "data.txt"], "data.txt"),
+    _opt("certify-model-missing", ["certify", "nothere.safetensors", "data.txt"], "does not exist"),
+    _opt("certify-model-dir", ["certify", ".", "data.txt"], "is a directory"),
+    _opt("certify-format", ["certify", "model.safetensors", "data.txt", "--format", "xml"], "--format"),
+    _opt("certify-exp-ulp", ["certify", "model.safetensors", "data.txt", "--exp-ulp", "-1"], "--exp-ulp"),
+    _opt("certify-missing-argument", ["certify", "model.safetensors"], "missing argument"),
+    # synth
+    _opt("synth-classes-zero", ["synth", "o.jsonl", "-C", "0"], "--classes"),
+    _opt("synth-length-zero", ["synth", "o.jsonl", "-n", "0"], "--length"),
+    _opt("synth-N-text", ["synth", "o.jsonl", "-N", "abc"], "--sequences"),
+    _opt("synth-parent-file", ["synth", "notes.md/o.jsonl"], "is a file"),
+    _opt("synth-missing-argument", ["synth"], "missing argument"),
+    _opt("synth-data-kept", ["synth", "data.txt", "-N", "0"], "--sequences"),
+    # data-report
+    _opt("data-report-scheme", ["data-report", "data.txt", "--scheme", "foo"], "--scheme"),
+    _opt("data-report-format", ["data-report", "data.txt", "--format", "xml"], "--format"),
+    _opt("data-report-conflicts", ["data-report", "data.txt", "--conflicts", "-1"], "--conflicts"),
+    # train
+    _opt("train-rank-text", [*T, "--rank", "abc"], "--rank"),
+    _opt("train-rank-zero", [*T, "--rank", "0"], "--rank"),
+    _opt("train-weight-decay-nan", [*T, "--weight-decay", "nan"], "--weight-decay"),
+    _opt("train-threads-zero", [*T, "--threads", "0"], "--threads"),
+    _opt("train-threads-negative", [*T, "--threads", "-1"], "--threads"),
+    _opt("train-embed-std-nan", [*T, "--embed-std", "nan"], "--embed-std"),
+    _opt("train-embed-std-negative", [*T, "--embed-std", "-1"], "--embed-std"),
+    _opt("train-clip-negative", [*T, "--clip", "-1"], "--clip"),
+    _opt("train-clip-nan", [*T, "--clip", "nan"], "--clip"),
+    _opt("train-warmup-negative", [*T, "--warmup-steps", "-5"], "--warmup-steps"),
+    _opt("train-max-minutes-nan", [*T, "--max-minutes", "nan"], "--max-minutes"),
+    _opt("train-max-minutes-negative", [*T, "--max-minutes", "-1"], "--max-minutes"),
+    _opt("train-max-minutes-zero", [*T, "--max-minutes", "0"], "--max-minutes"),
+    _opt("train-lr-zero", [*T, "--lr", "0"], "--lr"),
+    _opt("train-lr-inf", [*T, "--lr", "inf"], "--lr"),
+    _opt("train-optimizer", [*T, "--optimizer", "adam"], "--optimizer"),
+    _opt("train-schedule", [*T, "--schedule", "linear"], "--schedule"),
+    _opt("train-scheme", [*T, "--scheme", "foo"], "--scheme"),
+    _opt("train-format", [*T, "--format", "xml"], "--format"),
+    _opt("train-epochs-zero", [*T, "--epochs", "0"], "--epochs"),
+    _opt("train-batch-zero", [*T, "--batch-size", "0"], "--batch-size"),
+    _opt("train-dim-zero", [*T, "--dim", "0"], "--dim"),
+    _opt("train-layers-zero", [*T, "--layers", "0"], "--layers"),
+    _opt("train-heads-zero", [*T, "--heads", "0"], "--heads"),
+    _opt("train-head-dim-zero", [*T, "--head-dim", "0"], "--head-dim"),
+    _opt("train-ff-mult-negative", [*T, "--ff-mult", "-1"], "--ff-mult"),
+    _opt("train-seed-negative", [*T, "--seed", "-1"], "--seed"),
+    _opt("train-out-is-input", ["train", "data.txt", "--out", "data.txt"], "data.txt"),
+    _opt("train-out-is-file", ["train", "data.txt", "--out", "notes.md"], "existing file"),
+    _opt("train-init-missing", [*T, "--init", "nothere.safetensors"], "does not exist"),
+    _opt("train-init-not-model", [*T, "--init", "notes.md"], "notes.md"),
+    _opt("train-resume-nothing", [*T, "--resume"], "checkpoint"),
+    _opt("train-max-memory-tiny", [*T, "--max-memory", "100"], "would need"),
+    _opt("train-max-memory-text", [*T, "--max-memory", "lots"], "memory size"),
+    # hardmax-counterexample
+    _opt("hardmax-length-huge", [*HC, "--length", "100000"], "would need"),
+    _opt("hardmax-dim-float", [*HC, "--dim", "1e9"], "--dim"),
+    _opt("hardmax-dim-zero", [*HC, "--dim", "0"], "--dim"),
+    _opt("hardmax-length-short", [*HC, "--length", "3"], "n ≥ 4"),
+    _opt("hardmax-trials-zero", [*HC, "--trials", "0"], "--trials"),
+    _opt("hardmax-heads-text", [*HC, "--heads", "abc"], "--heads"),
+    _opt("hardmax-heads-zero", [*HC, "--heads", "0"], "--heads"),
+    _opt("hardmax-seed-negative", [*HC, "--seed", "-1"], "--seed"),
+    _opt("hardmax-head-dim-zero", [*HC, "--head-dim", "0"], "--head-dim"),
+    # contextual-mapping literal
+    _opt("contextual-seed-negative", [*CM, "--seed", "-1"], "--seed"),
+    _opt("contextual-eps-nan", [*CM, "--eps", "nan"], "--eps"),
+    _opt("contextual-eps-negative", [*CM, "--eps", "-1"], "--eps"),
+    _opt("contextual-rmin-inf", [*CM, "--r-min", "inf"], "--r-min"),
+    _opt("contextual-sequences", [*CM, "--sequences", "foo"], "--sequences"),
+    _opt("contextual-vocab-zero", [*CM, "--vocab-size", "0"], "size"),
+    _opt("contextual-length-one", [*CM, "--length", "1"], "length"),
+    # approx
+    _opt("truncated-points-zero", [*TL, "--points", "0"], "--points"),
+    _opt("truncated-points-one", [*TL, "--points", "1"], "--points"),
+    _opt("truncated-points-negative", [*TL, "--points", "-5"], "--points"),
+    _opt("truncated-range-huge", [*TL, "--a", "-1e300", "--b", "1e300"], "--a"),
+    _opt("truncated-range-reversed", [*TL, "--a", "1", "--b", "-1"], "smaller than --b"),
+    _opt("truncated-a-nan", [*TL, "--a", "nan"], "--a"),
+    _opt("truncated-anchors-text", [*TL, "--anchors", "x,y"], "--anchors"),
+    _opt("truncated-anchors-zero", [*TL, "--anchors", "0"], "--anchors"),
+    _opt("truncated-anchors-huge", [*TL, "--anchors", "10000000"], "--anchors"),
+    _opt("truncated-mode", [*TL, "--mode", "foo"], "--mode"),
+    _opt("truncated-dtype", [*TL, "--dtype", "half"], "--dtype"),
+    _opt("truncated-quick-overrides", [*TL, "--quick", "--anchors", "11"], "--quick"),
+    _opt("truncated-out-file", ["approx", "truncated-linear", "--out", "notes.md"], "existing file"),
+    _opt("heads-points-zero", [*AH, "--points", "0"], "--points"),
+    _opt("heads-heads-zero", [*AH, "--heads", "0"], "--heads"),
+    _opt("heads-anchors-one", [*AH, "--anchors", "1"], "--anchors"),
+    _opt("heads-quick-overrides", [*AH, "--quick", "--points", "11"], "--quick"),
+    _opt("relu-nets-zero", [*RN, "--nets", "0"], "--nets"),
+    _opt("relu-samples-zero", [*RN, "--samples", "0"], "--samples"),
+    _opt("relu-n-zero", [*RN, "--n", "0"], "--n"),
+    _opt("relu-seed-negative", [*RN, "--seed", "-1"], "--seed"),
+    _opt("relu-layers-three", [*RN, "--layers", "3"], "layers must be 1 or 2"),
+    _opt("relu-d-zero", [*RN, "--d", "0"], "--d"),
+    _opt("universal-samples-zero", [*UN, "--samples", "0"], "--samples"),
+    _opt("universal-samples-negative", [*UN, "--samples", "-1"], "--samples"),
+    _opt("universal-target", [*UN, "--target", "foo"], "--target"),
+    _opt("universal-d-zero", [*UN, "--d", "0"], "--d"),
+    _opt("universal-grids-text", [*UN, "--grids", "abc"], "--grids"),
+    _opt("gd-eps-text", [*GD, "--eps", "abc"], "--eps"),
+    _opt("gd-eps-negative", [*GD, "--eps", "-1"], "--eps"),
+    _opt("gd-lr-nan", [*GD, "--lr", "nan"], "--lr"),
+    _opt("gd-contexts-zero", [*GD, "--contexts", "0"], "--contexts"),
+    _opt("gd-steps-zero", [*GD, "--steps", "0"], "--steps"),
+    _opt("gd-d-zero", [*GD, "--d", "0"], "--d"),
+    # experiments
+    _opt("capacity-ns-zero", [*CAP, "--ns", "0"], "--ns"),
+    _opt("capacity-ns-text", [*CAP, "--ns", "abc"], "--ns"),
+    _opt("capacity-kind", [*CAP, "--kind", "foo"], "--kind"),
+    _opt("capacity-axis", [*CAP, "--axis", "foo"], "--axis"),
+    _opt("capacity-conll-no-data", [*CAP, "--kind", "conll"], "--data"),
+    _opt("capacity-workers-zero", [*CAP, "--workers", "0"], "--workers"),
+    _opt("capacity-lr-nan", [*CAP, "--lr", "nan"], "--lr"),
+    _opt("capacity-seed-negative", [*CAP, "--seed", "-1"], "--seed"),
+    _opt("capacity-out-file", ["experiment", "capacity", "--out", "notes.md"], "existing file"),
+    _opt("depth-sentences-zero", [*DA, "--sentences", "0"], "--sentences"),
+    _opt("depth-layers-zero", [*DA, "--layers", "0"], "--layers"),
+    _opt("depth-layers-text", [*DA, "--layers", "abc"], "--layers"),
+    _opt("depth-executor", [*DA, "--executor", "foo"], "--executor"),
+    _opt("depth-out-file", ["experiment", "depth-ablation", "data.txt", "--out", "notes.md"], "existing file"),
+    _opt("heads-sweep-quick-full", ["experiment", "attention-heads", "--quick", "--full", "--out", "x"], "--quick"),
+    _opt("range-mode", ["experiment", "attention-range", "--mode", "sideways", "--out", "x"], "--mode"),
+    _opt("anchors-workers-zero", ["experiment", "attention-anchors", "--workers", "0", "--out", "x"], "--workers"),
+    _opt("heatmap-executor", ["experiment", "attention-heatmap", "--executor", "foo", "--out", "x"], "--executor"),
+    _opt("seq2seq-mode", ["experiment", "attention-seq2seq", "--mode", "foo", "--out", "x"], "--mode"),
+    _opt("heatmap-out-file", ["experiment", "attention-heatmap", "--quick", "--out", "notes.md"], "existing file"),
+    _opt("rank-ranks-text", ["experiment", "rank-ablation", "data.txt", "--ranks", "x", "--out", "ra"], "--ranks"),
+    _opt("rank-ranks-zero", ["experiment", "rank-ablation", "data.txt", "--ranks", "0", "--out", "ra"], "--ranks"),
+    _opt("rank-missing-data", ["experiment", "rank-ablation", "nothere.txt", "--out", "ra"], "does not exist"),
+    _opt("rank-lr-nan", ["experiment", "rank-ablation", "data.txt", "--lr", "nan", "--out", "ra"], "--lr"),
+    _opt("rank-epochs-zero", ["experiment", "rank-ablation", "data.txt", "--epochs", "0", "--out", "ra"], "--epochs"),
+    _opt("rank-out-is-input", ["experiment", "rank-ablation", "data.txt", "--out", "data.txt"], "data.txt"),
+    _opt("boltzmann-no-vector", ["boltzmann"], "missing argument"),
+    _opt("boltzmann-text", ["boltzmann", "a,b"], "vector 0"),
+    _opt("boltzmann-nan", ["boltzmann", "1,nan"], "not finite"),
+    _opt("boltzmann-three", ["boltzmann", "1,2", "1,2", "1,2"], "one or two vectors"),
+    _opt("boltzmann-ragged", ["boltzmann", "1,2", "1,2,3"], "equal lengths"),
+    _opt("boltzmann-r-negative", ["boltzmann", "1,2", "--r", "-1"], "--r"),
+    _opt(
+        "compile-long-sentence-memory",
+        ["compile", "long.txt", "--out", "m.safetensors", "--max-memory", "10M"],
+        "certifying the sequence of 2000 tokens at long.txt:1 would need",
+    ),
+    _opt(
+        "certify-longer-than-model",
+        ["certify", "model.safetensors", "long.txt"],
+        "long.txt:1: a sequence of 2000 tokens is longer than the model's max_len",
+    ),
+    _opt(
+        "train-init-longer-than-model",
+        ["train", "long.txt", "--init", "model.safetensors", "--out", "run"],
+        "long.txt:1: a sequence of 2000 tokens is longer than the init model's max_len",
+    ),
+    _opt(
+        "train-long-sentence-memory",
+        ["train", "long.txt", "--out", "run", "--max-memory", "10M"],
+        "training would need",
+    ),
+    _opt("compile-max-memory-text", ["compile", "data.txt", "--max-memory", "x"], "memory size"),
+    # reproduce and the top level
+    _opt("reproduce-only-nothing", ["reproduce", "--quick", "--only", "ZZZ*", "--out", "rep"], "matches no claim"),
+    _opt("reproduce-seed-negative", ["reproduce", "--seed", "-1"], "--seed"),
+    _opt("reproduce-out-file", ["reproduce", "--quick", "--only", "A.*", "--out", "notes.md"], "existing file"),
+    _opt("unknown-command", ["frobnicate"], "no such command"),
+    _opt("unknown-subcommand", ["approx", "frobnicate"], "no such command"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_OPTIONS, ids=lambda c: c.id)
+def test_bad_options(case: Case, case_dir: Path, capsys) -> None:
+    run_case(case, case_dir, capsys)
+
+
+ALL_CASES = DATA_LOSS + BAD_DATA + BAD_OPTIONS
+
+
+def test_case_table_is_large_and_unique() -> None:
+    ids = [c.id for c in ALL_CASES]
+    assert len(ids) == len(set(ids))
+    assert len(ids) >= 150
+
+
+# ------------------------------------------------------------------------------------------------ signals
+def _interrupt(argv: list[str], cwd: Path, delay: float, sig: int = signal.SIGINT,
+               when: Callable[[], bool] | None = None) -> tuple[int, str]:  # fmt: skip
+    """Run uatlab, send ``sig`` once ``when()`` holds (polled, at most 120 s) plus ``delay`` seconds."""
+    proc = subprocess.Popen([sys.executable, "-m", "uatlab", *argv], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while when is not None and not when() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5])
+def test_ctrl_c_at_start_up_or_early(case_dir: Path, delay: float) -> None:
+    before = _snapshot(case_dir)
+    code, err = _interrupt(["hardmax-counterexample", "--trials", "1000000", "--json"], case_dir, delay)
+    assert "Traceback" not in err, err
+    assert code in (130, -signal.SIGINT), (code, err)  # -2: the signal came before Python could handle it
+    assert _snapshot(case_dir) == before
+
+
+def test_ctrl_c_during_compile_keeps_work_and_resumes(case_dir: Path, capsys) -> None:
+    assert main(["synth", "big.jsonl", "-N", "2000", "-n", "16", "-V", "1000", "--json"]) == 0
+    capsys.readouterr()
+    before = _snapshot(case_dir)
+    code, err = _interrupt(["compile", "big.jsonl", "--out", "m.safetensors", "--chunk-tokens", "2000",
+                            "--no-certify"], case_dir, 0.2,
+                           when=lambda: (case_dir / "m.safetensors.work" / "chunk_00000.npz").exists())  # fmt: skip
+    assert "Traceback" not in err, err
+    assert code in (0, 130), err
+    after = _snapshot(case_dir)
+    assert all(after.get(k) == v for k, v in before.items())
+    if code == 130:  # the work is kept and a resumed run completes it
+        assert (case_dir / "m.safetensors.work" / "manifest.json").is_file()
+        argv = ["compile", "big.jsonl", "--out", "m.safetensors", "--chunk-tokens", "2000", "--no-certify"]
+        assert main([*argv, "--resume", "--json"]) == 0
+
+
+def test_sigterm_during_train_keeps_files(case_dir: Path, capsys) -> None:
+    assert main(["synth", "t.jsonl", "-N", "1000", "-n", "12", "-V", "300", "--json"]) == 0
+    capsys.readouterr()
+    before = _snapshot(case_dir)
+    code, err = _interrupt(["train", "t.jsonl", "--out", "run", "--epochs", "50", "--dim", "16"], case_dir, 0.5,
+                           signal.SIGTERM, when=lambda: (case_dir / "run").is_dir())  # fmt: skip
+    assert "Traceback" not in err, err
+    assert code in (130, -signal.SIGTERM, 143), (code, err)
+    after = _snapshot(case_dir)
+    assert all(after.get(k) == v for k, v in before.items())
