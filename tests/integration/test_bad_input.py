@@ -637,3 +637,41 @@ def test_sigterm_during_train_keeps_files(case_dir: Path, capsys) -> None:
     assert code in (130, -signal.SIGTERM, 143), (code, err)
     after = _snapshot(case_dir)
     assert all(after.get(k) == v for k, v in before.items())
+
+
+def test_two_trains_cannot_write_one_folder(case_dir: Path, capsys) -> None:
+    from uatlab.io_safety import OutputLock
+
+    with OutputLock(case_dir / "run"):
+        assert main(["train", "data.txt", "--out", "run", "--epochs", "1"]) == 2
+        assert "another uatlab job" in capsys.readouterr().err
+    assert not (case_dir / "run").exists()
+
+
+def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, monkeypatch) -> None:
+    import errno
+
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full)
+    assert main(["synth", "notes.md", "-N", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "no space left on device" in err and "Traceback" not in err
+    assert (case_dir / "notes.md").read_bytes() == FILES["notes.md"]
+    assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys) -> None:
+    assert main(["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --warmup-steps 200 is longer than the whole run (about 2 steps" in err
+
+
+def test_corrupt_checkpoint_never_advises_unsafe_loading(case_dir: Path, capsys) -> None:
+    (case_dir / "run").mkdir()
+    (case_dir / "run" / "checkpoint.pt").write_bytes(b"\x80\x04not a checkpoint at all")
+    assert main(["train", "data.txt", "--out", "run", "--epochs", "1", "--warmup-steps", "0", "--resume"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "checkpoint.pt is unreadable" in errors[0] and "weights_only" not in err
