@@ -7,8 +7,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from uatlab.constructions.memorizer import boltzmann_context
 
+from uatlab.constructions.paper_a.cor1_memorizer.contexts import boltzmann_context
 from uatlab.data import SequenceDataset, ceiling_report, majority_targets
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory, memory_limit, parse_size, set_memory_limit
