@@ -688,3 +688,11 @@ def test_corrupt_checkpoint_never_advises_unsafe_loading(case_dir: Path, capsys)
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "checkpoint.pt is unreadable" in errors[0] and "weights_only" not in err
+
+
+def test_next_token_out_is_input_refused(case_dir: Path, capsys) -> None:
+    (case_dir / "nt.jsonl").write_text('{"tokens": ["a", "b"], "label": "X"}\n')
+    before = _snapshot(case_dir)
+    assert main(["compile", "nt.jsonl", "--task", "next-token", "--out", "nt.jsonl"]) == 2
+    assert "is the input file" in capsys.readouterr().err
+    assert _snapshot(case_dir) == before

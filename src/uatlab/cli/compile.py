@@ -92,8 +92,7 @@ def compile_cmd(
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
     fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension).",
                             callback=one_of("auto", "conll", "jsonl", "text")),
-    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact).",
-                              callback=one_of("float64", "float32", "exact")),
+    dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact)."),
     dim: int = typer.Option(0, "--dim", min=0, max=65536, help="Model dimension d (0 = the smallest that works)."),
     out: Path = typer.Option(
         Path("model.safetensors"), "--out",
