@@ -2,8 +2,8 @@
 
 Quadratic work (attention over one long sequence) is inherent to some requests; instead of letting the
 kernel kill the process, a command estimates the bytes it will allocate, says so, and refuses above a
-limit. The limit defaults to 75 % of physical memory and is raised with ``UATLAB_MAX_MEMORY`` (e.g.
-``64G``) or a command's ``--max-memory`` option.
+limit. The limit defaults to 80 % of the memory available when the command starts and is raised with
+``UATLAB_MAX_MEMORY`` (e.g. ``64G``) or a command's ``--max-memory`` option.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 from uatlab.errors import InputError
 
 ENV = "UATLAB_MAX_MEMORY"
-MAX_MEMORY_HELP = "Refuse to start above this much memory (e.g. 16G; default: 75% of RAM or $UATLAB_MAX_MEMORY)."
+MAX_MEMORY_HELP = "Refuse to start above this much memory (e.g. 16G; default: 80% of available memory, or $UATLAB_MAX_MEMORY)."
 _override: int | None = None
 
 
@@ -38,14 +38,28 @@ def physical_memory() -> int:
         return 8 << 30
 
 
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (what can be allocated now without swapping), None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def memory_limit() -> int:
-    """The current limit in bytes: ``set_memory_limit``, else ``UATLAB_MAX_MEMORY``, else 75 % of RAM."""
+    """The current limit in bytes: ``set_memory_limit``, else ``UATLAB_MAX_MEMORY``, else 80 % of the memory
+    available now (75 % of physical memory where that is unknown)."""
     if _override is not None:
         return _override
     env = os.environ.get(ENV)
     if env:
         return parse_size(env)
-    return int(0.75 * physical_memory())
+    avail = available_memory()
+    return int(0.8 * avail) if avail else int(0.75 * physical_memory())
 
 
 def set_memory_limit(limit: int | str | None) -> None:

@@ -74,10 +74,11 @@ def _rank_option(value: str) -> str:
 
 
 def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> float:
-    """Rough peak bytes of attention scores in training: the longest sentence's batch (padded to its length),
-    float32, scores + probabilities kept for the backward pass and their gradients (4 copies) per layer/head."""
+    """Rough peak bytes of the attention matrices in training: the longest sentence's batch (padded to its
+    length), float32, 12 n × n copies per layer and head (scores, mask, probabilities and their gradients;
+    40 bytes per pair measured for one head at n = 5000)."""
     n = max(len(t) for t in data.tokens)
-    return 4.0 * 4 * layers * heads * min(batch_size, len(data)) * n * n
+    return 4.0 * 12 * layers * heads * min(batch_size, len(data)) * n * n
 
 
 @app.command("train")
@@ -134,7 +135,8 @@ def train_command(
     valid_data = load_data(valid, fmt, scheme) if valid is not None else None
     need = train_attention_bytes(train_data, layers, heads, batch_size)
     n_max = max(len(t) for t in train_data.tokens)
-    check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, in batches of {batch_size}")
+    per_batch = min(batch_size, len(train_data))
+    check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
     steps = epochs * -(-len(train_data) // batch_size)
     if schedule == "cosine" and warmup_steps > steps:
         err_console.print(
