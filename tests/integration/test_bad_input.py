@@ -614,9 +614,11 @@ def test_ctrl_c_while_loading_commands(monkeypatch, capsys) -> None:
     assert err.strip() == "interrupted (partial results, if any, were kept)"
 
 
-def test_ctrl_c_early_in_a_run(case_dir: Path) -> None:
+def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
+    """Ctrl-C while synth writes over an existing file: exit 130, the old file intact, no temporary file left."""
     before = _snapshot(case_dir)
-    code, err = _interrupt(["hardmax-counterexample", "--trials", "1000000", "--json"], case_dir, 3.0)
+    code, err = _interrupt(["synth", "notes.md", "-N", "100000000", "-n", "64", "--json"], case_dir, 0.5,
+                           when=lambda: any(p.name.endswith(".tmp") for p in case_dir.iterdir()))  # fmt: skip
     assert "Traceback" not in err, err
     assert code == 130, (code, err)
     assert err.strip().endswith("interrupted (partial results, if any, were kept)")

@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         set_memory_limit(None)  # each invocation starts from the default limit (or UATLAB_MAX_MEMORY)
         _load_commands()
         code = app(args=argv, prog_name="uatlab", standalone_mode=False)
+        if code == 130:  # typer turns Ctrl-C inside a command into a silent exit code 130
+            sys.stderr.write("interrupted (partial results, if any, were kept)\n")
     except KeyboardInterrupt:
         sys.stderr.write("interrupted (partial results, if any, were kept)\n")
         return 130
