@@ -614,6 +614,15 @@ def test_ctrl_c_while_loading_commands(monkeypatch, capsys) -> None:
     assert err.strip() == "interrupted (partial results, if any, were kept)"
 
 
+@pytest.mark.parametrize("delay", [1.5, 3.0])
+def test_ctrl_c_while_torch_loads(case_dir: Path, delay: float) -> None:
+    """Ctrl-C while a command imports torch: exit 130 with one line, never an abort in torch's C++ start-up."""
+    code, err = _interrupt(["hardmax-counterexample", "--trials", "1000000", "--json"], case_dir, delay)
+    assert "Traceback" not in err and "terminate called" not in err, err
+    assert code == 130, (code, err)
+    assert err.strip().endswith("interrupted (partial results, if any, were kept)")
+
+
 def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
     """Ctrl-C while synth writes over an existing file: exit 130, the old file intact, no temporary file left."""
     before = _snapshot(case_dir)

@@ -55,10 +55,42 @@ def _os_error(exc: OSError) -> str:
     return f"{name}: {reason}" if name else reason
 
 
+def _defer_interrupts_during_torch_import() -> None:
+    """Ctrl-C while torch initialises its C++ extension aborts the process ("terminate called after throwing
+    ... KeyboardInterrupt"); an interrupt that arrives while a torch module is being imported is held back
+    and raised (as KeyboardInterrupt) as soon as that import is done."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return
+    marker = f"{os.sep}torch{os.sep}"
+
+    def importing_torch(frame) -> bool:
+        while frame is not None:
+            if frame.f_code.co_name == "<module>" and marker in frame.f_code.co_filename:
+                return True
+            frame = frame.f_back
+        return False
+
+    def on_interrupt(_signum, frame) -> None:
+        if importing_torch(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # look again shortly
+            return
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, on_interrupt)
+    signal.signal(signal.SIGINT, on_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``uatlab`` script: exit 0 on success, 2 with one ``error:`` line on a user error,
     130 on Ctrl-C (partial results kept)."""
     try:
+        if argv is None:  # the real command line (not a test calling main in-process)
+            _defer_interrupts_during_torch_import()
         from uatlab.cli.app import app
         from uatlab.memory_guard import set_memory_limit
 
