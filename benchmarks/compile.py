@@ -391,7 +391,9 @@ def print_case(r: dict) -> None:
     for s in STAGES:
         t, b = r["stage_seconds"].get(s, 0.0), r["bound_seconds"].get(s, float("nan"))
         print(f"  {s:<28}{t:>9.3f}{b:>10.3f}{(t / b if b > 0 else float('nan')):>8.2f}")
-    print(f"  {'total':<28}{r['total_stage_cpu_seconds']:>9.3f}{r['total_bound_seconds']:>10.3f}{r['total_ratio']:>8.2f}")
+    print(
+        f"  {'total':<28}{r['total_stage_cpu_seconds']:>9.3f}{r['total_bound_seconds']:>10.3f}{r['total_ratio']:>8.2f}"
+    )
 
 
 def main() -> int:
@@ -446,7 +448,11 @@ def main() -> int:
         # out of core: the same data in 8 on-disk chunks and buckets (must give the same model)
         rows.append(median_case(f"synthetic-N{N}-f64-chunked", [str(syn), "--chunk-tokens", str(N * n // 8)], work,
                                 1, syn, "float64", with_bounds=False))  # fmt: skip
-        nocert = {"error": "skipped"} if args.quick else run_compile(f"synthetic-N{N}-no-certify", [str(syn), "--no-certify"], work)
+        nocert = (
+            {"error": "skipped"}
+            if args.quick
+            else run_compile(f"synthetic-N{N}-no-certify", [str(syn), "--no-certify"], work)
+        )
         if "error" not in nocert:
             Path(nocert["model_path"]).unlink()
             whole = rows[-2]

@@ -13,7 +13,9 @@ import os
 from uatlab.errors import InputError
 
 ENV = "UATLAB_MAX_MEMORY"
-MAX_MEMORY_HELP = "Refuse to start above this much memory (e.g. 16G; default: 80% of available memory, or $UATLAB_MAX_MEMORY)."
+MAX_MEMORY_HELP = (
+    "Refuse to start above this much memory (e.g. 16G; default: 80% of available memory, or $UATLAB_MAX_MEMORY)."
+)
 _override: int | None = None
 
 

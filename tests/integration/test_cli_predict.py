@@ -21,7 +21,9 @@ def test_compile_then_predict_from_the_command_line(tmp_path, capsys):
     assert main(["predict", str(model), str(text)]) == 0
     rows = capsys.readouterr().out.split("\n")
     conll = tmp_path / "c.txt"
-    conll.write_text("-DOCSTART- O\n\n" + "\n".join(f"{t} {y}" for t, y in zip(data.tokens[0], data.labels[0], strict=True)) + "\n")
+    conll.write_text(
+        "-DOCSTART- O\n\n" + "\n".join(f"{t} {y}" for t, y in zip(data.tokens[0], data.labels[0], strict=True)) + "\n"
+    )
     assert main(["predict", str(model), str(conll), "--format", "conll", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["labels"] == [data.labels[0]]
     assert rows[0] == f"{data.tokens[0][0]}\t{data.labels[0][0]}"

@@ -9,6 +9,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def conll2003_dir() -> Path:
-    """``$UATLAB_CONLL2003_DIR`` if set, else ``shared/data/conll2003`` beside the repository's folder."""
-    env = os.environ.get("UATLAB_CONLL2003_DIR")
+    """``$UATLAB_CONLL_DIR`` if set, else ``shared/data/conll2003`` beside the repository's folder."""
+    env = os.environ.get("UATLAB_CONLL_DIR")
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data" / "conll2003"

@@ -1,7 +1,7 @@
 """CoNLL-2003 at full scale: every split compiles at the ceiling and is certified, in both dtypes.
 
 Marked ``slow`` (about 20-45 CPU seconds per compile); ``.ci/run`` runs it whenever the data folder exists
-(``shared/data/conll2003`` beside the repository, or ``$UATLAB_CONLL2003_DIR``) and reports its time.
+(``shared/data/conll2003`` beside the repository, or ``$UATLAB_CONLL_DIR``) and reports its time.
 """
 
 from __future__ import annotations

@@ -45,4 +45,7 @@ def test_claim_without_conll_runs_on_a_synthetic_stand_in_and_says_so(claim_id, 
     monkeypatch.delenv(CONLL_DIR_ENV, raising=False)
     run = run_claim(_REGISTRY[claim_id], ClaimContext(quick=True, out_dir=tmp_path))
     assert run.result.verdict == "pass"
-    assert "synthetic" in str(run.result.figures) + run.result.note and CONLL_DIR_ENV in str(run.result.figures) + run.result.note
+    assert (
+        "synthetic" in str(run.result.figures) + run.result.note
+        and CONLL_DIR_ENV in str(run.result.figures) + run.result.note
+    )

@@ -24,7 +24,9 @@ def test_three_steps():
 
 
 def test_error_shrinks_with_eps():
-    errs = [relative_error(build_incontext_gd(4, 16, eps=e).detail, batch=16)["relative_error"] for e in (1e-1, 1e-2, 1e-3)]
+    errs = [
+        relative_error(build_incontext_gd(4, 16, eps=e).detail, batch=16)["relative_error"] for e in (1e-1, 1e-2, 1e-3)
+    ]
     assert errs[0] > errs[1] > errs[2]
 
 

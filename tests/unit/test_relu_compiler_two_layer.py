@@ -64,7 +64,10 @@ def test_layer_two_is_exact_on_exact_hidden_units():
     err = np.abs(out.numpy() - net(x)).max()
     assert err <= c.details["floor_sink_float"] + 1e-9
     # and the full model is within its bound, with the error falling as the anchors grow
-    errs = [measure_compiled(compile_relu_network_two_layer(net, anchors=m).detail, samples=64)["sup_error"] for m in (9, 65)]
+    errs = [
+        measure_compiled(compile_relu_network_two_layer(net, anchors=m).detail, samples=64)["sup_error"]
+        for m in (9, 65)
+    ]
     assert errs[1] < 0.25 * errs[0]
 
 

@@ -198,6 +198,7 @@ def test_epochs_to_targets():
 
 def test_init_from_a_compiled_memorizer(tmp_path):
     from uatlab.constructions.paper_a import cor1_memorizer as memorizer
+
     data = tiny_ner(20)
     res = memorizer.compile_dataset(data, run_certificate=False)
     path = memorizer.save_compiled(res.model, tmp_path / "compiled.safetensors")

@@ -10,8 +10,19 @@ from uatlab.models import Transformer, TransformerConfig, load_model, read_metad
 
 
 def small_config(**kw):
-    base = dict(d_model=6, n_layers=2, n_heads=2, head_dim=3, rank=1, ff_width=(5, 7), vocab_size=11, num_labels=4,
-                max_len=9, positional="learned", dtype="float64")
+    base = dict(
+        d_model=6,
+        n_layers=2,
+        n_heads=2,
+        head_dim=3,
+        rank=1,
+        ff_width=(5, 7),
+        vocab_size=11,
+        num_labels=4,
+        max_len=9,
+        positional="learned",
+        dtype="float64",
+    )
     base.update(kw)
     return TransformerConfig(**base)
 

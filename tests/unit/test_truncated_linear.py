@@ -63,7 +63,9 @@ def test_per_token_weights_need_sequence_mode():
 
 
 def test_eps_mode_meets_the_target():
-    c = build_truncated_linear_attention([0.5, -1.0], [0.1, 0.2, 0.3], -2.0, 3.0, eps=0.05, heads=2, mode="sequence").detail
+    c = build_truncated_linear_attention(
+        [0.5, -1.0], [0.1, 0.2, 0.3], -2.0, 3.0, eps=0.05, heads=2, mode="sequence"
+    ).detail
     assert c.plan.bound <= 0.05
     x = torch.as_tensor(np.random.default_rng(1).uniform(-4, 4, size=(200, 3, 2)))
     assert (c(x) - c.target(x)).abs().max().item() <= 0.05

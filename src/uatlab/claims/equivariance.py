@@ -114,15 +114,23 @@ def _equivariance(ctx: ClaimContext) -> ClaimResult:
             "memorizer_with_pe_labels_changed_fraction": round(changed, 4),
             "random_permutations": trials,
         },
-        figure_files=[str(plot_bars(
-            {"Theorem 2 layer\n(float64)": max(t2["float64_rel_deviation"], 1e-18),
-             "FF∘SA∘FF": max(ua_dev, 1e-18), "in-context GD\n(example order)": max(gd_dev, 1e-18),
-             "memorizer with PE:\nlabels changed": max(changed, 1e-18)},
-            ctx.figure_path("A.equivariance.constructions-without-pe", "deviation.png"),
-            ylabel="relative deviation after permuting (log)", logy=True,
-            title=f"permutation equivariance over {trials} random permutations (Kajitsuka & Sato 2024)",
-            threshold=("pass threshold for the equivariant constructions: 1e-9", 1e-9),
-        ))],
+        figure_files=[
+            str(
+                plot_bars(
+                    {
+                        "Theorem 2 layer\n(float64)": max(t2["float64_rel_deviation"], 1e-18),
+                        "FF∘SA∘FF": max(ua_dev, 1e-18),
+                        "in-context GD\n(example order)": max(gd_dev, 1e-18),
+                        "memorizer with PE:\nlabels changed": max(changed, 1e-18),
+                    },
+                    ctx.figure_path("A.equivariance.constructions-without-pe", "deviation.png"),
+                    ylabel="relative deviation after permuting (log)",
+                    logy=True,
+                    title=f"permutation equivariance over {trials} random permutations (Kajitsuka & Sato 2024)",
+                    threshold=("pass threshold for the equivariant constructions: 1e-9", 1e-9),
+                )
+            )
+        ],
         key_figure="universal_approximator_rel_deviation",
         note="float64 deviations are rounding (sums taken in another order); the arb check encloses exact values",
     )
@@ -147,14 +155,25 @@ def _positional_universal(ctx: ClaimContext) -> ClaimResult:
     beats = rows[-1]["sup_error"] < rows[-1]["no_pe_lower_bound"]
     return ClaimResult(
         verdict="pass" if within and beats and slope <= -0.8 else "fail",
-        figure_files=[str(plot_curve(
-            cells, {f"L2 error (slope {slope:.2f})": [r["l2_error"] for r in rows],
-                    "sup error": [r["sup_error"] for r in rows], "proven bound (clean cells)": [r["bound"] for r in rows]},
-            ctx.figure_path("A.prop1.positional-non-equivariant", "error_vs_cells.png"),
-            xlabel="grid cells per unit", ylabel="error", logx=True, logy=True,
-            title="FF∘SA∘FF with a positional encoding, non-equivariant target (Kajitsuka & Sato 2024)",
-            hlines={"lower bound of any model without PE": rows[-1]["no_pe_lower_bound"]},
-        ))],
+        figure_files=[
+            str(
+                plot_curve(
+                    cells,
+                    {
+                        f"L2 error (slope {slope:.2f})": [r["l2_error"] for r in rows],
+                        "sup error": [r["sup_error"] for r in rows],
+                        "proven bound (clean cells)": [r["bound"] for r in rows],
+                    },
+                    ctx.figure_path("A.prop1.positional-non-equivariant", "error_vs_cells.png"),
+                    xlabel="grid cells per unit",
+                    ylabel="error",
+                    logx=True,
+                    logy=True,
+                    title="FF∘SA∘FF with a positional encoding, non-equivariant target (Kajitsuka & Sato 2024)",
+                    hlines={"lower bound of any model without PE": rows[-1]["no_pe_lower_bound"]},
+                )
+            )
+        ],
         key_figure="slope_l2_vs_cells",
         figures={
             "cells_per_unit": cells,

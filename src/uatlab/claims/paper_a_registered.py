@@ -194,12 +194,17 @@ def _rank_ablation(ctx: ClaimContext) -> ClaimResult:
             "epochs_to_0.9995": {k: r["epochs_to_0.9995"] for k, r in rows.items()},
             "params_non_embedding": {k: r["parameters_non_embedding"] for k, r in rows.items()},
         },
-        figure_files=[str(plot_bars(
-            {f"rank {k}": (v if v is not None else float("nan")) for k, v in epochs.items()},
-            ctx.figure_path("A.sec5.rank-ablation", "epochs_to_ceiling.png"), ylabel="epochs to the ceiling",
-            title="rank ablation, one layer, one head (Kajitsuka & Sato 2024, Section 5)",
-            threshold=("pass threshold: twice the fastest rank", 2 * fastest if fastest else float("nan")),
-        ))],
+        figure_files=[
+            str(
+                plot_bars(
+                    {f"rank {k}": (v if v is not None else float("nan")) for k, v in epochs.items()},
+                    ctx.figure_path("A.sec5.rank-ablation", "epochs_to_ceiling.png"),
+                    ylabel="epochs to the ceiling",
+                    title="rank ablation, one layer, one head (Kajitsuka & Sato 2024, Section 5)",
+                    threshold=("pass threshold: twice the fastest rank", 2 * fastest if fastest else float("nan")),
+                )
+            )
+        ],
         key_figure="epochs_to_ceiling",
         note=f"data: {source}; full: `uatlab experiment rank-ablation <train.txt>`",
     )
@@ -234,16 +239,29 @@ def _causal_theorem2(ctx: ClaimContext) -> ClaimResult:
                 "max_norm",
             )
         },  # fmt: skip
-        figure_files=[str(plot_bar_panels(
-            [
-                ({"exact (arb)": res["contexts"], "float64": res["float64_distinct_ids"]}, "distinct context ids",
-                 "contexts told apart"),
-                ({"certified": res["pairs"] - res["uncertified_pairs"], "not certified": res["uncertified_pairs"]},
-                 "pairs of contexts", "pairs certified apart in arb"),
-            ],
-            ctx.figure_path("A.thm2.causal-exact", "contexts.png"),
-            "Theorem 2 with a causal mask (Kajitsuka & Sato 2024), d=2, n=3",
-        ))],
+        figure_files=[
+            str(
+                plot_bar_panels(
+                    [
+                        (
+                            {"exact (arb)": res["contexts"], "float64": res["float64_distinct_ids"]},
+                            "distinct context ids",
+                            "contexts told apart",
+                        ),
+                        (
+                            {
+                                "certified": res["pairs"] - res["uncertified_pairs"],
+                                "not certified": res["uncertified_pairs"],
+                            },
+                            "pairs of contexts",
+                            "pairs certified apart in arb",
+                        ),
+                    ],
+                    ctx.figure_path("A.thm2.causal-exact", "contexts.png"),
+                    "Theorem 2 with a causal mask (Kajitsuka & Sato 2024), d=2, n=3",
+                )
+            )
+        ],
         key_figure="uncertified_pairs",
         note="prefix sets have sizes 1..n; Lemma 1's bound δ_theorem is for equal sizes and is reported, not asserted",
     )

@@ -63,17 +63,38 @@ def _closed_form_rates(ctx: ClaimContext) -> ClaimResult:
             "slope_anchors": round(sa, 3),
             "repo_metric_mse32_vs_heads": [float(f"{e:.3g}") for e in mse32],
         },
-        figure_files=[str(plot_panels(
-            [
-                {"xs": heads, "series": {f"closed form (slope {sh:.2f})": head_err, "1/H reference": [head_err[0] / h for h in heads]},
-                 "xlabel": "heads H (anchors m = 10)", "ylabel": "sup error, target channel", "logx": True, "logy": True},
-                {"xs": anchors, "series": {f"closed form (slope {sa:.2f})": anchor_err,
-                                           "1/m reference": [anchor_err[0] * anchors[0] / m for m in anchors]},
-                 "xlabel": "anchor tokens m (H = 1)", "ylabel": "sup error, target channel", "logx": True, "logy": True},
-            ],
-            ctx.figure_path("B.exp.closed-form-rate-in-repo-architecture", "sup_error_rates.png"),
-            "closed-form weights in the trained architecture (Hu et al. 2025, Thm 3.4 / 3.9)",
-        ))],
+        figure_files=[
+            str(
+                plot_panels(
+                    [
+                        {
+                            "xs": heads,
+                            "series": {
+                                f"closed form (slope {sh:.2f})": head_err,
+                                "1/H reference": [head_err[0] / h for h in heads],
+                            },
+                            "xlabel": "heads H (anchors m = 10)",
+                            "ylabel": "sup error, target channel",
+                            "logx": True,
+                            "logy": True,
+                        },
+                        {
+                            "xs": anchors,
+                            "series": {
+                                f"closed form (slope {sa:.2f})": anchor_err,
+                                "1/m reference": [anchor_err[0] * anchors[0] / m for m in anchors],
+                            },
+                            "xlabel": "anchor tokens m (H = 1)",
+                            "ylabel": "sup error, target channel",
+                            "logx": True,
+                            "logy": True,
+                        },
+                    ],
+                    ctx.figure_path("B.exp.closed-form-rate-in-repo-architecture", "sup_error_rates.png"),
+                    "closed-form weights in the trained architecture (Hu et al. 2025, Thm 3.4 / 3.9)",
+                )
+            )
+        ],
         key_figure="slope_heads",
         note="Seed 1234's target; the repository's trained H=1 model scores 0.129 on its 32-channel MSE.",
     )
@@ -111,13 +132,22 @@ def _trained_fits(ctx: ClaimContext) -> ClaimResult:
             "epochs": row["epochs_run"],
             "converged": row["converged"],
         },
-        figure_files=[str(plot_bars(
-            {"test RMSE": rmse, "sup error, trained": row["test_sup"],
-             "sup error, closed form (same params)": row["cf_sup"], "target std": row["target_std"]},
-            ctx.figure_path("B.exp.trained-attention-fits-ramp", "errors.png"),
-            ylabel="error (target units)", logy=True,
-            title=f"trained attention on the truncated linear target, n = {params['n']} (Hu et al. 2025)",
-            threshold=("pass threshold: 10% of the target std", 0.1 * row["target_std"]),
-        ))],
+        figure_files=[
+            str(
+                plot_bars(
+                    {
+                        "test RMSE": rmse,
+                        "sup error, trained": row["test_sup"],
+                        "sup error, closed form (same params)": row["cf_sup"],
+                        "target std": row["target_std"],
+                    },
+                    ctx.figure_path("B.exp.trained-attention-fits-ramp", "errors.png"),
+                    ylabel="error (target units)",
+                    logy=True,
+                    title=f"trained attention on the truncated linear target, n = {params['n']} (Hu et al. 2025)",
+                    threshold=("pass threshold: 10% of the target std", 0.1 * row["target_std"]),
+                )
+            )
+        ],
         key_figure="rmse_over_std",
     )

@@ -152,10 +152,14 @@ def _heatmaps(ctx: ClaimContext) -> ClaimResult:
             "trained_sup_error": [round(r["test_sup"], 4) for r in rows],
             "epochs": rows[0]["train_loss_curve"].__len__(),
         },
-        figure_files=[str(plot_heatmaps(
-            [{**row, "range": r} for row, r in zip(rows, ranges, strict=True)],
-            ctx.figure_path("B.exp.attention-maps-one-hot", "attention_maps.png"),
-        ))],
+        figure_files=[
+            str(
+                plot_heatmaps(
+                    [{**row, "range": r} for row, r in zip(rows, ranges, strict=True)],
+                    ctx.figure_path("B.exp.attention-maps-one-hot", "attention_maps.png"),
+                )
+            )
+        ],
         key_figure="closed_form_mean_max_weight",
         note="the trained maps are reported, not asserted (the paper's heat-maps come from training)",
     )
@@ -276,14 +280,18 @@ def _standard_layers(ctx: ClaimContext) -> ClaimResult:
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures={"anchors": 257, "nets": len(std), "all_within_bound": within, **by_form},
-        figure_files=[str(plot_bar_panels(
-            [
-                ({f: by_form[f]["max_relative_sup_error"] for f in by_form}, "max relative sup error", "error"),
-                ({f: by_form[f]["params"] for f in by_form}, "non-zero parameters", "size"),
-            ],
-            ctx.figure_path("B.approx.standard-layers", "forms.png"),
-            "ReLU network by attention: standard vs non-standard layers, 257 anchors (Hu et al. 2025)",
-        ))],
+        figure_files=[
+            str(
+                plot_bar_panels(
+                    [
+                        ({f: by_form[f]["max_relative_sup_error"] for f in by_form}, "max relative sup error", "error"),
+                        ({f: by_form[f]["params"] for f in by_form}, "non-zero parameters", "size"),
+                    ],
+                    ctx.figure_path("B.approx.standard-layers", "forms.png"),
+                    "ReLU network by attention: standard vs non-standard layers, 257 anchors (Hu et al. 2025)",
+                )
+            )
+        ],
         key_figure="all_within_bound",
         note="standard form: layer 1 gathers every hidden unit at every position exactly (query-independent "
         "positional scores), layer 2 has one interpolation head per (unit, output position, sub-interval) "
@@ -334,13 +342,27 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
             "pieces_per_net": rows[0]["pieces"],
             "all_within_bound": within,
         },
-        figure_files=[str(plot_curve(
-            betas, {f"sup error, worst net (slope {slope:.2f})": [max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas],
-                    "exact bound (log K_P + log K_N)/β": [max(r["bound"] for r in rows if r["beta"] == b) for b in betas]},
-            ctx.figure_path("B.approx.one-layer-softmax-pooling", "error_vs_beta.png"),
-            xlabel="β (softmax pooling inverse temperature)", ylabel="sup error", logx=True, logy=True,
-            title="one attention layer + softmax pooling (Hu et al. 2025, v2)",
-        ))],
+        figure_files=[
+            str(
+                plot_curve(
+                    betas,
+                    {
+                        f"sup error, worst net (slope {slope:.2f})": [
+                            max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas
+                        ],
+                        "exact bound (log K_P + log K_N)/β": [
+                            max(r["bound"] for r in rows if r["beta"] == b) for b in betas
+                        ],
+                    },
+                    ctx.figure_path("B.approx.one-layer-softmax-pooling", "error_vs_beta.png"),
+                    xlabel="β (softmax pooling inverse temperature)",
+                    ylabel="sup error",
+                    logx=True,
+                    logy=True,
+                    title="one attention layer + softmax pooling (Hu et al. 2025, v2)",
+                )
+            )
+        ],
         key_figure="slope_vs_beta",
         note="the pieces are affine in vec X (the attention layer acts as a linear map, with paper B's "
         "sequence-wise A); the nonlinearity is the softmax pooling; pieces grow as 2^{|J±|} per output",
@@ -406,14 +428,23 @@ def _incontext_ridge(ctx: ClaimContext) -> ClaimResult:
             "ridge_gd_vs_closed_form": [float(f"{r['gd_vs_closed_form']:.3g}") for r in rows],
             "network_vs_closed_form": [float(f"{r['network_vs_closed_form']:.3g}") for r in rows],
         },
-        figure_files=[str(plot_curve(
-            list(steps), {"network vs k ridge GD steps": [max(r["network_vs_gd"], 1e-17) for r in rows],
-                          "k ridge GD steps vs closed form": [max(r["gd_vs_closed_form"], 1e-17) for r in rows],
-                          "network vs closed form": [max(r["network_vs_closed_form"], 1e-17) for r in rows]},
-            ctx.figure_path("B.approx.incontext-ridge", "error_vs_steps.png"),
-            xlabel="layers k (gradient steps)", ylabel="relative error", logy=True,
-            title=f"in-context ridge regression, λ = {lam:g} (Hu et al. 2025, App. B)",
-        ))],
+        figure_files=[
+            str(
+                plot_curve(
+                    list(steps),
+                    {
+                        "network vs k ridge GD steps": [max(r["network_vs_gd"], 1e-17) for r in rows],
+                        "k ridge GD steps vs closed form": [max(r["gd_vs_closed_form"], 1e-17) for r in rows],
+                        "network vs closed form": [max(r["network_vs_closed_form"], 1e-17) for r in rows],
+                    },
+                    ctx.figure_path("B.approx.incontext-ridge", "error_vs_steps.png"),
+                    xlabel="layers k (gradient steps)",
+                    ylabel="relative error",
+                    logy=True,
+                    title=f"in-context ridge regression, λ = {lam:g} (Hu et al. 2025, App. B)",
+                )
+            )
+        ],
         key_figure="network_vs_closed_form",
         note="relative to max |closed-form prediction|; step η = 1/(L + λ); the nonlinear case and a trained "
         "attention-only model beside it are not built",

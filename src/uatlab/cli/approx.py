@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from uatlab.experiments import approximation_sweeps as sw
 
 
-
 def _ints(text: str, name: str) -> list[int]:
     try:
         vals = [int(v) for v in text.split(",") if v.strip()]
@@ -69,6 +68,7 @@ def _progress(json_out: bool):
 
 def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: list[str], **plot: Any) -> None:
     from uatlab.experiments import approximation_sweeps as sw
+
     csv_path = sw.write_csv(sweep, out / f"{sweep.name}.csv")
     fig_path = sw.plot_sweep(sweep, out / f"{sweep.name}.png", x_key, **plot)
     data = sweep.to_json()
@@ -93,8 +93,12 @@ def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: lis
 def truncated_linear_cmd(
     ctx: typer.Context,
     anchors: str = typer.Option("11,21,41,81,161", "--anchors", help="Anchor counts m to sweep."),
-    mode: str = typer.Option("token", "--mode", help="'token' (positional bias) or 'sequence' (appended anchors).",
-                             callback=one_of("token", "sequence")),
+    mode: str = typer.Option(
+        "token",
+        "--mode",
+        help="'token' (positional bias) or 'sequence' (appended anchors).",
+        callback=one_of("token", "sequence"),
+    ),
     a: float = typer.Option(-1.0, "--a", help="Lower clamp value.", callback=finite(-1e6, 1e6)),
     b: float = typer.Option(1.0, "--b", help="Upper clamp value.", callback=finite(-1e6, 1e6)),
     points: int = typer.Option(20001, "--points", min=3, max=10**7, help="y values on [a−(b−a), b+(b−a)]."),
@@ -107,6 +111,7 @@ def truncated_linear_cmd(
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
+
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "anchors", "points")
     if not a < b:
@@ -142,6 +147,7 @@ def heads_cmd(
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
+
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "points")
     _ints(heads, "heads")
@@ -179,6 +185,7 @@ def relu_cmd(
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
+
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "anchors", "nets", "samples")
     _ints(anchors, "anchors")
@@ -199,7 +206,18 @@ def relu_cmd(
         out,
         json_out,
         "anchors",
-        ["net", "layers", "anchors", "heads", "sup_error", "relative_sup_error", "output_range", "bound", "params", "net_params"],
+        [
+            "net",
+            "layers",
+            "anchors",
+            "heads",
+            "sup_error",
+            "relative_sup_error",
+            "output_range",
+            "bound",
+            "params",
+            "net_params",
+        ],
         group_key="net",
         title=f"ReLU network compiled into {layers} softmax attention layer{'s' if layers > 1 else ''}",
     )
@@ -209,7 +227,8 @@ def relu_cmd(
 def universal_cmd(
     ctx: typer.Context,
     target: str = typer.Option(
-        "product-mean", "--target",
+        "product-mean",
+        "--target",
         help="product-mean, softmax-average, smooth-rank or first-token-product (positional encoding).",
         callback=one_of("product-mean", "softmax-average", "smooth-rank", "first-token-product"),
     ),
@@ -229,6 +248,7 @@ def universal_cmd(
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
+
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "grids", "samples")
     if target == "first-token-product":
@@ -302,6 +322,7 @@ def gd_cmd(
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
+
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "contexts", "eps")
     _ints(contexts, "contexts"), _floats(eps, "eps"), _ints(steps, "steps")

@@ -90,12 +90,17 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
 @app.command("compile")
 def compile_cmd(
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension).",
-                            callback=one_of("auto", "conll", "jsonl", "text")),
+    fmt: str = typer.Option(
+        "auto",
+        "--format",
+        help="conll, jsonl or auto (by file extension).",
+        callback=one_of("auto", "conll", "jsonl", "text"),
+    ),
     dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact)."),
     dim: int = typer.Option(0, "--dim", min=0, max=65536, help="Model dimension d (0 = the smallest that works)."),
     out: Path = typer.Option(
-        Path("model.safetensors"), "--out",
+        Path("model.safetensors"),
+        "--out",
         help="Where to save the compiled model. An existing file is replaced (atomically, once the new model is "
         "complete); an input file is never overwritten.",
     ),
@@ -110,14 +115,19 @@ def compile_cmd(
         "knots", "--ff", help="FF rule: knots (one ReLU per slope change, no biases) or ramps (two per label change)."
     ),
     labels: str = typer.Option(
-        "auto", "--labels", help="Label code: ordinal (1 coordinate), one-hot, or auto (float64 ordinal, float32 one-hot)."
+        "auto",
+        "--labels",
+        help="Label code: ordinal (1 coordinate), one-hot, or auto (float64 ordinal, float32 one-hot).",
     ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
     chunk_tokens: int = typer.Option(
-        1_000_000, "--chunk-tokens", min=1, help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets."
+        1_000_000,
+        "--chunk-tokens",
+        min=1,
+        help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets.",
     ),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
@@ -126,8 +136,10 @@ def compile_cmd(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
-        "token", "--task", help="'token' (a label per token) or 'next-token' (one label per sequence, Kajitsuka & "
-        "Sato 2025: JSONL {tokens, label} or a text file cut by --window; --dtype float64, float32 or exact)."
+        "token",
+        "--task",
+        help="'token' (a label per token) or 'next-token' (one label per sequence, Kajitsuka & "
+        "Sato 2025: JSONL {tokens, label} or a text file cut by --window; --dtype float64, float32 or exact).",
     ),
     window: int | None = typer.Option(None, "--window", help="next-token, text files: tokens per window."),
     tokenizer: str = typer.Option("whitespace", "--tokenizer", help="next-token, text files: whitespace or python."),
@@ -179,7 +191,9 @@ def _length_checked(records, data: Path, max_len: int | None = None):
     """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify."""
     for tokens, labels, line in records:
         if max_len is not None and len(tokens) > max_len:
-            raise InputError(f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}")
+            raise InputError(
+                f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}"
+            )
         check_certify_memory(len(tokens), f"{data}:{line}")
         yield tokens, labels, line
 
@@ -269,8 +283,9 @@ def _compile(data: Path, fmt: str, dtype: str, dim: int, out: Path, causal: bool
 def certify_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained) that stores its encoding."),
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="conll, jsonl or auto (by file extension).",
-                            callback=one_of("auto", "conll", "jsonl")),
+    fmt: str = typer.Option(
+        "auto", "--format", help="conll, jsonl or auto (by file extension).", callback=one_of("auto", "conll", "jsonl")
+    ),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     threads: str = typer.Option(
         "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
@@ -329,7 +344,9 @@ def synth_cmd(
     from uatlab.data.synthetic import write_synthetic
 
     if no_repeats and length > vocab:
-        raise InputError(f"--no-repeats: sequences of n={length} distinct tokens need a vocabulary V ≥ n, got V={vocab}")
+        raise InputError(
+            f"--no-repeats: sequences of n={length} distinct tokens need a vocabulary V ≥ n, got V={vocab}"
+        )
     check_output_file(out)
     t0 = time.perf_counter()
     with OutputLock(out):

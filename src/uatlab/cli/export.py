@@ -22,6 +22,7 @@ TARGETS = ("transformer-lens",)
 def max_logit_difference(model, hooked, sequences: int, seed: int) -> float:
     """max |uatlab logits − TransformerLens logits| on random token sequences of random lengths."""
     import torch
+
     cfg = model.config
     gen = torch.Generator().manual_seed(seed)
     worst = 0.0

@@ -46,7 +46,11 @@ def _sniff(path: Path) -> str:
 def predict_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained)."),
     input_path: Path = typer.Argument(..., help="Sentences: text (one per line), CoNLL or JSONL."),
-    fmt: str = typer.Option("auto", "--format", help="text, conll, jsonl or auto (.jsonl/.json; CoNLL if the lines are tagged columns; else text)."),
+    fmt: str = typer.Option(
+        "auto",
+        "--format",
+        help="text, conll, jsonl or auto (.jsonl/.json; CoNLL if the lines are tagged columns; else text).",
+    ),
     unknown: str = typer.Option(
         "", "--unknown", help="Unknown words: error or unk (default: the model's <unk> if it has one, else error)."
     ),

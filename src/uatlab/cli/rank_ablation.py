@@ -41,8 +41,9 @@ def rank_ablation_command(
     epochs: int = typer.Option(800, "--epochs", min=1, max=10**6, help="Epoch cap per rank (stops at the ceiling)."),
     sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),
     dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).",
-                             callback=finite(0, 1e3, lo_open=True)),
+    lr: float = typer.Option(
+        3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).", callback=finite(0, 1e3, lo_open=True)
+    ),
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads."),

@@ -91,8 +91,12 @@ def contextual_mapping_literal(
     vocab_size: int = typer.Option(4, "--vocab-size", help="|V|: number of random vocabulary tokens."),
     dim: int = typer.Option(2, "--dim", help="Token dimension d."),
     length: int = typer.Option(3, "--length", help="Sequence length n (2 ≤ n ≤ |V|)."),
-    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the vocabulary and of the projection direction."),
-    eps: float = typer.Option(0.5, "--eps", help="Separation ε between distinct tokens.", callback=finite(0, lo_open=True)),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=SEED_MAX, help="Seed of the vocabulary and of the projection direction."
+    ),
+    eps: float = typer.Option(
+        0.5, "--eps", help="Separation ε between distinct tokens.", callback=finite(0, lo_open=True)
+    ),
     r_min: float = typer.Option(1.0, "--r-min", help="Token norms are > r_min.", callback=finite(0, lo_open=True)),
     r_max: float = typer.Option(2.0, "--r-max", help="Token norms are ≤ r_max.", callback=finite(0, lo_open=True)),
     max_digits: int = typer.Option(100_000, "--max-digits", help="Cap on the decimal digits of the exact check."),

@@ -54,15 +54,15 @@ def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int 
         )  # fmt: skip
 
 
-
-
 def _parse_rank(rank: str) -> int | None:
     if rank.lower() in ("full", "none"):
         return None
     try:
         value = int(rank)
     except ValueError:
-        raise typer.BadParameter(f"expected a positive integer or 'full', got {rank!r}", param_hint="'--rank'") from None
+        raise typer.BadParameter(
+            f"expected a positive integer or 'full', got {rank!r}", param_hint="'--rank'"
+        ) from None
     if value < 1:
         raise typer.BadParameter(f"must be ≥ 1 or 'full', got {value}", param_hint="'--rank'")
     return value
@@ -87,36 +87,44 @@ def train_command(
     valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
     out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
     layers: int = typer.Option(1, "--layers", min=1, max=256, help="Number of blocks L."),
-    rank: str = typer.Option("1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none).",
-                             callback=_rank_option),
+    rank: str = typer.Option(
+        "1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none).", callback=_rank_option
+    ),
     dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
     heads: int = typer.Option(1, "--heads", min=1, max=1024, help="Attention heads per layer."),
     head_dim: int = typer.Option(1, "--head-dim", min=1, max=65536, help="Head size s."),
-    ff_width: int | None = typer.Option(None, "--ff-width", min=0, max=10**6,
-                                        help="Feed-forward width (default: ff-mult × dim)."),
+    ff_width: int | None = typer.Option(
+        None, "--ff-width", min=0, max=10**6, help="Feed-forward width (default: ff-mult × dim)."
+    ),
     ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of dim."),
-    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).",
-                                    callback=finite(0, 1e3)),
+    embed_std: float = typer.Option(
+        0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).", callback=finite(0, 1e3)
+    ),
     epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs to train."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch (length-bucketed)."),
     optimizer: str = typer.Option("adamw", "--optimizer", help="'adamw' or 'sgd'.", callback=one_of("adamw", "sgd")),
     lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate.", callback=finite(0, 1e3, lo_open=True)),
-    schedule: str = typer.Option("cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'.",
-                                 callback=one_of("cosine", "constant")),
+    schedule: str = typer.Option(
+        "cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'.", callback=one_of("cosine", "constant")
+    ),
     warmup_steps: int = typer.Option(200, "--warmup-steps", min=0, max=10**9, help="Linear warmup steps."),
-    weight_decay: float = typer.Option(0.0, "--weight-decay", help="Weight decay (0 for memorization).",
-                                       callback=finite(0, 1e3)),
+    weight_decay: float = typer.Option(
+        0.0, "--weight-decay", help="Weight decay (0 for memorization).", callback=finite(0, 1e3)
+    ),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off).", callback=finite(0, 1e9)),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of initialisation and batch order."),
     init: Path | None = typer.Option(None, "--init", help="Start from a uatlab model file (e.g. uatlab compile)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
-    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Checkpoint and stop after this long.",
-                                             callback=finite(0, 1e7, lo_open=True)),
+    max_minutes: float | None = typer.Option(
+        None, "--max-minutes", help="Checkpoint and stop after this long.", callback=finite(0, 1e7, lo_open=True)
+    ),
     threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch CPU threads (results depend on it)."),
-    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.",
-                               callback=one_of("keep", "iob2")),
-    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'.",
-                            callback=one_of("auto", "conll", "jsonl")),
+    scheme: str = typer.Option(
+        "keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.", callback=one_of("keep", "iob2")
+    ),
+    fmt: str = typer.Option(
+        "auto", "--format", help="'auto', 'conll' or 'jsonl'.", callback=one_of("auto", "conll", "jsonl")
+    ),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     no_f1: bool = typer.Option(False, "--no-f1", help="Skip the per-epoch entity F1 (faster)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
@@ -212,10 +220,12 @@ def _train(data, train_data, valid_data, out, layers, rank, dim, heads, head_dim
 @app.command("data-report")
 def data_report_command(
     data: Path = typer.Argument(..., help="CoNLL or JSONL file."),
-    fmt: str = typer.Option("auto", "--format", help="'auto', 'conll' or 'jsonl'.",
-                            callback=one_of("auto", "conll", "jsonl")),
-    scheme: str = typer.Option("keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.",
-                               callback=one_of("keep", "iob2")),
+    fmt: str = typer.Option(
+        "auto", "--format", help="'auto', 'conll' or 'jsonl'.", callback=one_of("auto", "conll", "jsonl")
+    ),
+    scheme: str = typer.Option(
+        "keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.", callback=one_of("keep", "iob2")
+    ),
     conflicts: int = typer.Option(10, "--conflicts", min=0, max=10**6, help="How many inherent conflicts to list."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
@@ -258,21 +268,25 @@ def _ints(text: str) -> tuple[int, ...]:
 def depth_ablation_command(
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
     out: Path = typer.Option(Path("uatlab-runs/depth-ablation"), "--out", help="Output folder (resumable)."),
-    layers: str = typer.Option("1,3,6", "--layers", help="Depths to train, comma-separated.",
-                               callback=int_list(1, 256, "depth")),
+    layers: str = typer.Option(
+        "1,3,6", "--layers", help="Depths to train, comma-separated.", callback=int_list(1, 256, "depth")
+    ),
     epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs per depth."),
     sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),
     dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
     ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of d."),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).",
-                             callback=finite(0, 1e3, lo_open=True)),
+    lr: float = typer.Option(
+        3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).", callback=finite(0, 1e3, lo_open=True)
+    ),
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
-    embed_std: float = typer.Option(0.1, "--embed-std", help="Std of the initial token embeddings.",
-                                    callback=finite(0, 1e3)),
+    embed_std: float = typer.Option(
+        0.1, "--embed-std", help="Std of the initial token embeddings.", callback=finite(0, 1e3)
+    ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     quick: bool = typer.Option(False, "--quick", help="200 sentences, d=64, batch 8, lr 5e-3, 20 epochs (minutes)."),
-    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'.",
-                                 callback=one_of("local", "ray")),
+    executor: str = typer.Option(
+        "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
+    ),
     workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
     threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
     report_only: bool = typer.Option(
@@ -318,16 +332,26 @@ def depth_ablation_command(
 
 @experiment.command("capacity")
 def capacity_command(
-    kind: str = typer.Option("synthetic", "--kind", help="'synthetic' (random labels) or 'conll' (subsets of --data).",
-                             callback=one_of("synthetic", "conll")),
+    kind: str = typer.Option(
+        "synthetic",
+        "--kind",
+        help="'synthetic' (random labels) or 'conll' (subsets of --data).",
+        callback=one_of("synthetic", "conll"),
+    ),
     data: Path | None = typer.Option(None, "--data", help="CoNLL/JSONL file for --kind conll."),
     out: Path = typer.Option(Path("uatlab-runs/capacity"), "--out", help="Output folder (finished trials reused)."),
-    ns: str = typer.Option("16,32,64,128,256", "--ns", help="Data sizes N (sequences), comma-separated.",
-                           callback=int_list(1, 10**7, "size")),
-    axis: str = typer.Option("dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed).",
-                             callback=one_of("dim", "ff")),
-    grid: str = typer.Option("", "--grid", help="Sizes to search (default: a geometric grid).",
-                             callback=int_list(1, 65536, "size")),
+    ns: str = typer.Option(
+        "16,32,64,128,256",
+        "--ns",
+        help="Data sizes N (sequences), comma-separated.",
+        callback=int_list(1, 10**7, "size"),
+    ),
+    axis: str = typer.Option(
+        "dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed).", callback=one_of("dim", "ff")
+    ),
+    grid: str = typer.Option(
+        "", "--grid", help="Sizes to search (default: a geometric grid).", callback=int_list(1, 65536, "size")
+    ),
     fixed: int = typer.Option(4, "--fixed", min=1, max=65536, help="FF multiple (axis dim) or d (axis ff)."),
     length: int = typer.Option(8, "--length", min=1, max=10**5, help="Synthetic sequence length n."),
     vocab: int = typer.Option(16, "--vocab", min=1, max=10**7, help="Synthetic vocabulary size."),
@@ -339,14 +363,17 @@ def capacity_command(
     quick: bool = typer.Option(
         False, "--quick", help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes)."
     ),
-    executor: str = typer.Option("local", "--executor", help="'local' (process pool) or 'ray'.",
-                                 callback=one_of("local", "ray")),
+    executor: str = typer.Option(
+        "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
+    ),
     workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
     threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
-        "token", "--task", help="'token', or 'next-token': random next-token labels (n = 32, C = 10), smallest "
-        "trained 1-layer model at 100 % vs the compiled memorizer (Kajitsuka & Sato 2025); --ns default 100,1000,10000."
+        "token",
+        "--task",
+        help="'token', or 'next-token': random next-token labels (n = 32, C = 10), smallest "
+        "trained 1-layer model at 100 % vs the compiled memorizer (Kajitsuka & Sato 2025); --ns default 100,1000,10000.",
     ),
     blocks: bool = typer.Option(False, "--blocks", help="next-token: also blocks 1…40 at N = 3,000 (paper's figure)."),
 ) -> None:

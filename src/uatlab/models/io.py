@@ -90,7 +90,9 @@ def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
     return model, extra
 
 
-def save(model: Transformer, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None) -> Path:
+def save(
+    model: Transformer, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None
+) -> Path:
     """Save a compiled or trained model as one file: weights, config, token encoding, construction facts and
     the uatlab version, all in the safetensors header (metadata ``uatlab_extra``).
 

@@ -67,9 +67,7 @@ def check_exp_ulps(ulps: float) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"the exp error must be a number of ulps, got {ulps!r}") from None
     if not math.isfinite(value) or value < 0.5 or value > 1e4:
-        raise ValueError(
-            f"the exp error must be between 0.5 ulp (correctly rounded) and 10000 ulp, got {ulps!r}"
-        )
+        raise ValueError(f"the exp error must be between 0.5 ulp (correctly rounded) and 10000 ulp, got {ulps!r}")
     return value
 
 

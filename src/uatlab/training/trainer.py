@@ -340,7 +340,9 @@ def train(
         model.train()
         known = vocab.token_to_id
         for part in (train_data, valid_data):
-            too_long = [i for i, seq in enumerate(part.tokens if part is not None else []) if len(seq) > model.config.max_len]
+            too_long = [
+                i for i, seq in enumerate(part.tokens if part is not None else []) if len(seq) > model.config.max_len
+            ]
             if too_long:
                 i = too_long[0]
                 raise InputError(
@@ -406,7 +408,9 @@ def train(
         if saved_model_cfg != model.config.to_json():
             wanted = model.config.to_json()
             with contextlib.suppress(ValueError, TypeError):
-                saved_model_cfg, wanted = (json.loads(c) if isinstance(c, str) else c for c in (saved_model_cfg, wanted))
+                saved_model_cfg, wanted = (
+                    json.loads(c) if isinstance(c, str) else c for c in (saved_model_cfg, wanted)
+                )
             if isinstance(saved_model_cfg, dict) and isinstance(wanted, dict):
                 diffs += [f"model {d}" for d in config_differences(saved_model_cfg, wanted)]
             else:

@@ -909,8 +909,6 @@ def _chunks(data: SequenceDataset, tokens_per_chunk: int) -> Iterator[tuple[int,
         yield start, data.subset(range(start, len(data)))
 
 
-
-
 def certify(
     model: Transformer,
     data: SequenceDataset,

@@ -46,5 +46,3 @@ def certify_ids_exact(
         return True, gap
     finally:
         ctx.prec = old_prec
-
-

@@ -307,5 +307,3 @@ def all_sequences(vocab_size: int, n: int, mode: str = "all") -> list[tuple[int,
     if mode == "sets":
         return list(itertools.combinations(range(vocab_size), n))
     raise InputError(f"unknown sequence mode {mode!r}: use 'all' or 'sets'")
-
-

@@ -205,5 +205,3 @@ def build_incontext_gd(
     }
     # the error bound depends on the data (|x| ≤ S, |y| ≤ V): multi_step_bound(N, M, eps, S, V, lr, steps)
     return Construction(model=detail.model, guarantee={}, facts=facts, detail=detail)
-
-

@@ -155,9 +155,7 @@ class CompiledReluNetwork:
         return np.concatenate(out, axis=0)
 
 
-def check_compile_request(
-    domain: tuple[float, float], eps: float | None, anchors: int | None
-) -> tuple[float, float]:
+def check_compile_request(domain: tuple[float, float], eps: float | None, anchors: int | None) -> tuple[float, float]:
     """Validate a compile request shared by both ReLU compilers; return the box (lo, hi)."""
     lo, hi = (float(v) for v in domain)
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
@@ -312,7 +310,9 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
         "domain": compiled.domain,
         "nonstandard": list(compiled.nonstandard),
     }
-    return Construction(model=compiled.model, guarantee={"sup_error_bound": compiled.bound}, facts=facts, detail=compiled)
+    return Construction(
+        model=compiled.model, guarantee={"sup_error_bound": compiled.bound}, facts=facts, detail=compiled
+    )
 
 
 # ==================================================================================================

@@ -473,5 +473,3 @@ def build_truncated_linear_attention(
     }
     guarantee = {"sup_error_bound": plan.bound, "clamp_error_bound": plan.clamp_bound}
     return Construction(model=layer, guarantee=guarantee, facts=facts, detail=detail)
-
-

@@ -129,7 +129,11 @@ def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
         ax.grid(True, which="both", ls=":", lw=0.5)
     closed = {
         "closed-form": ("--s", "#762a83", "closed form, 1 layer (relu_compiler, sequence-wise map), m anchors"),
-        "closed-form-2layer": ("-.D", "#e08214", "closed form, 2 attention layers (relu_compiler_two_layer), m anchors"),
+        "closed-form-2layer": (
+            "-.D",
+            "#e08214",
+            "closed form, 2 attention layers (relu_compiler_two_layer), m anchors",
+        ),
     }
     for mode, (style, color, label) in closed.items():
         cf = sorted((s for s in summary if s["mode"] == mode), key=lambda s: s["n_params_mean"])

@@ -63,6 +63,7 @@ def _stage(progress: ProgressFn | None, stage: str, total: int | None) -> Callab
 
     return step
 
+
 @dataclass
 class CompileResult:
     model: Transformer

@@ -30,7 +30,9 @@ def check_request(dtype: str, beta: float | str, group: str, ff: str = "knots",
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
     if ff not in ("knots", "ramps"):
-        raise InputError(f"ff must be 'knots' (one unit per slope change) or 'ramps' (two per label change), got {ff!r}")
+        raise InputError(
+            f"ff must be 'knots' (one unit per slope change) or 'ramps' (two per label change), got {ff!r}"
+        )
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"labels must be 'ordinal', 'one-hot' or 'auto' ('ramps' needs one-hot), got {labels!r}")
     if group == "auto":
