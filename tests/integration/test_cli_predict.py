@@ -37,8 +37,8 @@ def test_auto_format_reads_tagged_columns_as_conll_and_anything_else_as_text(tmp
     from uatlab.cli.predict import read_sentences
 
     conll = tmp_path / "a.txt"
-    conll.write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP B-ORG\nrejects VBZ B-VP O\n")
+    conll.write_text("-DOCSTART- -X- O O\n\nZorbia NNP B-NP B-ORG\npraises VBZ B-VP O\n")
     text = tmp_path / "b.txt"
-    text.write_text("EU rejects German call\nPeter Blackburn\n")
-    assert read_sentences(conll, "auto") == [["EU", "rejects"]]
-    assert read_sentences(text, "auto") == [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
+    text.write_text("Zorbia praises Quarkish plan\nAlva Morrow\n")
+    assert read_sentences(conll, "auto") == [["Zorbia", "praises"]]
+    assert read_sentences(text, "auto") == [["Zorbia", "praises", "Quarkish", "plan"], ["Alva", "Morrow"]]

@@ -27,7 +27,7 @@ def test_reproduce_exits_nonzero_when_a_claim_raises(tmp_path, capsys):
 def test_claims_read_conll_only_from_the_argument_or_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv(CONLL_DIR_ENV, raising=False)
     assert ClaimContext(quick=True, out_dir=tmp_path).conll_train() is None
-    (tmp_path / "train.txt").write_text("EU B-ORG\n\n")
+    (tmp_path / "train.txt").write_text("Zorbia B-ORG\n\n")
     assert ClaimContext(quick=True, out_dir=tmp_path, data_dir=tmp_path).conll_train() == tmp_path / "train.txt"
     monkeypatch.setenv(CONLL_DIR_ENV, str(tmp_path))
     assert ClaimContext(quick=True, out_dir=tmp_path).conll_train() == tmp_path / "train.txt"

@@ -44,7 +44,7 @@ def test_unknown_words_never_become_a_real_word(compiled):
     with pytest.raises(InputError, match="has none"):
         con.model.predict([[data.tokens[0][0]]], unknown="unk")
     with pytest.raises(InputError, match="list of token lists"):
-        con.model.predict(["EU rejects"])
+        con.model.predict(["Zorbia praises"])
 
 
 def test_predict_names_a_sentence_longer_than_the_positional_encoding(compiled):

@@ -15,12 +15,13 @@ def _flow() -> str:
 def test_readme_flow_runs_as_written(tmp_path, monkeypatch, capsys):
     code = _flow()
     assert len(code.strip().splitlines()) <= 10
-    lines = ["EU B-ORG", "rejects O", "German B-MISC", "call O", "to O", "boycott O", "British B-MISC", "lamb O", ""]
-    lines += ["Peter B-PER", "Blackburn I-PER", "", "BRUSSELS B-LOC", "1996-08-22 O", ""]
-    lines += ["The O", "European B-ORG", "Commission I-ORG", "said O", "on O", "Thursday O", "it O", "disagreed O", ""]
+    lines = ["Zorbia B-ORG", "praises O", "Quarkish B-MISC", "plan O", "to O", "import O", "Veltan B-MISC", "tea O", ""]
+    lines += ["Alva B-PER", "Morrow I-PER", "", "KELDON B-LOC", "2031-04-09 O", ""]
+    lines += ["The O", "Northern B-ORG", "Council I-ORG", "noted O", "on O", "Monday O", "it O", "agreed O", ""]
     (tmp_path / "train.txt").write_text("\n".join(lines))
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert "['B-ORG', 'O', 'B-MISC', 'O']" in out and "certified_tokens" in out
+    first = [line.split()[1] for line in lines[: lines.index("")]]
+    assert str([first]) in out and "certified_tokens" in out
     assert (tmp_path / "memorizer.safetensors").is_file()

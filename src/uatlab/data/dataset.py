@@ -172,7 +172,9 @@ class Encoding:
         if unknown == "unk" and self.unknown_token is None:
             raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
         if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
-            raise InputError("sentences must be a list of token lists, e.g. [['EU', 'rejects', 'German', 'call']]")
+            raise InputError(
+                "sentences must be a list of token lists, e.g. [['Zorbia', 'praises', 'Quarkish', 'plan']]"
+            )
         fallback = self.unknown_id
         out = []
         for i, sent in enumerate(sentences):
