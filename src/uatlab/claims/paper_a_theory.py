@@ -188,7 +188,7 @@ def check_lemma1(ctx: ClaimContext) -> ClaimResult:
 @register_claim(
     id="A.thm2.float64-collapse",
     statement=(
-        "Finding (spec §10.1): in float64 the literal Theorem-2 weights collapse context ids that exact "
+        "Finding: in float64 the literal Theorem-2 weights collapse context ids that exact "
         "arithmetic separates, once c·max logit range exceeds float64 resolution."
     ),
     paper=PAPER_A,

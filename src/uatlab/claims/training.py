@@ -1,4 +1,4 @@
-"""Claims about trained rank-1 Transformers (paper A, Section 5; spec ONE_LAYER_CONTEXTUAL_MAPPING §8).
+"""Claims about trained rank-1 Transformers (paper A, Section 5).
 
 The data is CoNLL-2003 train when it is given (:meth:`ClaimContext.conll_train`: ``--data-dir`` or
 ``$UATLAB_CONLL_DIR``), otherwise synthetic random labels (the note says which).

@@ -1,6 +1,6 @@
 """A data set's report: sizes, duplicates, inherent conflicts, ceiling, baselines and bit budgets.
 
-Bit budgets (spec ANCHORS §B.4) are empirical entropies times the token count:
+Bit budgets are empirical entropies times the token count:
 
 * ``H(tag)``: the label entropy per token (what a model without any input would have to store);
 * ``H(tag | word)``: the conditional entropy given the word (what context must resolve);

@@ -9,7 +9,7 @@ is ``max_steps / steps_per_epoch``, so small N get as many updates as large N). 
 reported when it fails. The binary search assumes that success is monotone in size; the result is
 the smallest size *found* (an upper bound on the true minimum for this training recipe).
 
-Figures (spec ANCHORS §0, §B.4):
+Figures:
 
 * parameters (non-embedding and total) against N on log-log axes, with the least-squares slope of
   log P on log N and its 95% confidence interval (Student t, N_points − 2 degrees of freedom);

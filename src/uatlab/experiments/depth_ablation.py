@@ -1,4 +1,4 @@
-"""Paper A's depth ablation (Section 5; spec ONE_LAYER_CONTEXTUAL_MAPPING §8): 1, 3 and 6 blocks, rank 1.
+"""Paper A's depth ablation (Section 5): 1, 3 and 6 blocks, rank 1.
 
 Each depth is one trial of :func:`uatlab.experiments.executor.run_trials` (finished trials are
 never recomputed; a killed trial resumes from its own training checkpoint). Outputs in ``out``:

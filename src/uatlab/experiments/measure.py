@@ -22,7 +22,7 @@ def measure_approximation(
 ) -> dict[str, float]:
     """Sup and L^p error of the model against f on random points plus a dense grid of the domain.
 
-    ``lp_error`` = d_p(f, g) = (vol · mean ||f − g||_p^p)^{1/p} (spec §2.3, entrywise ℓ^p over the d×n outputs),
+    ``lp_error`` = d_p(f, g) = (vol · mean ||f − g||_p^p)^{1/p},
     estimated by Monte Carlo. ``misquantised_fraction``: fraction of random points with a coordinate within
     η/2 of a cell boundary, where F_1 is not exact; ``sup_error_clean`` leaves them out.
     """
@@ -65,7 +65,7 @@ def model_size(approx: UniversalApproximator) -> dict[str, float]:
 
 
 def yun_comparison(grid: int, n: int, d: int) -> dict[str, float]:
-    """Layer counts of Yun et al. (ICLR 2020) for the same grid δ = 1/G (spec §9), next to ours.
+    """Layer counts of Yun et al. (ICLR 2020) for the same grid δ = 1/G, next to ours.
 
     Yun et al.: quantisation by d/δ FF layers, contextual mapping by δ^{−d} + 1 selective-shift attention
     layers (2 heads of size 1: 8d parameters each), value mapping by ~n·δ^{−dn}/n! FF layers.

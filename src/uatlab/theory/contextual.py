@@ -1,6 +1,6 @@
 """The (r, δ) that a layer actually achieves as a contextual mapping (paper A, Definition 2).
 
-Definition (spec §2.2, row convention). q is an (r, δ)-contextual mapping for X^(1..N) if
+Definition. q is an (r, δ)-contextual mapping for X^(1..N) if
 
 1. ‖q(X^(i))_k‖ ≤ r for all i, k;
 2. ‖q(X^(i))_k − q(X^(j))_l‖ > δ whenever V^(i) ≠ V^(j) or x^(i)_k ≠ x^(j)_l.

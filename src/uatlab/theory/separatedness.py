@@ -1,6 +1,6 @@
 """Tokenwise separatedness (paper A, Definition 1) and the vocabulary of a set of sequences.
 
-Definition (spec §2.1, row convention): sequences X^(1..N), each n tokens in R^d, are tokenwise
+Definition: sequences X^(1..N), each n tokens in R^d, are tokenwise
 (r_min, r_max, ε)-separated if
 
 1. ‖x^(i)_k‖ > r_min for every token,
@@ -9,7 +9,7 @@ Definition (spec §2.1, row convention): sequences X^(1..N), each n tokens in R^
 
 The vocabulary V is the set of distinct tokens; V^(i) is the set of tokens of sequence i. Theorem 2
 also assumes **no duplicate token within a sequence**; a positional encoding (x_k ↦ x_k + E_k with
-far-apart E_k) lifts that restriction (spec §6).
+far-apart E_k) lifts that restriction.
 
 Notation map (paper → uatlab): X^(i) ∈ R^{d×n} (columns) → ``sequences[i]`` of shape (n, d) (rows);
 V → :attr:`Separatedness.vocabulary` (|V|, d); V^(i) → :attr:`Separatedness.vocab_sets` [i]

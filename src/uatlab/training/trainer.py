@@ -52,7 +52,7 @@ from uatlab.training.checkpoint import (
 )
 from uatlab.training.metrics import evaluate
 
-PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epochs (spec §8, unverified [B])
+PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epochs
 DEFAULT_TARGETS = (PAPER_ACCURACY, 0.999, 0.9995)
 
 

@@ -1,6 +1,6 @@
 """Paper A, Proposition 1: F_2^(FF) ∘ F^(SA) ∘ F_1^(FF) approximates a permutation-equivariant f, in closed form.
 
-Kajitsuka & Sato (ICLR 2024), Proposition 1 (spec ONE_LAYER_CONTEXTUAL_MAPPING.md §7): one single-head,
+Kajitsuka & Sato (ICLR 2024), Proposition 1: one single-head,
 rank-1 softmax attention layer between two feed-forward layers approximates any continuous
 permutation-equivariant f: R^{d×n} → R^{d×n} on a compact domain in d_p. The paper gives no widths
 or constants; this module builds the three layers explicitly for a box domain [lo, hi]^{n×d}.
@@ -23,8 +23,8 @@ ramp width of the staircase → ``ramp``; W^(K)ᵀW^(Q) = c·w wᵀ → ``W_Q = 
 
 2. F^(SA) (contextual mapping, paper A Theorem 2 with a data-dependent scale). With a(t) = wᵀt, the
    single rank-1 head gives token k the scalar s_k = Σ_j softmax_j(c a_k a_j) a_j (a Boltzmann-type
-   average, spec §3.2) and outputs t_k + wo·(w/|w|²)·s_k, so that ``z_k := wᵀ(output) = a_k + wo·s_k``.
-   The paper's c (spec §5.1, ~10^3–10^21) would destroy separability in floating point (spec §5.3).
+   average) and outputs t_k + wo·(w/|w|²)·s_k, so that ``z_k := wᵀ(output) = a_k + wo·s_k``.
+   The paper's c would destroy separability in floating point.
    Instead c is chosen from the grid: for every multiset of grid tokens (all (G^d + n − 1 choose n) of
    them) and every distinct token in it, z is computed, and c is the candidate maximising the minimum
    gap between distinct ids. ``wo = g_a / (4 (a_max − a_min))`` with g_a the smallest gap between
@@ -36,7 +36,7 @@ ramp width of the staircase → ``ramp``; W^(K)ᵀW^(Q) = c·w wᵀ → ``W_Q = 
    128 bits) and proves all ids distinct over the whole grid. Finally the float64 Transformer itself is
    run on every grid sequence (``grid_check_max_error``).
 
-3. F_2^(FF) (value mapping, spec §6 recipe). Sort the ids z_(1) < … < z_(M) with targets
+3. F_2^(FF) (value mapping recipe). Sort the ids z_(1) < … < z_(M) with targets
    T_m = f(cell centres)_k − q_m (the skip adds the attention output q_m back). Then
    g(z) = T_(1) + Σ_m (s_m − s_{m−1}) ReLU(z − z_(m)) − s_{M−1} ReLU(z − z_(M)) with slopes
    s_m = (T_(m+1) − T_(m))/(z_(m+1) − z_(m)) interpolates exactly and is constant outside [z_(1), z_(M)],
@@ -46,7 +46,7 @@ Error (exact arithmetic, off the mis-quantised region and away from duplicate-ce
 equals f̄(X) = f(cell centres of X) exactly, so ``sup |f − g| ≤ ω_f(δ/2·√(nd))`` (modulus of continuity)
 and d_p(f, g) ≤ d_p(f, f̄) + (measure of the mis-quantised region)^{1/p}·(range of f + range of f̄).
 
-Comparison (spec §9): Yun et al.'s construction on the same grid needs δ^{−d} + 1 = G^d + 1 attention
+Comparison: Yun et al.'s construction on the same grid needs δ^{−d} + 1 = G^d + 1 attention
 layers (selective shift), d/δ quantisation FF layers and ~n·G^{dn}/n! value-mapping FF layers; here 1
 attention layer and 2 FF layers (:func:`yun_comparison`).
 """

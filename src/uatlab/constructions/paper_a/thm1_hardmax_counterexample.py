@@ -1,8 +1,7 @@
 """Theorem 1 of paper A made executable: one hardmax self-attention layer is not a contextual mapping.
 
 Statement (Kajitsuka & Sato, ICLR 2024, Theorem 1): F_H^(SA), one self-attention layer with the
-hardmax σ_H, cannot be a contextual mapping. The paper's own counterexample is not available
-(spec §4); this module builds ours [D], which defeats **every** hardmax layer at once, for any token
+hardmax σ_H, cannot be a contextual mapping. The paper's own counterexample is not available; this module builds ours [D], which defeats **every** hardmax layer at once, for any token
 dimension d, any number of heads h, any head size s and any weights.
 
 The argument (row convention; our notation → paper: x_k ↔ X_{:,k}, W_Q^i, W_K^i, W_V^i (s×d),

@@ -1,6 +1,6 @@
 """Theorem 2 of paper A, literally: one rank-1 softmax attention head is a contextual mapping.
 
-Statement (Kajitsuka & Sato, ICLR 2024, Theorem 2; constants [R], re-derived [D], spec §5.1). Let
+Statement (Kajitsuka & Sato, ICLR 2024, Theorem 2; constants [R], re-derived [D]). Let
 X^(1..N) have no duplicate token within a sequence and be tokenwise (r_min, r_max, ε)-separated with
 vocabulary V. Then there are rank-1 W_Q, W_K, W_V ∈ R^{s×d}, W_O ∈ R^{d×s} such that one softmax
 head F^(SA) is an (r, δ)-contextual mapping with
@@ -8,7 +8,7 @@ head F^(SA) is an (r, δ)-contextual mapping with
     r = r_max + ε/4,        δ = ε (log n)^2 e^{−2 c r_max^2} / (4 c r_max^2),
     c = (|V|+1)^4 (2 log n + 3) π d / (8 ε r_min).
 
-Construction (spec §5.2, s = 1; notation map paper → uatlab in brackets):
+Construction (s = 1; notation map paper → uatlab in brackets):
 
 * step 1: a unit w with |wᵀ(p − p')| ≥ sqrt(8/(πd))/(|V|+1)^2 ‖p − p'‖ on P = V ∪ {0}
   (:func:`uatlab.theory.find_projection_direction`) [``w``];
@@ -90,7 +90,7 @@ def theorem2_constants(vocab_size: int, n: int, d: int, eps: float, r_min: float
     """The paper's c, r and δ as ``arb`` balls (at the current flint precision).
 
     c = (|V|+1)^4 (2 log n + 3) π d / (8 ε r_min);  r = r_max + ε/4;
-    δ = ε (log n)^2 e^{−2 c r_max^2} / (4 c r_max^2)  (equal to spec §5.1's long form).
+    δ = ε (log n)^2 e^{−2 c r_max^2} / (4 c r_max^2)  (equal to the paper's long form).
     """
     validate_parameters(n, eps, r_min, r_max)
     V1 = arb(vocab_size + 1)

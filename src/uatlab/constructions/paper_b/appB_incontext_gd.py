@@ -11,7 +11,7 @@ Residual form (von Oswald et al. 2023 for *linear* attention): keep r_i = y_i �
 
     r_i ← r_i − (η/N) Σ_{j context} r_j x_jᵀ x_i          and ŷ_k = −r_q after k steps.
 
-Softmax version (ours; the paper's App. B construction is not available, spec §10 item 3)
+Softmax version (ours; the paper's App. B construction is not available item 3)
 -------------------------------------------------------------------------------------------
 The update needs Σ_j s_j v_j with s_j = x_iᵀx_j, v_j = r_j: *linear* attention. Two softmax heads with
 scores ±ε s_j plus one **sink** key of score ln M and value 0 (an appended anchor token) give::

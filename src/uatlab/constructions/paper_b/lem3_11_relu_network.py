@@ -1,6 +1,6 @@
 """Compile a one-hidden-layer ReLU network on flattened sequences into softmax attention (paper B, Sec. 3.3).
 
-Target (paper B's seq2seq experiment, spec ATTENTION_ONLY_APPROXIMATION.md §6.6; Lemma 3.11)::
+Target (paper B's seq2seq experiment, the paper; Lemma 3.11)::
 
     f(X) = reshape( W2 · ReLU(W1 · vec(X) + b1) + b2 )      X ∈ [lo, hi]^{n×d},  W1 ∈ R^{J×nd},  W2 ∈ R^{nd×J}
 
@@ -116,7 +116,7 @@ class ReluNetwork:
 
 
 def random_relu_network(n: int = 20, d: int = 5, hidden: int = 10, seed: int = 0) -> ReluNetwork:
-    """Paper B's seq2seq target generator (spec §6.6): all weights N(0, 1)."""
+    """Paper B's seq2seq target generator: all weights N(0, 1)."""
     rng = np.random.default_rng(seed)
     nd = n * d
     return ReluNetwork(
@@ -320,13 +320,13 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 #
 # Compile a one-hidden-layer ReLU network into TWO softmax attention layers (paper B, Sec. 3.3 "Step 2").
 #
-# Target (paper B's seq2seq experiment, spec ATTENTION_ONLY_APPROXIMATION.md §4 item 4 and §6.6; Lemma 3.11)::
+# Target (paper B's seq2seq experiment, the paper item 4 and §6.6; Lemma 3.11)::
 #
 #     f(X)_{i,c} = Σ_j W2[(i,c), j] · ReLU(u_j) + b2[(i,c)],   u_j = W1_j · vec(X) + b1_j,   X ∈ [lo, hi]^{n×d}
 #
 # Paper B (v2/ICLR Sec. 3.3, proof in App. G.5, eq. G.42) computes every hidden unit as a truncated-linear
 # model with attention (layer 1) and lets a second attention layer combine the hidden units into the output
-# tokens. The exact constants of the paper are not available (spec §4: MISSING); this is our derivation.
+# tokens. The exact constants of the paper are not available; this is our derivation.
 #
 # Notation map (paper B → here)
 # -----------------------------

@@ -1,11 +1,11 @@
 """Paper B's interpolation attention: softmax attention computing Range_[a,b](w_iᵀx_i + t_i), in closed form.
 
-Target (paper B, Definition 3.1; spec ATTENTION_ONLY_APPROXIMATION.md §3.1)::
+Target (paper B, Definition 3.1)::
 
     Range_[a,b](y) = min(max(y, a), b)          ("truncated linear" / ramp / clamp)
     target token i:  Range_[a,b](w_iᵀ x_i + t_i)   written into output coordinate ``out_channel``
 
-Construction (spec §3.2, §3.4; paper B Thm 3.4 sequence-wise and Thm 3.9 token-wise; the exact
+Construction (the paper, §3.4; paper B Thm 3.4 sequence-wise and Thm 3.9 token-wise; the exact
 constants of the paper are not available, this is our derivation)
 ---------------------------------------------------------------------------------------------
 Split [a,b] into H sub-intervals [a_h, b_h] of equal length and give head h the m anchors

@@ -1,6 +1,6 @@
 """attn_map.py of paper B's repository: attention maps for several |b−a|, trained beside closed form.
 
-Trained (parity, spec §6.5): seed 1234 per r; d = 10, n = p = 30 (no extra tokens), 1000 samples
+Trained (parity): seed 1234 per r; d = 10, n = p = 30 (no extra tokens), 1000 samples
 split 800/200; :class:`~.models.ManualKeyValueAttentionModel` (hidden 11, β = 25, key coordinate and
 one value channel fixed to the anchor grid ``L = linspace(a, b, 30)``); Adam 1e-3, batch 32, 100
 epochs; the maps of the first test samples. The value channel that holds the target is drawn with

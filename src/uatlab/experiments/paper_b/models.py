@@ -1,7 +1,7 @@
 """Attention-only models with the architecture of paper B's repository (re-implemented, not copied).
 
 Paper B (Hu et al. 2025, Thm 3.4 / 3.9) composes a linear map A with one softmax attention layer.
-The repository (spec ATTENTION_ONLY_APPROXIMATION.md §6.3) realises A as
+The repository realises A as
 
     z_i = modulation_i ⊙ (W x_i + c)        i = 0..n-1   (token-wise linear map, per-position scale)
     z_{n+k} = anchor_k                       k = 0..m-1   (m = p − n learnable "interpolation tokens")
@@ -124,7 +124,7 @@ class ManualKeyValueAttentionModel(nn.Module):
 
     Key coordinate ``s−1`` of token k is overwritten with ``k(L_k + L_0) − 2k·t_val`` and value
     channel ``value_channel`` with ``L_k``, where ``L = linspace(a, b, p)``; scores are
-    ``β·QKᵀ/√s`` (spec §6.5). The target is read from ``value_channel``.
+    ``β·QKᵀ/√s``. The target is read from ``value_channel``.
     """
 
     def __init__(self, d: int, n: int, a: float, b: float, hidden: int = 11, beta: float = 25.0, t_val: float = 1.0):

@@ -1,6 +1,6 @@
 """seq2seq.py of paper B's repository, at parity and corrected, with baselines.
 
-Target (seq2seq_data.py, spec §6.6): a random one-hidden-layer ReLU network on the flattened
+Target (seq2seq_data.py): a random one-hidden-layer ReLU network on the flattened
 sequence, n = 20 tokens, d = 5, 10 hidden units, X ~ U[0,1] (:func:`.data.relu_seq2seq_problem`,
 the repository's own draws at n = 20, generated here for whatever n a run needs).
 

@@ -1,6 +1,6 @@
 """The three truncated-linear sweeps of truncated.py (heads, anchors, |b−a|), at parity and corrected.
 
-Parity (``mode="parity"``, spec §6.4): the repository's settings exactly: n = 50 tokens, d = 10,
+Parity (``mode="parity"``): the repository's settings exactly: n = 50 tokens, d = 10,
 X ~ U[−5,5], width 32 = H·head_dim (heads shrink as they are added), out_dim 32 with the target in
 channel 0, Adam 1e-3, batch 32, 50 epochs, 1000 samples split 800/200, (w, t) re-drawn per seed.
 We report its metric (test MSE over all 32 channels) *and* the target-channel MSE and sup norm.
@@ -48,7 +48,7 @@ from uatlab.experiments.paper_b.train import embed_target, evaluate_truncated
 SWEEPS = ("heads", "anchors", "range")
 SCALES = ("quick", "default", "full")
 
-#: the repository's anchors (issue 6): heads / p / |b−a| → (mean, std) of its 32-channel test MSE
+#: the repository's anchors: heads / p / |b−a| → (mean, std) of its 32-channel test MSE
 REPO_ANCHORS: dict[str, dict[int, tuple[float, float | None]]] = {
     "heads": {1: (0.129, 0.027), 2: (0.053, 0.017), 4: (0.031, 0.006), 8: (0.020, 0.003), 16: (0.015, 0.001)},
     "anchors": {10: (0.129, None), 70: (0.0039, 0.0018)},

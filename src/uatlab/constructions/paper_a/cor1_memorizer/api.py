@@ -245,7 +245,7 @@ def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = Fals
 
 
 def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
-    """Paper A's memorization parameter count 4(s+d) + d(2nN + d) (spec §6)."""
+    """Paper A's memorization parameter count 4(s+d) + d(2nN + d) (Kajitsuka & Sato 2024, Corollary 1)."""
     return 4 * (s + d) + d * (2 * n * N + d)
 
 

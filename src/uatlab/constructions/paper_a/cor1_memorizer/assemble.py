@@ -243,7 +243,7 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
         # so h differs. (ii) Different sequences: h is a real-analytic, non-constant function of the key codes,
         # so equal values for different inputs happen only on a measure-zero set of codes; codes are drawn at
         # random (seeded) on a dyadic grid with all word codes α_w distinct. Paper A's Lemma 1 guarantees a gap of
-        # (log n)^2 e^{−2r} only in a regime (δ > 2 log n + 3) that floats cannot hold (spec §5.3); we instead
+        # (log n)^2 e^{−2r} only in a regime (δ > 2 log n + 3) that floats cannot hold; we instead
         # *measure* every gap that matters (between differently-labelled neighbours of the same word) and choose
         # the inverse temperature β among a few powers of two to maximise the smallest gap relative to the rounding
         # error of h (``beta='auto'``). The certificate then proves the result; nothing rests on genericity.
