@@ -63,10 +63,25 @@ sys.stderr.write("MAXRSS %d\\n" % resource.getrusage(resource.RUSAGE_SELF).ru_ma
 sys.stderr.write("MAXRSS_CHILDREN %d\\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 sys.exit(c)
 """
-CERT_FIELDS = ("correct_tokens", "certified", "certified_tokens", "ceiling_tokens", "min_certified_margin",
-               "min_margin_at", "torch_spot_check", "certified_fraction")  # fmt: skip
-STAGES = ("startup", "read + encode", "attention (h per token)", "group contexts per word",
-          "feed-forward construction", "certify", "save")  # fmt: skip
+CERT_FIELDS = (
+    "correct_tokens",
+    "certified",
+    "certified_tokens",
+    "ceiling_tokens",
+    "min_certified_margin",
+    "min_margin_at",
+    "torch_spot_check",
+    "certified_fraction",
+)
+STAGES = (
+    "startup",
+    "read + encode",
+    "attention (h per token)",
+    "group contexts per word",
+    "feed-forward construction",
+    "certify",
+    "save",
+)
 
 
 def uatlab_cmd(cpu_clock: bool) -> list[str]:
@@ -106,12 +121,20 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
     if proc.returncode != 0:
         return {"case": name, "error": proc.stderr.strip()[-2000:]}
     fig = json.loads(proc.stdout)
-    rss = {line.split()[0]: int(line.split()[1]) / 1024 for line in proc.stderr.splitlines()
-           if line.startswith("MAXRSS")}  # fmt: skip
+    rss = {
+        line.split()[0]: int(line.split()[1]) / 1024 for line in proc.stderr.splitlines() if line.startswith("MAXRSS")
+    }
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    fig.update(case=name, wall_seconds=wall, cpu_seconds=cpu, peak_rss_mb=rss.get("MAXRSS"),
-               peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"), model_hash=model_hash(out),
-               certificate_digest=certificate_digest(fig), model_path=str(out))  # fmt: skip
+    fig.update(
+        case=name,
+        wall_seconds=wall,
+        cpu_seconds=cpu,
+        peak_rss_mb=rss.get("MAXRSS"),
+        peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"),
+        model_hash=model_hash(out),
+        certificate_digest=certificate_digest(fig),
+        model_path=str(out),
+    )
     if cpu_clock:  # stage_seconds are the compiling process's CPU seconds; the rest of its CPU is start-up
         fig["stage_seconds"] = {"startup": max(0.0, cpu - sum(fig["stage_seconds"].values())), **fig["stage_seconds"]}
     return fig
@@ -237,14 +260,30 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> di
     with tempfile.NamedTemporaryFile(dir=model_path.parent) as fh:
         t_save = _cpu(fh.write, payload)[0]
     return {
-        "bounds": {"startup": startup, "read + encode": t_read, "attention (h per token)": attention,
-                   "group contexts per word": t_group, "feed-forward construction": t_fill,
-                   "certify": ff + att_cert + readout, "save": t_save},
-        "inputs": {"tokens": T, "sum_n2": sq, "query_candidates": K, "ff_pairs": pairs, "d": d, "labels": C,
-                   "ff_width": width, "exp_ns": t_exp * 1e9, "pass_ns": t_pass * 1e9, "blas_gflops": rate / 1e9,
-                   "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout}},
+        "bounds": {
+            "startup": startup,
+            "read + encode": t_read,
+            "attention (h per token)": attention,
+            "group contexts per word": t_group,
+            "feed-forward construction": t_fill,
+            "certify": ff + att_cert + readout,
+            "save": t_save,
+        },
+        "inputs": {
+            "tokens": T,
+            "sum_n2": sq,
+            "query_candidates": K,
+            "ff_pairs": pairs,
+            "d": d,
+            "labels": C,
+            "ff_width": width,
+            "exp_ns": t_exp * 1e9,
+            "pass_ns": t_pass * 1e9,
+            "blas_gflops": rate / 1e9,
+            "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout},
+        },
         "threads": threads,
-    }  # fmt: skip
+    }
 
 
 def _tensor_shapes(path: Path):
@@ -263,8 +302,16 @@ def run_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ cases
-def median_case(name: str, args: list[str], work: Path, repeats: int, data: Path, dtype: str,
-                causal: bool = False, with_bounds: bool = True) -> dict:  # fmt: skip
+def median_case(
+    name: str,
+    args: list[str],
+    work: Path,
+    repeats: int,
+    data: Path,
+    dtype: str,
+    causal: bool = False,
+    with_bounds: bool = True,
+) -> dict:
     """Run a case ``repeats`` times (each with its own bound measurement): medians of every figure."""
     runs, bounds = [], []
     for i in range(repeats):
@@ -285,15 +332,19 @@ def median_case(name: str, args: list[str], work: Path, repeats: int, data: Path
     for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb"):
         out[key] = statistics.median(r[key] for r in runs)
         out[key + "_all"] = [r[key] for r in runs]
-    out["stage_seconds"] = {s: statistics.median(r["stage_seconds"].get(s, 0.0) for r in runs)
-                            for s in runs[0]["stage_seconds"]}  # fmt: skip
+    out["stage_seconds"] = {
+        s: statistics.median(r["stage_seconds"].get(s, 0.0) for r in runs) for s in runs[0]["stage_seconds"]
+    }
     if with_bounds:
         out["bound_seconds"] = {s: statistics.median(b["bounds"][s] for b in bounds) for s in bounds[0]["bounds"]}
         out["bound_inputs"] = bounds[-1]["inputs"]
         stage_sum = sum(out["stage_seconds"].get(s, 0.0) for s in STAGES)
         bound_sum = sum(out["bound_seconds"].values())
-        out["ratio"] = {s: out["stage_seconds"][s] / out["bound_seconds"][s]
-                        for s in out["bound_seconds"] if s in out["stage_seconds"] and out["bound_seconds"][s] > 0}  # fmt: skip
+        out["ratio"] = {
+            s: out["stage_seconds"][s] / out["bound_seconds"][s]
+            for s in out["bound_seconds"]
+            if s in out["stage_seconds"] and out["bound_seconds"][s] > 0
+        }
         out["total_stage_cpu_seconds"] = stage_sum
         out["total_bound_seconds"] = bound_sum
         out["total_ratio"] = stage_sum / bound_sum
@@ -341,9 +392,17 @@ def scaling_cases(train: Path, work: Path, repeats: int, quick: bool) -> dict:
                 runs.append(r)
             cpu = statistics.median(sum(v for k, v in r["stage_seconds"].items() if k != "startup") for r in runs)
             cert = statistics.median(r["stage_seconds"].get("certify", 0.0) for r in runs)
-            out[kind].append({"name": name, "tokens": runs[0]["tokens"], "compile_cpu_seconds": cpu,
-                              "certify_cpu_seconds": cert, "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
-                              "model_hash": runs[0]["model_hash"], "certified": runs[0]["certified"]})  # fmt: skip
+            out[kind].append(
+                {
+                    "name": name,
+                    "tokens": runs[0]["tokens"],
+                    "compile_cpu_seconds": cpu,
+                    "certify_cpu_seconds": cert,
+                    "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+                    "model_hash": runs[0]["model_hash"],
+                    "certified": runs[0]["certified"],
+                }
+            )
             path.unlink()
         pts = out[kind]
         out[f"{kind}_exponent"] = fit_slope([p["tokens"] for p in pts], [p["compile_cpu_seconds"] for p in pts])
@@ -369,11 +428,25 @@ def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) ->
             return {"error": f"{ex}: {res[ex]['error']}"}
         Path(res[ex]["model_path"]).unlink()
     data.unlink()
-    keep = ("tokens", "certified", "wall_seconds", "cpu_seconds", "peak_rss_mb", "peak_rss_worker_mb", "model_hash",
-            "certificate_digest", "stage_seconds", "executor")  # fmt: skip
-    return {"copies": copies, "workers": workers, **{ex: {k: r.get(k) for k in keep} for ex, r in res.items()},
-            "model_hash_equal": res["local"]["model_hash"] == res["ray"]["model_hash"],
-            "certificate_equal": res["local"]["certificate_digest"] == res["ray"]["certificate_digest"]}  # fmt: skip
+    keep = (
+        "tokens",
+        "certified",
+        "wall_seconds",
+        "cpu_seconds",
+        "peak_rss_mb",
+        "peak_rss_worker_mb",
+        "model_hash",
+        "certificate_digest",
+        "stage_seconds",
+        "executor",
+    )
+    return {
+        "copies": copies,
+        "workers": workers,
+        **{ex: {k: r.get(k) for k in keep} for ex, r in res.items()},
+        "model_hash_equal": res["local"]["model_hash"] == res["ray"]["model_hash"],
+        "certificate_equal": res["local"]["certificate_digest"] == res["ray"]["certificate_digest"],
+    }
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -381,10 +454,12 @@ def print_case(r: dict) -> None:
     if "error" in r:
         print(f"{r['case']}: ERROR {r['error']}")
         return
-    print(f"\n== {r['case']}: {r['tokens']} tokens, certified {r['certified']} ({r['certified_tokens']}/"
-          f"{r['ceiling_tokens']}), medians of {r['repeats']}: CPU {r['cpu_seconds']:.2f} s, wall "
-          f"{r['wall_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; model hash {r['model_hash'][:16]} "
-          f"(equal across runs: {r['model_hashes_equal']})")  # fmt: skip
+    print(
+        f"\n== {r['case']}: {r['tokens']} tokens, certified {r['certified']} ({r['certified_tokens']}/"
+        f"{r['ceiling_tokens']}), medians of {r['repeats']}: CPU {r['cpu_seconds']:.2f} s, wall "
+        f"{r['wall_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; model hash {r['model_hash'][:16]} "
+        f"(equal across runs: {r['model_hashes_equal']})"
+    )
     if "bound_seconds" not in r:
         return
     print(f"  {'stage':<28}{'CPU s':>9}{'bound s':>10}{'ratio':>8}")
@@ -404,8 +479,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI-sized cases only, one run each.")
     ap.add_argument("--repeats", type=int, default=None, help="Runs per case (default 3; --quick: 1).")
-    ap.add_argument("--cases", default="conll,synthetic,scaling",
-                    help="Comma-separated: conll, synthetic, scaling, ray (default: all but ray).")  # fmt: skip
+    ap.add_argument(
+        "--cases",
+        default="conll,synthetic,scaling",
+        help="Comma-separated: conll, synthetic, scaling, ray (default: all but ray).",
+    )
     ap.add_argument("--scaling-repeats", type=int, default=None, help="Runs per scaling point (default: --repeats).")
     ap.add_argument("--ray-copies", type=int, default=16, help="Copies of CoNLL train in the ray case.")
     ap.add_argument("--out", type=Path, default=Path("benchmark-compile.json"), help="Where to write the figures.")
@@ -430,24 +508,55 @@ def main() -> int:
                     break
         head.write_text("".join(lines))
         train = head
-    doc: dict = {"machine": {"python": platform.python_version(), "platform": platform.platform(),
-                             "cores": os.cpu_count(), "load_average_start": os.getloadavg()},
-                 "repeats": repeats, "quick": args.quick, "cases": [], "scaling": None, "ray": None}  # fmt: skip
+    doc: dict = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cores": os.cpu_count(),
+            "load_average_start": os.getloadavg(),
+        },
+        "repeats": repeats,
+        "quick": args.quick,
+        "cases": [],
+        "scaling": None,
+        "ray": None,
+    }
     rows = doc["cases"]
     if "conll" in wanted and have_conll:
         tag = "conll-head-1000" if args.quick else "conll-train"
         for dt in ("float64",) if args.quick else ("float64", "float32"):
-            rows.append(median_case(f"{tag}-{dt[5:] and 'f' + dt[5:]}", [str(train), "--dtype", dt], work, repeats,
-                                    train, dt, with_bounds=not args.quick))  # fmt: skip
+            rows.append(
+                median_case(
+                    f"{tag}-{dt[5:] and 'f' + dt[5:]}",
+                    [str(train), "--dtype", dt],
+                    work,
+                    repeats,
+                    train,
+                    dt,
+                    with_bounds=not args.quick,
+                )
+            )
     if "synthetic" in wanted:
         N, n, V, C = (2000, 16, 500, 10) if args.quick else (20_000, 32, 5_000, 10)
         syn = work / f"syn-{N}.jsonl"
-        subprocess.run([*uatlab_cmd(False), "synth", str(syn), "-N", str(N), "-n", str(n), "-V", str(V),
-                        "-C", str(C), "--json"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [*uatlab_cmd(False), "synth", str(syn), "-N", str(N), "-n", str(n), "-V", str(V), "-C", str(C), "--json"],
+            check=True,
+            capture_output=True,
+        )
         rows.append(median_case(f"synthetic-N{N}-f64", [str(syn)], work, repeats, syn, "float64"))
         # out of core: the same data in 8 on-disk chunks and buckets (must give the same model)
-        rows.append(median_case(f"synthetic-N{N}-f64-chunked", [str(syn), "--chunk-tokens", str(N * n // 8)], work,
-                                1, syn, "float64", with_bounds=False))  # fmt: skip
+        rows.append(
+            median_case(
+                f"synthetic-N{N}-f64-chunked",
+                [str(syn), "--chunk-tokens", str(N * n // 8)],
+                work,
+                1,
+                syn,
+                "float64",
+                with_bounds=False,
+            )
+        )
         nocert = (
             {"error": "skipped"}
             if args.quick
@@ -468,8 +577,10 @@ def main() -> int:
     for r in rows:
         print_case(r)
         if r.get("certify_peak_increase") is not None:
-            print(f"  peak RSS without certify {r['peak_rss_no_certify_mb']:.0f} MB: certification adds "
-                  f"{100 * r['certify_peak_increase']:.1f} %")  # fmt: skip
+            print(
+                f"  peak RSS without certify {r['peak_rss_no_certify_mb']:.0f} MB: certification adds "
+                f"{100 * r['certify_peak_increase']:.1f} %"
+            )
     if doc["scaling"]:
         s = doc["scaling"]
         if "error" in s:
@@ -477,12 +588,16 @@ def main() -> int:
         else:
             for kind in ("subsets", "copies"):
                 pts = ", ".join(f"{p['name']}: {p['tokens']} tok {p['compile_cpu_seconds']:.2f} s" for p in s[kind])
-                print(f"\nscaling {kind}: {pts}\n  exponent (compile CPU without start-up) {s[kind + '_exponent']:.3f}, "
-                      f"certify {s[kind + '_certify_exponent']:.3f}")  # fmt: skip
+                print(
+                    f"\nscaling {kind}: {pts}\n  exponent (compile CPU without start-up) {s[kind + '_exponent']:.3f}, "
+                    f"certify {s[kind + '_certify_exponent']:.3f}"
+                )
     if doc["ray"]:
         print(f"\nray case: {json.dumps(doc['ray'], default=str)}")
-    print(f"\nload average start {doc['machine']['load_average_start']}, end {doc['machine']['load_average_end']} "
-          "(shared machine)")  # fmt: skip
+    print(
+        f"\nload average start {doc['machine']['load_average_start']}, end {doc['machine']['load_average_end']} "
+        "(shared machine)"
+    )
     print(f"figures written to {args.out}")
     errors = [r for r in rows if "error" in r] + [x for x in (doc["scaling"], doc["ray"]) if x and "error" in x]
     return 1 if errors else 0

@@ -38,8 +38,15 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.quick:
         a.sentences, a.epochs, a.dim, a.ff = 200, 30, 32, 128
-    res = diagnose(a.data, sentences=a.sentences, epochs=a.epochs, dim=a.dim, ff=a.ff,
-                   rank=1 if a.rank == "1" else None, max_minutes=a.max_minutes)  # fmt: skip
+    res = diagnose(
+        a.data,
+        sentences=a.sentences,
+        epochs=a.epochs,
+        dim=a.dim,
+        ff=a.ff,
+        rank=1 if a.rank == "1" else None,
+        max_minutes=a.max_minutes,
+    )
     text = json.dumps(res, indent=1)
     if a.out:
         Path(a.out).write_text(text)

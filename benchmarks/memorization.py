@@ -71,8 +71,9 @@ def count_mod3(N: int, n: int, V: int, rng: np.random.Generator):
 
 
 def random_labels(N: int, n: int, V: int, C: int, rng: np.random.Generator):
-    return [([f"w{w}" for w in rng.integers(0, V, size=n)], [f"y{c}" for c in rng.integers(0, C, size=n)])
-            for _ in range(N)]  # fmt: skip
+    return [
+        ([f"w{w}" for w in rng.integers(0, V, size=n)], [f"y{c}" for c in rng.integers(0, C, size=n)]) for _ in range(N)
+    ]
 
 
 def information(path: Path) -> dict:
@@ -96,20 +97,32 @@ def run_case(name: str, data: Path, extra: list[str], work: Path) -> dict:
     info = information(data)
     p = fig["params_non_embedding"]
     row = {
-        "case": name, "command": shlex.join(["uatlab", "compile", data.name, *extra]),
-        "sequences": fig["sequences"], "tokens": fig["tokens"], "max_len": fig["max_len"], "d_model": fig["d_model"],
-        "ff_width": fig["ff_width"], "params_non_embedding": p,
+        "case": name,
+        "command": shlex.join(["uatlab", "compile", data.name, *extra]),
+        "sequences": fig["sequences"],
+        "tokens": fig["tokens"],
+        "max_len": fig["max_len"],
+        "d_model": fig["d_model"],
+        "ff_width": fig["ff_width"],
+        "params_non_embedding": p,
         "params_non_embedding_nonzero": fig.get("params_non_embedding_nonzero"),
-        "paper_a_param_count": fig["paper_a_param_count"], "ratio_to_paper_a": p / fig["paper_a_param_count"],
-        "certified": fig["certified"], "certified_at_ceiling": bool(
-            fig["certified"] and fig["certified_tokens"] == fig["ceiling_tokens"]
-            and fig["correct_tokens"] == fig["ceiling_tokens"]),
-        "correct_tokens": fig["correct_tokens"], "ceiling_tokens": fig["ceiling_tokens"],
-        "dtype": fig["dtype"], "wall_seconds": wall,
+        "paper_a_param_count": fig["paper_a_param_count"],
+        "ratio_to_paper_a": p / fig["paper_a_param_count"],
+        "certified": fig["certified"],
+        "certified_at_ceiling": bool(
+            fig["certified"]
+            and fig["certified_tokens"] == fig["ceiling_tokens"]
+            and fig["correct_tokens"] == fig["ceiling_tokens"]
+        ),
+        "correct_tokens": fig["correct_tokens"],
+        "ceiling_tokens": fig["ceiling_tokens"],
+        "dtype": fig["dtype"],
+        "wall_seconds": wall,
         "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        "label_bits_given_word": info["word_bits"], "bits_per_param": info["word_bits"] / max(p, 1),
+        "label_bits_given_word": info["word_bits"],
+        "bits_per_param": info["word_bits"] / max(p, 1),
         "information": info,
-    }  # fmt: skip
+    }
     return row
 
 
@@ -125,8 +138,12 @@ def cases(quick: bool, work: Path, seed: int) -> list[tuple[str, Path, list[str]
     if quick:
         sizes = {"perm": (200, 16, 8), "mod3": (100, 40, 5), "long": (20, 256, 500, 50), "syn": (400, 12, 300, 5)}
     else:
-        sizes = {"perm": (2000, 24, 12), "mod3": (1000, 40, 5), "long": (200, 256, 2000, 50),
-                 "syn": (20_000, 32, 5_000, 10)}  # fmt: skip
+        sizes = {
+            "perm": (2000, 24, 12),
+            "mod3": (1000, 40, 5),
+            "long": (200, 256, 2000, 50),
+            "syn": (20_000, 32, 5_000, 10),
+        }
     N, n, V = sizes["perm"]
     made.append((f"perm-parity-N{N}-n{n}", family("perm", perm_parity(N, n, V, rng)), []))
     N, n, V = sizes["mod3"]
@@ -158,8 +175,10 @@ def cases(quick: bool, work: Path, seed: int) -> list[tuple[str, Path, list[str]
 def table(rows: list[dict], before: dict[str, dict] | None) -> str:
     head = "| case | params (dense) | non-zero | paper A | ratio | certified at ceiling | CPU s | bits/param |"
     if before:
-        head = ("| case | ratio to paper A (before → after) | certified at ceiling (before → after) | "
-                "CPU s (before → after) | bits/param (before → after) | params (before → after) |")  # fmt: skip
+        head = (
+            "| case | ratio to paper A (before → after) | certified at ceiling (before → after) | "
+            "CPU s (before → after) | bits/param (before → after) | params (before → after) |"
+        )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if "error" in r:
@@ -222,8 +241,9 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
         plt.Line2D([], [], marker="^", ls="", color="tab:gray", label="√(nN) (seq2seq scale, ICLR 2025)"),
         plt.Line2D([], [], marker="v", ls="", color="tab:gray", label="√N (next-token scale, ICLR 2025)"),
     ]
-    ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))  # fmt: skip
+    ax.legend(
+        handles=handles + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0)
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("label bits the non-embedding weights must hold: Σ_tokens H(label | word), conflicts excluded")

@@ -41,8 +41,7 @@ def corpus(window: int, min_windows: int) -> dict:
     t0, c0 = time.perf_counter(), cpu_seconds()
     data = python_stdlib_windows(window, min_windows)
     t_read = time.perf_counter() - t0
-    memo, _ = compile_memorizer(data.tokens, data.labels, V=len(data.token_vocab), C=data.num_classes,
-                                 regime="float64")  # fmt: skip
+    memo, _ = compile_memorizer(data.tokens, data.labels, V=len(data.token_vocab), C=data.num_classes, regime="float64")
     t_compile = time.perf_counter() - t0 - t_read
     cert = certify_next_token(memo, data.tokens, data.labels)
     t_cert = time.perf_counter() - t0 - t_read - t_compile
@@ -54,16 +53,31 @@ def corpus(window: int, min_windows: int) -> dict:
     pred = np.concatenate(pred)
     gen_ok = int((pred == data.labels).sum())
     return {
-        "windows": len(data), "window": window, "files": data.source, "vocabulary": len(data.token_vocab),
-        "classes": data.num_classes, "distinct_windows": memo.facts["N_distinct"], "ceiling": cert.ceiling_rows,
-        "params": memo.parameters, "D": memo.layout.D, "m": memo.layout.m, "banks": list(memo.layout.banks),
-        "depth": memo.circuit.depth, "certified": cert.certified, "correct": cert.correct_rows,
-        "float_bound_bits": cert.float_bound_bits, "generation_correct_float64": gen_ok,
+        "windows": len(data),
+        "window": window,
+        "files": data.source,
+        "vocabulary": len(data.token_vocab),
+        "classes": data.num_classes,
+        "distinct_windows": memo.facts["N_distinct"],
+        "ceiling": cert.ceiling_rows,
+        "params": memo.parameters,
+        "D": memo.layout.D,
+        "m": memo.layout.m,
+        "banks": list(memo.layout.banks),
+        "depth": memo.circuit.depth,
+        "certified": cert.certified,
+        "correct": cert.correct_rows,
+        "float_bound_bits": cert.float_bound_bits,
+        "generation_correct_float64": gen_ok,
         "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],
-        "seconds": {"read": t_read, "compile": t_compile, "certify": t_cert,
-                    "generate": time.perf_counter() - t0 - t_read - t_compile - t_cert},
+        "seconds": {
+            "read": t_read,
+            "compile": t_compile,
+            "certify": t_cert,
+            "generate": time.perf_counter() - t0 - t_read - t_compile - t_cert,
+        },
         "cpu_seconds": cpu_seconds() - c0,
-    }  # fmt: skip
+    }
 
 
 def figure(state: dict, path: Path) -> None:
@@ -73,8 +87,11 @@ def figure(state: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    styles = {"exact": ("o-", "compiled, exact arithmetic"), "float64": ("s-", "compiled, float64"),
-              "per-token (paper A)": ("^--", "per-token (paper A, Cor. 1)")}  # fmt: skip
+    styles = {
+        "exact": ("o-", "compiled, exact arithmetic"),
+        "float64": ("s-", "compiled, float64"),
+        "per-token (paper A)": ("^--", "per-token (paper A, Cor. 1)"),
+    }
     rows = state["rows"]
     for regime, (st, label) in styles.items():
         pts = sorted((r["N"], r["params"]) for r in rows if r["regime"] == regime)
@@ -131,8 +148,13 @@ def main(argv: list[str] | None = None) -> int:
                 cmax = a.certify_max_exact if regime == "exact" else a.certify_max
                 row = nt.compiled_point(N, regime, certify=N <= cmax)
                 state["rows"].append(row)
-                print(json.dumps({k: row[k] for k in ("N", "regime", "params", "ratio_to_floor")} |
-                                 {"certified": row.get("certified")}), flush=True)  # fmt: skip
+                print(
+                    json.dumps(
+                        {k: row[k] for k in ("N", "regime", "params", "ratio_to_floor")}
+                        | {"certified": row.get("certified")}
+                    ),
+                    flush=True,
+                )
                 _save(out, state)
         if N <= a.per_token_max and (N, "per-token (paper A)") not in done:
             state["rows"].append(nt.per_token_point(N))

@@ -58,8 +58,10 @@ label_dims = 1 if cfg.meta.get("labels") == "ordinal" else cfg.num_labels
 lay = KnotLayout(k=cfg.meta["code_bits"], label_dims=label_dims, kp=cfg.meta.get("pos_code_bits", 0))
 E = model.embed.weight.detach().numpy()  # (V, d)
 P = model.pos.detach().numpy()  # (n_max, d)
-print(f"d = {cfg.d_model}: gate code [0, {lay.k}), key {lay.key}, query {lay.query}, context {lay.ctx}, "
-      f"constant {lay.one}, label code {lay.labels}")  # fmt: skip
+print(
+    f"d = {cfg.d_model}: gate code [0, {lay.k}), key {lay.key}, query {lay.query}, context {lay.ctx}, "
+    f"constant {lay.one}, label code {lay.labels}"
+)
 for word in ["Washington", "Paris", "visited"]:
     row = E[enc.token_to_id[word]]
     print(f"{word:>10}: gate code {row[: lay.k]}, key a = {row[lay.key]:+.6f}, base label code {row[lay.labels]}")
@@ -101,8 +103,10 @@ for i in (0, 1, 2):
         before, after = readout(after_attn)[0].argmax(-1), readout(ff(after_attn))[0].argmax(-1)
     for k, word in enumerate(data.tokens[i]):
         units = torch.nonzero(fired[k]).flatten().tolist()
-        print(f"{word:>10}: without FF {enc.id_to_label[int(before[k])]:<6} → with FF "
-              f"{enc.id_to_label[int(after[k])]:<6} (label {data.labels[i][k]}), units fired: {units or 'none'}")  # fmt: skip
+        print(
+            f"{word:>10}: without FF {enc.id_to_label[int(before[k])]:<6} → with FF "
+            f"{enc.id_to_label[int(after[k])]:<6} (label {data.labels[i][k]}), units fired: {units or 'none'}"
+        )
 
 # %% [markdown]
 # ## Certified margins

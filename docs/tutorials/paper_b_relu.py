@@ -36,8 +36,10 @@ print(f"target: {net.hidden} hidden units, {net.params} parameters")
 for m in (9, 33, 129):
     c = uatlab.compile_relu_network(net, anchors=m)
     err = float(np.abs(c.detail(X) - net(X)).max())
-    print(f"m = {m:>3} anchors: sup error {err:.2e} ≤ bound {c.guarantee['sup_error_bound']:.2e}, "
-          f"{c.facts['parameters']} parameters")  # fmt: skip
+    print(
+        f"m = {m:>3} anchors: sup error {err:.2e} ≤ bound {c.guarantee['sup_error_bound']:.2e}, "
+        f"{c.facts['parameters']} parameters"
+    )
 print("what one layer needs beyond a standard Transformer:", c.detail.nonstandard)
 
 # %% [markdown]
@@ -49,8 +51,10 @@ print("what one layer needs beyond a standard Transformer:", c.detail.nonstandar
 for m in (9, 33, 129):
     c2 = uatlab.compile_relu_network_two_layer(net, anchors=m)
     err = float(np.abs(c2.detail(X) - net(X)).max())
-    print(f"m = {m:>3} anchors: sup error {err:.2e} ≤ bound {c2.guarantee['sup_error_bound']:.2e}, "
-          f"{c2.facts['parameters']} parameters")  # fmt: skip
+    print(
+        f"m = {m:>3} anchors: sup error {err:.2e} ≤ bound {c2.guarantee['sup_error_bound']:.2e}, "
+        f"{c2.facts['parameters']} parameters"
+    )
 
 # %% [markdown]
 # The error falls roughly as 1/m and stays under the bound; `uatlab approx relu-network` sweeps the same

@@ -49,8 +49,20 @@ print(
 # ## Train the same architecture (one block, one rank-1 head)
 
 # %%
-cfg = uatlab.TrainConfig(layers=1, rank=1, heads=1, head_dim=1, dim=32, ff_mult=4, lr=1e-2, batch_size=8,
-                         warmup_steps=10, embed_std=0.1, epochs=60, seed=0)  # fmt: skip
+cfg = uatlab.TrainConfig(
+    layers=1,
+    rank=1,
+    heads=1,
+    head_dim=1,
+    dim=32,
+    ff_mult=4,
+    lr=1e-2,
+    batch_size=8,
+    warmup_steps=10,
+    embed_std=0.1,
+    epochs=60,
+    seed=0,
+)
 with tempfile.TemporaryDirectory() as tmp:
     t0 = time.process_time()
     run = uatlab.train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True)
@@ -65,8 +77,10 @@ print("parameters (non-embedding):", run.parameters["non_embedding"])
 # %%
 for name, model in (("compiled", built.model), ("trained", trained)):
     cert = uatlab.certify(model, data)
-    print(f"{name:>9}: {cert.certified_tokens} of {cert.ceiling_tokens} winnable tokens certified "
-          f"in {cert.dtype}, smallest certified margin {cert.min_certified_margin}")  # fmt: skip
+    print(
+        f"{name:>9}: {cert.certified_tokens} of {cert.ceiling_tokens} winnable tokens certified "
+        f"in {cert.dtype}, smallest certified margin {cert.min_certified_margin}"
+    )
 
 # %% [markdown]
 # The compiled model is certified at the ceiling by construction, with margin ≈ 1. The trained model may

@@ -97,8 +97,9 @@ def _check_parent(path: Path, option: str) -> None:
         raise InputError(f"{option} {path}: folder {probe} is not writable")
 
 
-def check_output_file(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
-                      option: str = "--out") -> Path:  # fmt: skip
+def check_output_file(
+    path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), option: str = "--out"
+) -> Path:
     """Refuse, before any work, an output file that is an input, an existing directory, or not creatable."""
     p = Path(path)
     if str(path) in ("", "-"):
@@ -118,8 +119,9 @@ def check_output_file(path: str | os.PathLike, inputs: Iterable[str | os.PathLik
     return p
 
 
-def check_output_dir(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (),
-                     option: str = "--out") -> Path:  # fmt: skip
+def check_output_dir(
+    path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), option: str = "--out"
+) -> Path:
     """Refuse, before any work, an output folder that is an existing file or cannot be created or written."""
     p = Path(path)
     for src in inputs:
@@ -163,12 +165,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
-                 newline: str | None = None) -> Iterator[IO[Any]]:  # fmt: skip
+def atomic_write(
+    path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8", newline: str | None = None
+) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path`` for writing; rename it over ``path`` once the block completes."""
     binary = "b" in mode
-    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if binary else encoding,
-                                        newline=None if binary else newline) as fh:  # fmt: skip
+    with (
+        atomic_path(path) as tmp,
+        open(tmp, mode, encoding=None if binary else encoding, newline=None if binary else newline) as fh,
+    ):
         yield fh
         fh.flush()
 

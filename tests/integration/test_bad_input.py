@@ -587,11 +587,13 @@ def test_case_table_is_large_and_unique() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ signals
-def _interrupt(argv: list[str], cwd: Path, delay: float, sig: int = signal.SIGINT,
-               when: Callable[[], bool] | None = None) -> tuple[int, str]:  # fmt: skip
+def _interrupt(
+    argv: list[str], cwd: Path, delay: float, sig: int = signal.SIGINT, when: Callable[[], bool] | None = None
+) -> tuple[int, str]:
     """Run uatlab, send ``sig`` once ``when()`` holds (polled, at most 120 s) plus ``delay`` seconds."""
-    proc = subprocess.Popen([sys.executable, "-m", "uatlab", *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uatlab", *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 120
     while when is not None and not when() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -626,8 +628,12 @@ def test_ctrl_c_while_torch_loads(case_dir: Path, delay: float) -> None:
 def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
     """Ctrl-C while synth writes over an existing file: exit 130, the old file intact, no temporary file left."""
     before = _snapshot(case_dir)
-    code, err = _interrupt(["synth", "notes.md", "-N", "100000000", "-n", "64", "--json"], case_dir, 0.5,
-                           when=lambda: any(p.name.endswith(".tmp") for p in case_dir.iterdir()))  # fmt: skip
+    code, err = _interrupt(
+        ["synth", "notes.md", "-N", "100000000", "-n", "64", "--json"],
+        case_dir,
+        0.5,
+        when=lambda: any(p.name.endswith(".tmp") for p in case_dir.iterdir()),
+    )
     assert "Traceback" not in err, err
     assert code == 130, (code, err)
     assert err.strip().endswith("interrupted (partial results, if any, were kept)")
@@ -638,9 +644,12 @@ def test_ctrl_c_during_compile_keeps_work_and_resumes(case_dir: Path, capsys) ->
     assert main(["synth", "big.jsonl", "-N", "2000", "-n", "16", "-V", "1000", "--json"]) == 0
     capsys.readouterr()
     before = _snapshot(case_dir)
-    code, err = _interrupt(["compile", "big.jsonl", "--out", "m.safetensors", "--chunk-tokens", "2000",
-                            "--no-certify"], case_dir, 0.2,
-                           when=lambda: (case_dir / "m.safetensors.work" / "chunk_00000.npz").exists())  # fmt: skip
+    code, err = _interrupt(
+        ["compile", "big.jsonl", "--out", "m.safetensors", "--chunk-tokens", "2000", "--no-certify"],
+        case_dir,
+        0.2,
+        when=lambda: (case_dir / "m.safetensors.work" / "chunk_00000.npz").exists(),
+    )
     assert "Traceback" not in err, err
     assert code in (0, 130), err
     after = _snapshot(case_dir)
@@ -655,8 +664,13 @@ def test_sigterm_during_train_keeps_files(case_dir: Path, capsys) -> None:
     assert main(["synth", "t.jsonl", "-N", "1000", "-n", "12", "-V", "300", "--json"]) == 0
     capsys.readouterr()
     before = _snapshot(case_dir)
-    code, err = _interrupt(["train", "t.jsonl", "--out", "run", "--epochs", "50", "--dim", "16"], case_dir, 0.5,
-                           signal.SIGTERM, when=lambda: (case_dir / "run").is_dir())  # fmt: skip
+    code, err = _interrupt(
+        ["train", "t.jsonl", "--out", "run", "--epochs", "50", "--dim", "16"],
+        case_dir,
+        0.5,
+        signal.SIGTERM,
+        when=lambda: (case_dir / "run").is_dir(),
+    )
     assert "Traceback" not in err, err
     assert code in (130, -signal.SIGTERM, 143), (code, err)
     after = _snapshot(case_dir)

@@ -15,8 +15,12 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "compile.py"
 @pytest.mark.timeout(1500)  # about a minute on an idle 2-core machine; several times that when it is shared
 def test_compile_benchmark_quick(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, str(BENCH), "--quick", "--cases", "synthetic", "--out", str(out)],
-                          capture_output=True, text=True, timeout=1400)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--cases", "synthetic", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1400,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     rows = {r["case"]: r for r in doc["cases"]}
@@ -27,8 +31,15 @@ def test_compile_benchmark_quick(tmp_path):
         assert r["peak_rss_mb"] > 0 and r["wall_seconds"] > 0 and r["cpu_seconds"] > 0
         assert r["threads"]["threads"] >= 1 and r["threads"]["blas"]
     assert whole["buckets"] == 1 and chunked["buckets"] == 8
-    for key in ("params_non_embedding", "ff_width", "min_certified_margin", "max_abs_weight", "distinct_contexts",
-                "model_hash", "certificate_digest"):  # fmt: skip
+    for key in (
+        "params_non_embedding",
+        "ff_width",
+        "min_certified_margin",
+        "max_abs_weight",
+        "distinct_contexts",
+        "model_hash",
+        "certificate_digest",
+    ):
         assert whole[key] == chunked[key], key
     # every stage has a measured bound and a ratio; stage CPU adds up to the process CPU
     for stage in ("startup", "read + encode", "attention (h per token)", "group contexts per word", "certify", "save"):

@@ -61,9 +61,11 @@ def test_no_certified_token_of_a_compiled_model_fails_in_any_evaluation(dtype, g
     assert res["cert"].certified and res["certified"] == res["tokens"] == res["cert"].ceiling_tokens  # all of it
     assert res["variants_differ"]  # the evaluations really round differently
     assert res["wrong"] == 0 and res["below_bound"] == 0 and res["worst_fraction_of_radius"] <= 2, res
-    print(f"{dtype} {group} causal={causal}: {res['tokens']} tokens × {len(evaluations(dtype, 5))} evaluations"
-          f" = {res['runs']} runs, 0 violations, worst |run − reference| = "
-          f"{res['worst_fraction_of_radius']:.3f} radius, {time.process_time() - t0:.1f} CPU s")  # fmt: skip
+    print(
+        f"{dtype} {group} causal={causal}: {res['tokens']} tokens × {len(evaluations(dtype, 5))} evaluations"
+        f" = {res['runs']} runs, 0 violations, worst |run − reference| = "
+        f"{res['worst_fraction_of_radius']:.3f} radius, {time.process_time() - t0:.1f} CPU s"
+    )
 
 
 def train_tiny(dtype: str, seed: int) -> tuple[Transformer, object, dict]:
@@ -73,9 +75,20 @@ def train_tiny(dtype: str, seed: int) -> tuple[Transformer, object, dict]:
     tokens = sorted({t for s in data.tokens for t in s})
     labels = sorted({y for s in data.labels for y in s})
     enc = {"tokens": tokens, "labels": labels}
-    cfg = TransformerConfig(d_model=8, n_layers=1, n_heads=1, head_dim=2, rank=None, ff_width=16,
-                            vocab_size=len(tokens), num_labels=len(labels), max_len=6, positional="learned",
-                            dtype=dtype, readout_bias=True)  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=8,
+        n_layers=1,
+        n_heads=1,
+        head_dim=2,
+        rank=None,
+        ff_width=16,
+        vocab_size=len(tokens),
+        num_labels=len(labels),
+        max_len=6,
+        positional="learned",
+        dtype=dtype,
+        readout_bias=True,
+    )
     model = Transformer(cfg)
     ids = torch.tensor([[tokens.index(t) for t in s] for s in data.tokens])
     ys = torch.tensor([[labels.index(y) for y in s] for s in data.labels])
@@ -96,15 +109,25 @@ def test_no_certified_token_of_a_trained_model_fails_in_any_evaluation(dtype):
     assert res["tokens"] > 0.3 * data.num_tokens  # the training run fits a good part, and it is proven
     assert res["variants_differ"]
     assert res["wrong"] == 0 and res["below_bound"] == 0 and res["worst_fraction_of_radius"] <= 2, res
-    print(f"trained {dtype}: {res['tokens']} of {data.num_tokens} tokens certified × {len(evaluations(dtype, 5))}"
-          f" evaluations = {res['runs']} runs, 0 violations")  # fmt: skip
+    print(
+        f"trained {dtype}: {res['tokens']} of {data.num_tokens} tokens certified × {len(evaluations(dtype, 5))}"
+        f" evaluations = {res['runs']} runs, 0 violations"
+    )
 
 
 def test_the_harness_catches_a_certificate_of_the_wrong_dtype():
     # L_B = 1 + 2^-25 vs L_A = 1: certified in float64, but a float32 evaluation rounds L_B to 1 (a tie,
     # argmax A). Proving the float32 weights with float64 rounding is the unsoundness the harness must see.
-    cfg = TransformerConfig(d_model=2, n_layers=0, vocab_size=1, num_labels=2, max_len=4, positional="none",
-                            dtype="float64", readout_bias=False)  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=2,
+        n_layers=0,
+        vocab_size=1,
+        num_labels=2,
+        max_len=4,
+        positional="none",
+        dtype="float64",
+        readout_bias=False,
+    )
     model = Transformer(cfg).eval()
     with torch.no_grad():
         model.embed.weight.copy_(torch.tensor([[1.0, 2.0**-25]]))

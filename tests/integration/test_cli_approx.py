@@ -73,8 +73,24 @@ def test_bad_input_is_one_line_error(capsys, tmp_path):
 
 
 def test_relu_network_two_layers_is_smaller_and_bounded(capsys, tmp_path):
-    common = ["approx", "relu-network", "--nets", "1", "--anchors", "17,33,65", "--n", "4", "--d", "2",
-              "--hidden", "3", "--samples", "16", "--out", str(tmp_path)]  # fmt: skip
+    common = [
+        "approx",
+        "relu-network",
+        "--nets",
+        "1",
+        "--anchors",
+        "17,33,65",
+        "--n",
+        "4",
+        "--d",
+        "2",
+        "--hidden",
+        "3",
+        "--samples",
+        "16",
+        "--out",
+        str(tmp_path),
+    ]
     one = _run_json(capsys, common)
     two = _run_json(capsys, common + ["--layers", "2"])
     assert all(r["layers"] == 2 and r["sup_error"] <= r["bound"] for r in two["rows"])

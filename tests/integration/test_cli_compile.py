@@ -31,9 +31,23 @@ Alva NNP B-NP B-PER
 Kestrel NNP I-NP B-PER
 """
 
-CONTRACT = ["sequences", "tokens", "conflict_tokens", "ceiling_tokens", "correct_tokens", "certified",
-            "certified_fraction", "min_certified_margin", "params_total", "params_non_embedding",
-            "paper_a_param_count", "ff_width", "max_abs_weight", "dtype", "seconds"]  # fmt: skip
+CONTRACT = [
+    "sequences",
+    "tokens",
+    "conflict_tokens",
+    "ceiling_tokens",
+    "correct_tokens",
+    "certified",
+    "certified_fraction",
+    "min_certified_margin",
+    "params_total",
+    "params_non_embedding",
+    "paper_a_param_count",
+    "ff_width",
+    "max_abs_weight",
+    "dtype",
+    "seconds",
+]
 
 
 def _run(capsys, args, code=0):

@@ -36,8 +36,11 @@ def test_knots_report_ratio_and_bits_per_parameter(capsys, tmp_path):
 def test_ramps_still_available_and_bad_options_are_one_line_errors(capsys, tmp_path):
     code, cap, _ = _compile(capsys, tmp_path, "--ff", "ramps")
     assert code == 0 and json.loads(cap.out)["ff_width"] == 2 * json.loads(cap.out)["label_boundaries"]
-    for extra, word in ((["--ff", "spline"], "--ff"), (["--labels", "gray"], "--labels"),
-                        (["--ff", "ramps", "--labels", "ordinal"], "--labels")):  # fmt: skip
+    for extra, word in (
+        (["--ff", "spline"], "--ff"),
+        (["--labels", "gray"], "--labels"),
+        (["--ff", "ramps", "--labels", "ordinal"], "--labels"),
+    ):
         src = tmp_path / "d.conll"
         dst = tmp_path / "bad.safetensors"
         code = main(["compile", str(src), "--out", str(dst), *extra])

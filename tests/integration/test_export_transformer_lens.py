@@ -91,8 +91,19 @@ def test_trained_and_general_models_logits_equal(tmp_path):
     toks = [[f"w{int(v)}" for v in rng.integers(0, 12, size=int(rng.integers(2, 8)))] for _ in range(60)]
     labs = [[("B" if t < "w6" else "O") for t in s] for s in toks]
     data = from_lists(toks, labs)
-    cfg = TrainConfig(epochs=3, dim=8, ff_mult=2, heads=2, head_dim=2, rank=1, layers=2, lr=1e-2, batch_size=16,
-                      warmup_steps=2, dtype="float64")  # fmt: skip
+    cfg = TrainConfig(
+        epochs=3,
+        dim=8,
+        ff_mult=2,
+        heads=2,
+        head_dim=2,
+        rank=1,
+        layers=2,
+        lr=1e-2,
+        batch_size=16,
+        warmup_steps=2,
+        dtype="float64",
+    )
     r = train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
     assert r.epochs == 3
     trained = load(tmp_path / "run" / "model.safetensors")
@@ -115,13 +126,15 @@ def test_trained_and_general_models_logits_equal(tmp_path):
             causal=True,
             readout_bias=False,
             dtype="float64",
-        )  # fmt: skip
+        )
     )
     for model in (trained, general):
         hooked = to_hooked_transformer(model)
         g = torch.Generator().manual_seed(1)
-        ids = [torch.randint(0, model.config.vocab_size, (int(n),), generator=g).numpy()
-               for n in torch.randint(1, model.config.max_len + 1, (1000,), generator=g)]  # fmt: skip
+        ids = [
+            torch.randint(0, model.config.vocab_size, (int(n),), generator=g).numpy()
+            for n in torch.randint(1, model.config.max_len + 1, (1000,), generator=g)
+        ]
         assert _max_diff_by_length(model, hooked, ids) <= 1e-9
     assert to_hooked_transformer(general).cfg.attention_dir == "causal"
 

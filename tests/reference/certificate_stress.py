@@ -30,12 +30,19 @@ def plain_weights(model: Transformer) -> Weights:
         # a bias-free FF (ff_bias=False) adds nothing: zeros here are exact
         b1 = sd.get(f"{p}ff.hidden.bias", np.zeros(W1.shape[0], dt))
         b2 = sd.get(f"{p}ff.output.bias", np.zeros(W2.shape[0], dt))
-        layers.append(Layer(maps["W_Q"], maps["W_K"], maps["W_V"], maps["W_O"], float(block.attn.score_scale),
-                            W1, b1, W2, b2))  # fmt: skip
+        layers.append(
+            Layer(maps["W_Q"], maps["W_K"], maps["W_V"], maps["W_O"], float(block.attn.score_scale), W1, b1, W2, b2)
+        )
     b = sd.get("readout.bias")
-    return Weights(sd["embed.weight"], sd.get("pos"), layers, sd["readout.weight"],
-                   b if b is not None else np.zeros(sd["readout.weight"].shape[0], dt),
-                   bool(model.config.causal), dt)  # fmt: skip
+    return Weights(
+        sd["embed.weight"],
+        sd.get("pos"),
+        layers,
+        sd["readout.weight"],
+        b if b is not None else np.zeros(sd["readout.weight"].shape[0], dt),
+        bool(model.config.causal),
+        dt,
+    )
 
 
 def evaluations(dtype: str, exp_ulps: float) -> list[Evaluation]:
@@ -61,8 +68,9 @@ def observed_margins(logits: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return own - other
 
 
-def stress(model: Transformer, data, encoding=None, exp_ulps: float = DEFAULT_EXP_ULPS, cert=None,
-           sequences=None) -> dict:  # fmt: skip
+def stress(
+    model: Transformer, data, encoding=None, exp_ulps: float = DEFAULT_EXP_ULPS, cert=None, sequences=None
+) -> dict:
     """Certify ``model`` on ``data`` (unless ``cert`` is given), then run every evaluation on the sequences
     holding certified tokens (only those in ``sequences``, if given). Counts: certified tokens evaluated,
     runs (tokens × evaluations), misclassified runs, runs below the certified margin, and the largest
@@ -71,8 +79,16 @@ def stress(model: Transformer, data, encoding=None, exp_ulps: float = DEFAULT_EX
     enc = _encoding_of(model, encoding)
     w = plain_weights(model)
     tok_ids, lab_ids = enc.encode_tokens(data), enc.encode_labels(data)
-    out = {"certified": cert.certified_tokens, "tokens": 0, "runs": 0, "wrong": 0, "below_bound": 0,
-           "variants_differ": False, "worst_fraction_of_radius": 0.0, "cert": cert}  # fmt: skip
+    out = {
+        "certified": cert.certified_tokens,
+        "tokens": 0,
+        "runs": 0,
+        "wrong": 0,
+        "below_bound": 0,
+        "variants_differ": False,
+        "worst_fraction_of_radius": 0.0,
+        "cert": cert,
+    }
     lengths = np.array([len(t) for t in tok_ids])
     for n in np.unique(lengths):
         idx = np.flatnonzero(lengths == n)

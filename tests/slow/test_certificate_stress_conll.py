@@ -37,6 +37,8 @@ def test_tightest_and_random_conll_tokens_hold_in_every_evaluation(split, dtype)
     out = stress(res.model, data, cert=cert, sequences=sequences)
     assert out["tokens"] > 0 and out["variants_differ"]
     assert out["wrong"] == 0 and out["below_bound"] == 0 and out["worst_fraction_of_radius"] <= 2, out
-    print(f"\nCoNLL {split} {dtype}: {len(sequences)} sequences, {out['tokens']} certified tokens × "
-          f"{len(evaluations(dtype, cert.exp_ulps))} evaluations = {out['runs']} runs, 0 violations, worst "
-          f"|run − reference| = {out['worst_fraction_of_radius']:.3f} radius, {time.process_time() - c0:.1f} CPU s")  # fmt: skip
+    print(
+        f"\nCoNLL {split} {dtype}: {len(sequences)} sequences, {out['tokens']} certified tokens × "
+        f"{len(evaluations(dtype, cert.exp_ulps))} evaluations = {out['runs']} runs, 0 violations, worst "
+        f"|run − reference| = {out['worst_fraction_of_radius']:.3f} radius, {time.process_time() - c0:.1f} CPU s"
+    )

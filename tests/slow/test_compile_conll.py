@@ -41,6 +41,8 @@ def test_conll_at_ceiling_and_certified(split, dtype):
     assert res.model.config.n_layers == 1 and res.model.config.n_heads == 1
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 6 * 1024 * 1024
     assert seconds < 600
-    print(f"\nCoNLL-2003 {split} {dtype}: {cert.certified_tokens}/{cert.ceiling_tokens} certified "
-          f"(fraction {cert.certified_fraction}, exp {cert.exp_ulps:g} ulp, min margin "
-          f"{cert.min_certified_margin:.4g}), compile + certify {seconds:.1f} s wall, {cpu:.1f} s CPU")  # fmt: skip
+    print(
+        f"\nCoNLL-2003 {split} {dtype}: {cert.certified_tokens}/{cert.ceiling_tokens} certified "
+        f"(fraction {cert.certified_fraction}, exp {cert.exp_ulps:g} ulp, min margin "
+        f"{cert.min_certified_margin:.4g}), compile + certify {seconds:.1f} s wall, {cpu:.1f} s CPU"
+    )

@@ -13,14 +13,38 @@ from uatlab.numerics.float_bounds import gamma, is_power_of_two, product_radius,
 from uatlab.verify.certificate import certify, logit_bounds
 
 
-def random_model(dtype="float32", causal=False, heads=1, head_dim=1, rank=1, layers=1, input_ff=None, seed=0,
-                 beta=1.0, vocab=7, labels=3, d=6, width=5):  # fmt: skip
+def random_model(
+    dtype="float32",
+    causal=False,
+    heads=1,
+    head_dim=1,
+    rank=1,
+    layers=1,
+    input_ff=None,
+    seed=0,
+    beta=1.0,
+    vocab=7,
+    labels=3,
+    d=6,
+    width=5,
+):
     torch.manual_seed(seed)
     cfg = TransformerConfig(
-        d_model=d, n_layers=layers, n_heads=heads, head_dim=head_dim, rank=rank, ff_width=width, vocab_size=vocab,
-        num_labels=labels, max_len=9, positional="learned", causal=causal, input_ff_width=input_ff, dtype=dtype,
+        d_model=d,
+        n_layers=layers,
+        n_heads=heads,
+        head_dim=head_dim,
+        rank=rank,
+        ff_width=width,
+        vocab_size=vocab,
+        num_labels=labels,
+        max_len=9,
+        positional="learned",
+        causal=causal,
+        input_ff_width=input_ff,
+        dtype=dtype,
         beta=beta,
-    )  # fmt: skip
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -72,21 +96,40 @@ def test_float64_radius_bounds_error_against_high_precision():
     mpmath.mp.dps = 50
     sd = {k: v.numpy() for k, v in model.state_dict().items()}
     # literal high-precision evaluation of the same network (one block, one head, s = 1, rank 1)
-    x = [[mpmath.mpf(float(sd["embed.weight"][t, j])) + mpmath.mpf(float(sd["pos"][k, j])) for j in range(4)]
-         for k, t in enumerate(ids[0])]  # fmt: skip
+    x = [
+        [mpmath.mpf(float(sd["embed.weight"][t, j])) + mpmath.mpf(float(sd["pos"][k, j])) for j in range(4)]
+        for k, t in enumerate(ids[0])
+    ]
 
     def mat(name):
         return [[mpmath.mpf(float(v)) for v in row] for row in np.atleast_2d(sd[name])]
 
-    Wq = [mpmath.mpf(float(sd["blocks.0.attn.W_Q.left"].ravel()[0])) * mpmath.mpf(float(v)) for v in sd["blocks.0.attn.W_Q.right"].ravel()]  # fmt: skip
-    Wk = [mpmath.mpf(float(sd["blocks.0.attn.W_K.left"].ravel()[0])) * mpmath.mpf(float(v)) for v in sd["blocks.0.attn.W_K.right"].ravel()]  # fmt: skip
-    Wv = [mpmath.mpf(float(sd["blocks.0.attn.W_V.left"].ravel()[0])) * mpmath.mpf(float(v)) for v in sd["blocks.0.attn.W_V.right"].ravel()]  # fmt: skip
-    Wo = [mpmath.mpf(float(v)) * mpmath.mpf(float(sd["blocks.0.attn.W_O.right"].ravel()[0])) for v in sd["blocks.0.attn.W_O.left"].ravel()]  # fmt: skip
+    Wq = [
+        mpmath.mpf(float(sd["blocks.0.attn.W_Q.left"].ravel()[0])) * mpmath.mpf(float(v))
+        for v in sd["blocks.0.attn.W_Q.right"].ravel()
+    ]
+    Wk = [
+        mpmath.mpf(float(sd["blocks.0.attn.W_K.left"].ravel()[0])) * mpmath.mpf(float(v))
+        for v in sd["blocks.0.attn.W_K.right"].ravel()
+    ]
+    Wv = [
+        mpmath.mpf(float(sd["blocks.0.attn.W_V.left"].ravel()[0])) * mpmath.mpf(float(v))
+        for v in sd["blocks.0.attn.W_V.right"].ravel()
+    ]
+    Wo = [
+        mpmath.mpf(float(v)) * mpmath.mpf(float(sd["blocks.0.attn.W_O.right"].ravel()[0]))
+        for v in sd["blocks.0.attn.W_O.left"].ravel()
+    ]
     dot = lambda w, v: mpmath.fsum(a * b for a, b in zip(w, v, strict=True))  # noqa: E731
     q = [dot(Wq, xi) for xi in x]
     k_ = [dot(Wk, xi) for xi in x]
     v = [dot(Wv, xi) for xi in x]
-    W1, b1, W2, b2 = mat("blocks.0.ff.hidden.weight"), mat("blocks.0.ff.hidden.bias")[0], mat("blocks.0.ff.output.weight"), mat("blocks.0.ff.output.bias")[0]  # fmt: skip
+    W1, b1, W2, b2 = (
+        mat("blocks.0.ff.hidden.weight"),
+        mat("blocks.0.ff.hidden.bias")[0],
+        mat("blocks.0.ff.output.weight"),
+        mat("blocks.0.ff.output.bias")[0],
+    )
     R, bR = mat("readout.weight"), mat("readout.bias")[0]
     for i, xi in enumerate(x):
         e = [mpmath.exp(q[i] * kj) for kj in k_]
@@ -155,8 +198,9 @@ def test_softmax_rows_that_could_underflow_are_not_certified():
     toks = [[f"w{t}" for t in row] for row in np.random.default_rng(0).integers(0, 7, size=(5, 8))]
     pred = L.argmax(-1)  # labels = the reference's own predictions: only the range check can refuse a token
     labels = [[f"y{p}" for p in row] for row in pred]
-    cert = certify(model, from_lists(toks, labels), encoding={"tokens": [f"w{i}" for i in range(7)],
-                                                              "labels": ["y0", "y1", "y2"]})  # fmt: skip
+    cert = certify(
+        model, from_lists(toks, labels), encoding={"tokens": [f"w{i}" for i in range(7)], "labels": ["y0", "y1", "y2"]}
+    )
     assert cert.certified_tokens <= int((~bad).sum()) and not cert.certified
     margins = np.stack(cert.margins)  # (5, 8): a flagged row is never certified, whatever its margin
     assert np.all(margins[bad] == -np.inf) and np.all(margins[~bad] > -np.inf)

@@ -59,9 +59,15 @@ def test_minimal_float32_rounding_case():
     # L_B = 1 + 2^-25 and L_A = 1 exactly; float32 rounds L_B to 1 (a tie: argmax picks A, the wrong label).
     # The margin 2^-25 dwarfs float64 rounding (~2^-52) but not float32's (~2^-23).
     cfg = TransformerConfig(
-        d_model=2, n_layers=0, vocab_size=1, num_labels=2, max_len=4, positional="none", dtype="float64",
+        d_model=2,
+        n_layers=0,
+        vocab_size=1,
+        num_labels=2,
+        max_len=4,
+        positional="none",
+        dtype="float64",
         readout_bias=False,
-    )  # fmt: skip
+    )
     model = Transformer(cfg).eval()
     with torch.no_grad():
         model.embed.weight.copy_(torch.tensor([[1.0, 2.0**-25]]))

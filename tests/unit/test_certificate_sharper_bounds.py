@@ -38,21 +38,27 @@ def f32_sum(terms, rng):
 
 def run_ff(x, W1, b1, W2, b2, rng):
     """y = x + W2 relu(W1 x + b1) + b2 in float32, every sum in a random order."""
-    z = np.array([f32_sum([F32(W1[i, j]) * F32(x[j]) for j in range(len(x))] + [F32(b1[i])], rng)
-                  for i in range(W1.shape[0])])  # fmt: skip
+    z = np.array(
+        [f32_sum([F32(W1[i, j]) * F32(x[j]) for j in range(len(x))] + [F32(b1[i])], rng) for i in range(W1.shape[0])]
+    )
     a = np.maximum(z, F32(0))
-    o = np.array([f32_sum([F32(W2[c, i]) * a[i] for i in range(len(a))] + [F32(b2[c])], rng)
-                  for c in range(W2.shape[0])])  # fmt: skip
+    o = np.array(
+        [f32_sum([F32(W2[c, i]) * a[i] for i in range(len(a))] + [F32(b2[c])], rng) for c in range(W2.shape[0])]
+    )
     return np.array([F32(F32(x[c]) + o[c]) for c in range(len(x))], dtype=np.float64)
 
 
 def exact_ff(x, W1, b1, W2, b2):
     fx = [Fraction(float(v)) for v in x]
-    z = [sum((Fraction(float(W1[i, j])) * fx[j] for j in range(len(x))), Fraction(float(b1[i])))
-         for i in range(W1.shape[0])]  # fmt: skip
+    z = [
+        sum((Fraction(float(W1[i, j])) * fx[j] for j in range(len(x))), Fraction(float(b1[i])))
+        for i in range(W1.shape[0])
+    ]
     a = [max(v, Fraction(0)) for v in z]
-    return [fx[c] + sum((Fraction(float(W2[c, i])) * a[i] for i in range(len(a))), Fraction(float(b2[c])))
-            for c in range(len(x))]  # fmt: skip
+    return [
+        fx[c] + sum((Fraction(float(W2[c, i])) * a[i] for i in range(len(a))), Fraction(float(b2[c])))
+        for c in range(len(x))
+    ]
 
 
 def ramp_layer(sigma_L, sigma_F, knots, G=2.375, zeros=12):
@@ -252,9 +258,19 @@ def test_a_model_with_exact_scores_is_still_bounded_by_its_radius():
 
     keys = [0.25, -0.375, 0.625, 0.5, -0.125]
     cfg = TransformerConfig(
-        d_model=3, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=0, vocab_size=5, num_labels=2, max_len=5,
-        positional="none", dtype="float32", readout_bias=False,
-    )  # fmt: skip
+        d_model=3,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=0,
+        vocab_size=5,
+        num_labels=2,
+        max_len=5,
+        positional="none",
+        dtype="float32",
+        readout_bias=False,
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -336,9 +352,21 @@ def test_input_ff_models_are_bounded_with_the_on_units_rule(positional, batch):
     # coordinate) — a batch of 2 sequences of length 3, or an inexact embedding+position sum at position 1 only
     from uatlab.models import Transformer, TransformerConfig
 
-    cfg = TransformerConfig(d_model=2, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=1, vocab_size=2,
-                            num_labels=2, max_len=3, positional=positional, input_ff_width=2, dtype="float32",
-                            readout_bias=False)  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=2,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=1,
+        vocab_size=2,
+        num_labels=2,
+        max_len=3,
+        positional=positional,
+        input_ff_width=2,
+        dtype="float32",
+        readout_bias=False,
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():

@@ -20,9 +20,19 @@ from uatlab.verify.certificate import certify, certify_chunks, logit_bounds
 
 def tiny_model(d: int, vocab: int, labels: int, ff_width: int = 0) -> Transformer:
     cfg = TransformerConfig(
-        d_model=d, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=ff_width, vocab_size=vocab,
-        num_labels=labels, max_len=8, positional="none", dtype="float32", readout_bias=False,
-    )  # fmt: skip
+        d_model=d,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=ff_width,
+        vocab_size=vocab,
+        num_labels=labels,
+        max_len=8,
+        positional="none",
+        dtype="float32",
+        readout_bias=False,
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -108,9 +118,20 @@ def two_layer_model(causal: bool) -> Transformer:
     """Layer 1: token 0 = [key 0, query 1] sees token 1 = [key 100, query 0] at a score gap of 100 (its row
     may underflow); token 1's own rows score 0 everywhere. Layer 2: zero attention (never flagged itself)."""
     cfg = TransformerConfig(
-        d_model=2, n_layers=2, n_heads=1, head_dim=1, rank=1, ff_width=0, vocab_size=2, num_labels=2, max_len=8,
-        positional="none", dtype="float32", readout_bias=False, causal=causal,
-    )  # fmt: skip
+        d_model=2,
+        n_layers=2,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=0,
+        vocab_size=2,
+        num_labels=2,
+        max_len=8,
+        positional="none",
+        dtype="float32",
+        readout_bias=False,
+        causal=causal,
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():

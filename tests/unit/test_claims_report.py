@@ -30,14 +30,20 @@ def _runs(tmp_path):
         Claim("A.one", "Statement <one> & more.", "Kajitsuka & Sato, ICLR 2024", "Theorem 2", check=lambda c: None),
         ClaimResult(
             "pass",
-            figures={"seconds": 0.35659749699999566, "margin": 0.999999998, "counts": {"1": 1000, "2": 17},
-                     "rows": [{"a": 1, "b": 2.123456789}], "big": 123456789, "tiny": 3.2e-12},
+            figures={
+                "seconds": 0.35659749699999566,
+                "margin": 0.999999998,
+                "counts": {"1": 1000, "2": 17},
+                "rows": [{"a": 1, "b": 2.123456789}],
+                "big": 123456789,
+                "tiny": 3.2e-12,
+            },
             figure_files=[str(fig)],
             note="x" * 500,
             key_figure="margin",
         ),
         1.23456,
-    )  # fmt: skip
+    )
     bad = ClaimRun(
         Claim("B.two/slash", "Another.", "Hu et al. 2025", "Thm 3.4", check=lambda c: None),
         ClaimResult("fail", figures={"error": 0.5}, figure_files=[str(fig)]),

@@ -102,9 +102,14 @@ def test_reduction_keeps_every_label_boundary_and_first_point(points):
     pts = sorted(set((w, h) for w, h, _ in points))
     lab = {(w, h): y for w, h, y in points}
     occ = Occurrences(
-        np.array([p[0] for p in pts]), np.array([float(p[1]) for p in pts]), np.array([lab[p] for p in pts]),
-        len(pts), len(pts), [], 0,
-    )  # fmt: skip
+        np.array([p[0] for p in pts]),
+        np.array([float(p[1]) for p in pts]),
+        np.array([lab[p] for p in pts]),
+        len(pts),
+        len(pts),
+        [],
+        0,
+    )
     red = reduce_occurrences(occ)
     bi, gi = label_boundaries(occ)
     br, gr = label_boundaries(red)

@@ -81,8 +81,17 @@ def test_convergence_criterion_stops_when_nothing_improves():
     model = TruncatedAttentionModel(
         TruncatedAttentionConfig(n=4, d=2, n_anchors=2, width=8, n_heads=1, head_dim=4, out_dim=1)
     )
-    log = train_truncated(model, data.x_train, data.y_train, epochs=50, lr=0.0, x_val=data.x_val, y_val=data.y_val,
-                          converge=True, patience=3)  # fmt: skip
+    log = train_truncated(
+        model,
+        data.x_train,
+        data.y_train,
+        epochs=50,
+        lr=0.0,
+        x_val=data.x_val,
+        y_val=data.y_val,
+        converge=True,
+        patience=3,
+    )
     assert log.converged and log.epochs == 4  # the first epoch sets the best; 3 epochs without a 1 % gain
 
 
@@ -93,8 +102,18 @@ def test_training_reduces_the_target_error():
         TruncatedAttentionConfig(n=4, d=2, n_anchors=4, width=16, n_heads=2, head_dim=4, out_dim=1)
     )
     before = evaluate_truncated(model, data.x_test, data.y_test).mse_target
-    train_truncated(model, data.x_train, data.y_train, epochs=25, lr=1e-2, x_val=data.x_val, y_val=data.y_val,
-                    converge=True, patience=10, lr_decay=True)  # fmt: skip
+    train_truncated(
+        model,
+        data.x_train,
+        data.y_train,
+        epochs=25,
+        lr=1e-2,
+        x_val=data.x_val,
+        y_val=data.y_val,
+        converge=True,
+        patience=10,
+        lr_decay=True,
+    )
     after = evaluate_truncated(model, data.x_test, data.y_test)
     assert after.mse_target < 0.3 * before
     assert after.mse_target == after.mse_all_channels  # one output channel: the two metrics agree
@@ -197,8 +216,12 @@ def test_stacked_training_equals_separate_runs():
 
 def test_seq2seq_closed_forms_improve_with_anchors_and_the_two_layer_form_is_smaller():
     trials = {t.id: t for t in seq2seq_trials("quick", ("closed-form", "closed-form-2layer"))}
-    assert set(trials) == {"quick-closed-form-m=5", "quick-closed-form-m=9", "quick-closed-form-2layer-m=9",
-                           "quick-closed-form-2layer-m=33"}  # fmt: skip
+    assert set(trials) == {
+        "quick-closed-form-m=5",
+        "quick-closed-form-m=9",
+        "quick-closed-form-2layer-m=9",
+        "quick-closed-form-2layer-m=33",
+    }
     coarse = run_seq2seq_any(trials["quick-closed-form-2layer-m=9"].params)
     fine = run_seq2seq_any(trials["quick-closed-form-2layer-m=33"].params)
     one_layer = run_seq2seq_any(trials["quick-closed-form-m=9"].params)

@@ -24,8 +24,16 @@ def test_tiny_run_writes_table(tmp_path):
     data = tmp_path / "d.jsonl"
     rows = [{"tokens": ["a", "b", "c"], "labels": ["X", "Y", "X"]}, {"tokens": ["b", "a"], "labels": ["Y", "Y"]}]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = {"dim": 8, "ff_mult": 2, "lr": 1e-2, "batch_size": 2, "embed_std": 0.1, "epochs": 3, "seed": 0,
-           "warmup_steps": 1}  # fmt: skip
+    cfg = {
+        "dim": 8,
+        "ff_mult": 2,
+        "lr": 1e-2,
+        "batch_size": 2,
+        "embed_std": 0.1,
+        "epochs": 3,
+        "seed": 0,
+        "warmup_steps": 1,
+    }
     s = run_rank_ablation(data, tmp_path / "out", (1, None), None, cfg, progress=False)
     assert [r["rank"] for r in s["table"]] == ["1", "full"]
     assert (tmp_path / "out" / "rank_table.csv").is_file()

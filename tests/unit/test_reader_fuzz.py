@@ -14,12 +14,38 @@ from uatlab.errors import InputError
 FUZZ_EXAMPLES = 300  # per reader and strategy: 4 × 300 = 1200 examples in all
 
 # realistic fragments, so that random files are often nearly valid
-CONLL_PIECES = [b"Zorbia NNP B-NP B-ORG\n", b"praises VBZ B-VP O\n", b"\n", b"-DOCSTART- -X- -X- O\n", b"a b\n", b"x\n",
-                b"\xef\xbb\xbf", b"\xff\xfe", b"\xc3\xa9 NN O\n", b"\r\n", b"\t \n", b"a b c d e\n", b"\x00"]  # fmt: skip
-JSONL_PIECES = [b'{"tokens": ["a", "b"], "labels": ["X", "Y"]}\n', b'{"tokens": [1, 2], "labels": [3, 4]}\n',
-                b'{"tokens": [], "labels": []}\n', b'{"tokens": ["\\ud800"], "labels": ["X"]}\n', b"[]\n", b"{\n",
-                b'{"tokens": [true], "labels": [null]}\n', b"\xef\xbb\xbf", b"\xff", b"\n", b"1e999\n", b"9" * 5000,
-                b'{"tokens": "ab", "labels": "XY"}\n', b"[" * 3000, b"NaN\n"]  # fmt: skip
+CONLL_PIECES = [
+    b"Zorbia NNP B-NP B-ORG\n",
+    b"praises VBZ B-VP O\n",
+    b"\n",
+    b"-DOCSTART- -X- -X- O\n",
+    b"a b\n",
+    b"x\n",
+    b"\xef\xbb\xbf",
+    b"\xff\xfe",
+    b"\xc3\xa9 NN O\n",
+    b"\r\n",
+    b"\t \n",
+    b"a b c d e\n",
+    b"\x00",
+]
+JSONL_PIECES = [
+    b'{"tokens": ["a", "b"], "labels": ["X", "Y"]}\n',
+    b'{"tokens": [1, 2], "labels": [3, 4]}\n',
+    b'{"tokens": [], "labels": []}\n',
+    b'{"tokens": ["\\ud800"], "labels": ["X"]}\n',
+    b"[]\n",
+    b"{\n",
+    b'{"tokens": [true], "labels": [null]}\n',
+    b"\xef\xbb\xbf",
+    b"\xff",
+    b"\n",
+    b"1e999\n",
+    b"9" * 5000,
+    b'{"tokens": "ab", "labels": "XY"}\n',
+    b"[" * 3000,
+    b"NaN\n",
+]
 
 LINE = re.compile(r":\d+: ")
 

@@ -204,8 +204,14 @@ def test_init_from_a_compiled_memorizer(tmp_path):
     path = memorizer.save_compiled(res.model, tmp_path / "compiled.safetensors")
     valid = from_lists([["never-seen-word", data.tokens[0][0]]], [[data.labels[0][0], data.labels[0][0]]])
     said: list[str] = []
-    r = train(data, TrainConfig(epochs=1, init=str(path), lr=1e-7, warmup_steps=1), tmp_path / "run", progress=False,
-              valid_data=valid, log=said.append)  # fmt: skip
+    r = train(
+        data,
+        TrainConfig(epochs=1, init=str(path), lr=1e-7, warmup_steps=1),
+        tmp_path / "run",
+        progress=False,
+        valid_data=valid,
+        log=said.append,
+    )
     assert r.model_config["positional"] == "given" and r.model_config["rank"] == 1
     assert r.history[0]["train_errors"] <= r.data["conflict_tokens"]  # the compiled model starts at the ceiling
     # a compiled model has no <unk>: unknown validation words are counted and the reading is said out loud

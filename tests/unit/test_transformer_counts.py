@@ -8,8 +8,17 @@ from uatlab.models.transformer import Transformer, TransformerConfig
 
 
 def _model(ff_bias: bool) -> Transformer:
-    cfg = TransformerConfig(d_model=6, ff_width=5, vocab_size=11, num_labels=3, max_len=4, positional="given",
-                            readout_bias=False, ff_bias=ff_bias, dtype="float64")  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=6,
+        ff_width=5,
+        vocab_size=11,
+        num_labels=3,
+        max_len=4,
+        positional="given",
+        readout_bias=False,
+        ff_bias=ff_bias,
+        dtype="float64",
+    )
     return Transformer(cfg)
 
 

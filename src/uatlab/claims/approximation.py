@@ -179,10 +179,20 @@ def _gd_figure(ctx: ClaimContext, rows: list[dict]):
     at = {(r["context"], r["eps"], r["steps"]): r for r in rows}
     keys = sorted({(r["context"], r["steps"]) for r in rows})
     panels = [
-        {"xs": eps, "series": {f"context {N}, {k} step{'s' if k > 1 else ''}": [at[(N, e, k)][col] for e in eps]
-                               for N, k in keys},
-         "xlabel": "score scale ε", "ylabel": label, "logx": True, "logy": True}
+        {
+            "xs": eps,
+            "series": {
+                f"context {N}, {k} step{'s' if k > 1 else ''}": [at[(N, e, k)][col] for e in eps] for N, k in keys
+            },
+            "xlabel": "score scale ε",
+            "ylabel": label,
+            "logx": True,
+            "logy": True,
+        }
         for col, label in (("relative_error", "relative error of the prediction"), ("sup_error", "sup error"))
-    ]  # fmt: skip
-    return plot_panels(panels, ctx.figure_path("B.approx.gd-in-context", "error_vs_eps.png"),
-                       "in-context gradient descent by softmax attention, d = 8 (Hu et al. 2025, App. B)")  # fmt: skip
+    ]
+    return plot_panels(
+        panels,
+        ctx.figure_path("B.approx.gd-in-context", "error_vs_eps.png"),
+        "in-context gradient descent by softmax attention, d = 8 (Hu et al. 2025, App. B)",
+    )

@@ -53,18 +53,30 @@ def _memorization(ctx: ClaimContext, dtype: str, size: tuple[int, int, int, int]
     ranks = model.blocks[0].attn.check_ranks()
     one_layer_rank1 = model.config.n_layers == 1 and model.config.n_heads == 1 and all(r == [1] for r in ranks.values())
     figures = {
-        "dtype": dtype, "sequences": N, "length": n, "vocabulary": V, "classes": C, "tokens": cert.tokens,
-        "ceiling_tokens": cert.ceiling_tokens, "correct_tokens": cert.correct_tokens,
-        "certified_tokens": cert.certified_tokens, "certified": cert.certified,
+        "dtype": dtype,
+        "sequences": N,
+        "length": n,
+        "vocabulary": V,
+        "classes": C,
+        "tokens": cert.tokens,
+        "ceiling_tokens": cert.ceiling_tokens,
+        "correct_tokens": cert.correct_tokens,
+        "certified_tokens": cert.certified_tokens,
+        "certified": cert.certified,
         "certified_fraction": cert.certified_fraction,
-        "min_certified_margin": cert.min_certified_margin, "ranks_QKVO": [ranks[k][0] for k in ("W_Q", "W_K", "W_V", "W_O")],
-        "n_layers": model.config.n_layers, "n_heads": model.config.n_heads,
-        "params_non_embedding": fig["params_non_embedding"], "paper_a_param_count": fig["paper_a_param_count"],
-        "ff_width": fig["ff_width"], "label_information_bits": fig["label_information_bits"],
-        "ratio_to_paper_a": fig["non_embedding_vs_paper_a"], "bits_per_param_non_embedding": fig["bits_per_param_non_embedding"],
+        "min_certified_margin": cert.min_certified_margin,
+        "ranks_QKVO": [ranks[k][0] for k in ("W_Q", "W_K", "W_V", "W_O")],
+        "n_layers": model.config.n_layers,
+        "n_heads": model.config.n_heads,
+        "params_non_embedding": fig["params_non_embedding"],
+        "paper_a_param_count": fig["paper_a_param_count"],
+        "ff_width": fig["ff_width"],
+        "label_information_bits": fig["label_information_bits"],
+        "ratio_to_paper_a": fig["non_embedding_vs_paper_a"],
+        "bits_per_param_non_embedding": fig["bits_per_param_non_embedding"],
         "bits_per_param_definition": fig["bits_per_param_definition"],
         "seconds": time.perf_counter() - t0,
-    }  # fmt: skip
+    }
     # paper A's count 4(s+d) + d(2nN + d) holds for every data set: the compiled model must not exceed it
     within_paper_a = fig["params_non_embedding"] <= fig["paper_a_param_count"]
     ok = cert.certified and one_layer_rank1 and cert.correct_tokens == cert.ceiling_tokens and within_paper_a
@@ -94,24 +106,41 @@ def _figures(ctx: ClaimContext, dtype: str, data, res, size: tuple[int, int, int
     files = []
     if res.certificate.margins is not None:
         margins = np.concatenate([np.asarray(m, dtype=np.float64) for m in res.certificate.margins])
-        files.append(str(plot_margin_histogram(
-            margins, ctx.figure_path(claim, "certified_margins.png"),
-            f"certified margins, {dtype}, N={len(data):,} (exact margin of the construction: 1)",
-        )))  # fmt: skip
+        files.append(
+            str(
+                plot_margin_histogram(
+                    margins,
+                    ctx.figure_path(claim, "certified_margins.png"),
+                    f"certified margins, {dtype}, N={len(data):,} (exact margin of the construction: 1)",
+                )
+            )
+        )
     N, n, V, C = size
     sizes = [max(N // 8, 1), max(N // 4, 1), max(N // 2, 1)]
     ne, tot, paper = [], [], []
     for k in sizes:
-        r = compile_dataset(synthetic_dataset(k, n, V, C, repeats=True, seed=ctx.seed), dtype=dtype,
-                            seed=ctx.seed, run_certificate=False)  # fmt: skip
+        r = compile_dataset(
+            synthetic_dataset(k, n, V, C, repeats=True, seed=ctx.seed),
+            dtype=dtype,
+            seed=ctx.seed,
+            run_certificate=False,
+        )
         ne.append(r.report["params_non_embedding"])
         tot.append(r.report["params_total"])
         paper.append(r.report["paper_a_param_count"])
     ne.append(res.report["params_non_embedding"])
     tot.append(res.report["params_total"])
     paper.append(res.report["paper_a_param_count"])
-    files.append(str(plot_params_vs_paper_a(
-        [*sizes, N], ne, tot, paper, ctx.figure_path(claim, "params_vs_paper_a.png"),
-        f"parameters vs paper A's count, {dtype}, n={n}, |V|={V}, C={C}",
-    )))  # fmt: skip
+    files.append(
+        str(
+            plot_params_vs_paper_a(
+                [*sizes, N],
+                ne,
+                tot,
+                paper,
+                ctx.figure_path(claim, "params_vs_paper_a.png"),
+                f"parameters vs paper A's count, {dtype}, n={n}, |V|={V}, C={C}",
+            )
+        )
+    )
     return files

@@ -48,7 +48,7 @@ def check_sqrt_n(ctx: ClaimContext) -> ClaimResult:
             "slope_target_max": SQRT_SLOPE_MAX,
             "all_certified": certified,
             "seconds": time.perf_counter() - t0,
-        },  # fmt: skip
+        },
         figure_files=[
             str(
                 plot_curve(
@@ -91,8 +91,14 @@ def check_float64_bend(ctx: ClaimContext) -> ClaimResult:
     bend = bend_point(C=C, n=n)
     floor = N * math.log2(C) / 53
     ratio = f64["params"] / floor
-    ok = (f64["certified"] and f64["correct"] == f64["ceiling"] == N and 0 < bend < N
-          and f64["params"] > exact["params"] and f64["params"] >= floor and ratio <= FLOOR_RATIO_MAX)  # fmt: skip
+    ok = (
+        f64["certified"]
+        and f64["correct"] == f64["ceiling"] == N
+        and 0 < bend < N
+        and f64["params"] > exact["params"]
+        and f64["params"] >= floor
+        and ratio <= FLOOR_RATIO_MAX
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures={
@@ -108,7 +114,7 @@ def check_float64_bend(ctx: ClaimContext) -> ClaimResult:
             "float_bound_bits": f64["float_bound_bits"],
             "certified": f64["certified"],
             "seconds": time.perf_counter() - t0,
-        },  # fmt: skip
+        },
         figure_files=[
             str(
                 plot_bars(

@@ -52,11 +52,19 @@ def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
     try:
         for layers in depths:
             cfg = TrainConfig(
-                layers=layers, rank=1, heads=1, head_dim=1, dim=32 if ctx.quick else 128, ff_mult=4,
-                lr=1e-2 if ctx.quick else 3e-3, batch_size=8 if ctx.quick else 32,
-                warmup_steps=10 if ctx.quick else 100, embed_std=0.1, epochs=80 if ctx.quick else 150,
+                layers=layers,
+                rank=1,
+                heads=1,
+                head_dim=1,
+                dim=32 if ctx.quick else 128,
+                ff_mult=4,
+                lr=1e-2 if ctx.quick else 3e-3,
+                batch_size=8 if ctx.quick else 32,
+                warmup_steps=10 if ctx.quick else 100,
+                embed_std=0.1,
+                epochs=80 if ctx.quick else 150,
                 seed=ctx.seed,
-            )  # fmt: skip
+            )
             with tempfile.TemporaryDirectory() as tmp:
                 r = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
             curves[layers] = [h["train_accuracy"] for h in r.history]
@@ -93,9 +101,14 @@ def _depth_figure(ctx: ClaimContext, curves: dict[int, list[float]]):
     longest = max(len(c) for c in curves.values())
     xs = list(range(1, longest + 1))
     series = {f"{k} block{'s' if k > 1 else ''}": c + [float("nan")] * (longest - len(c)) for k, c in curves.items()}
-    return plot_curve(xs, series, ctx.figure_path("A.sec5.depth-ablation", "accuracy_per_epoch.png"),
-                      xlabel="epoch", ylabel="train token accuracy",
-                      title="depth ablation, rank-1 heads (Kajitsuka & Sato 2024, Section 5)")  # fmt: skip
+    return plot_curve(
+        xs,
+        series,
+        ctx.figure_path("A.sec5.depth-ablation", "accuracy_per_epoch.png"),
+        xlabel="epoch",
+        ylabel="train token accuracy",
+        title="depth ablation, rank-1 heads (Kajitsuka & Sato 2024, Section 5)",
+    )
 
 
 @register_claim(
@@ -155,8 +168,11 @@ def _causal_margins_figure(ctx: ClaimContext, cert, N: int):
     from uatlab.report.figures import plot_margin_histogram
 
     margins = np.concatenate([np.asarray(m, dtype=np.float64) for m in cert.margins])
-    return plot_margin_histogram(margins, ctx.figure_path("A.cor1.causal-memorization", "certified_margins.png"),
-                                 f"certified margins, causal, float64, N={N:,}")  # fmt: skip
+    return plot_margin_histogram(
+        margins,
+        ctx.figure_path("A.cor1.causal-memorization", "certified_margins.png"),
+        f"certified margins, causal, float64, N={N:,}",
+    )
 
 
 @register_claim(
@@ -175,9 +191,16 @@ def _rank_ablation(ctx: ClaimContext) -> ClaimResult:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.jsonl"
         write_jsonl(data, path)
-        cfg = {"dim": 32 if ctx.quick else 128, "ff_mult": 4, "lr": 1e-2 if ctx.quick else 3e-3, "embed_std": 0.1,
-               "batch_size": 8 if ctx.quick else 32, "epochs": 80 if ctx.quick else 300, "seed": ctx.seed,
-               "warmup_steps": 10 if ctx.quick else 100}  # fmt: skip
+        cfg = {
+            "dim": 32 if ctx.quick else 128,
+            "ff_mult": 4,
+            "lr": 1e-2 if ctx.quick else 3e-3,
+            "embed_std": 0.1,
+            "batch_size": 8 if ctx.quick else 32,
+            "epochs": 80 if ctx.quick else 300,
+            "seed": ctx.seed,
+            "warmup_steps": 10 if ctx.quick else 100,
+        }
         s = run_rank_ablation(path, Path(tmp) / "out", (1, 2, 4, None), None, cfg, progress=False)
     rows = {r["rank"]: r for r in s["table"]}
     epochs = {k: r["epochs_to_ceiling"] for k, r in rows.items()}
@@ -238,7 +261,7 @@ def _causal_theorem2(ctx: ClaimContext) -> ClaimResult:
                 "float64_collapsed_ids",
                 "max_norm",
             )
-        },  # fmt: skip
+        },
         figure_files=[
             str(
                 plot_bar_panels(

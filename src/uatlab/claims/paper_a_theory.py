@@ -125,14 +125,20 @@ def _theorem2_figure(ctx: ClaimContext, res: dict):
 
     return plot_bar_panels(
         [
-            ({"achieved\n(certified)": res["log10_delta_achieved"], "Theorem 2": res["log10_delta_theorem"]},
-             "log10 δ", "separation δ (higher is better)"),
-            ({"max ‖F(X)‖\n(certified)": float(res["max_norm"]), "r = r_max + ε/4": float(res["r"])},
-             "norm", "output norm (must stay ≤ r)"),
+            (
+                {"achieved\n(certified)": res["log10_delta_achieved"], "Theorem 2": res["log10_delta_theorem"]},
+                "log10 δ",
+                "separation δ (higher is better)",
+            ),
+            (
+                {"max ‖F(X)‖\n(certified)": float(res["max_norm"]), "r = r_max + ε/4": float(res["r"])},
+                "norm",
+                "output norm (must stay ≤ r)",
+            ),
         ],
         ctx.figure_path("A.thm2.literal-exact", "delta_and_norm.png"),
         "Theorem 2 with the paper's constants (Kajitsuka & Sato 2024), d=2, |V|=4, n=3",
-    )  # fmt: skip
+    )
 
 
 @register_claim(

@@ -325,8 +325,16 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
         for beta in betas:
             c = build_softmax_pooling(net, beta)
             err = float(np.abs(evaluate(c, x) - y).max())
-            rows.append({"net": k, "beta": beta, "sup_error": err, "relative": err / float(y.max() - y.min()),
-                         "bound": c.guarantee["sup_error_bound"], "pieces": c.facts["pieces"]})  # fmt: skip
+            rows.append(
+                {
+                    "net": k,
+                    "beta": beta,
+                    "sup_error": err,
+                    "relative": err / float(y.max() - y.min()),
+                    "bound": c.guarantee["sup_error_bound"],
+                    "pieces": c.facts["pieces"],
+                }
+            )
     within = all(r["sup_error"] <= r["bound"] for r in rows)
     at100 = max(r["relative"] for r in rows if r["beta"] == 100.0)
     slope = fit_loglog_slope(betas, [max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas])
@@ -369,8 +377,15 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
     )
 
 
-def ridge_table(lam: float, steps_list: list[int], d: int = 4, context: int = 32, batch: int = 32, seed: int = 0,
-                lr: float | None = None) -> list[dict]:  # fmt: skip
+def ridge_table(
+    lam: float,
+    steps_list: list[int],
+    d: int = 4,
+    context: int = 32,
+    batch: int = 32,
+    seed: int = 0,
+    lr: float | None = None,
+) -> list[dict]:
     """Per k: the network vs exact k-step ridge GD, and both vs the closed form (relative errors)."""
     import numpy as np
 

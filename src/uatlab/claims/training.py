@@ -40,10 +40,19 @@ def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
         source = f"synthetic random labels ({NO_CONLL})"
     base = baselines(data)
     cfg = TrainConfig(
-        layers=1, rank=1, heads=1, head_dim=1, dim=32 if ctx.quick else 128, ff_mult=4,
-        lr=1e-2 if ctx.quick else 3e-3, batch_size=8 if ctx.quick else 32, warmup_steps=10 if ctx.quick else 100,
-        embed_std=0.1, epochs=80 if ctx.quick else 100, seed=ctx.seed,
-    )  # fmt: skip
+        layers=1,
+        rank=1,
+        heads=1,
+        head_dim=1,
+        dim=32 if ctx.quick else 128,
+        ff_mult=4,
+        lr=1e-2 if ctx.quick else 3e-3,
+        batch_size=8 if ctx.quick else 32,
+        warmup_steps=10 if ctx.quick else 100,
+        embed_std=0.1,
+        epochs=80 if ctx.quick else 100,
+        seed=ctx.seed,
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -80,10 +89,14 @@ def _accuracy_figure(ctx: ClaimContext, history: list[dict], base: dict) -> Path
 
     epochs = [h["epoch"] for h in history]
     return plot_curve(
-        epochs, {"train accuracy (full pass)": [h["train_accuracy"] for h in history]},
+        epochs,
+        {"train accuracy (full pass)": [h["train_accuracy"] for h in history]},
         ctx.figure_path("A.sec5.rank1-trained-memorization", "accuracy_per_epoch.png"),
-        xlabel="epoch", ylabel="token accuracy on the training sentences",
+        xlabel="epoch",
+        ylabel="token accuracy on the training sentences",
         title="one layer, one rank-1 head, trained (Kajitsuka & Sato 2024, Section 5)",
-        hlines={"ceiling (majority label per identical input)": base["ceiling"],
-                "per-word majority baseline": base["per_word_majority"]},
-    )  # fmt: skip
+        hlines={
+            "ceiling (majority label per identical input)": base["ceiling"],
+            "per-word majority baseline": base["per_word_majority"],
+        },
+    )

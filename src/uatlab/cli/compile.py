@@ -60,14 +60,30 @@ def _threads(option: str) -> dict[str, Any]:
 
 
 def _print_figures(title: str, fig: dict[str, Any]) -> None:
-    rows = {k: v for k, v in fig.items() if k not in ("conflicts", "stage_seconds", "min_margin_at", "uncertified_examples", "assumptions", "environment", "threads")}  # fmt: skip
+    rows = {
+        k: v
+        for k, v in fig.items()
+        if k
+        not in (
+            "conflicts",
+            "stage_seconds",
+            "min_margin_at",
+            "uncertified_examples",
+            "assumptions",
+            "environment",
+            "threads",
+        )
+    }
     console.print(key_value_table(title, rows))
     env = fig.get("environment")
     if env:
         status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
         checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
-        console.print(f"run-time checks of the certificate's assumptions {status} ({checked}); "
-                      f"torch.compile: {env.get('torch_compile')}", highlight=False)  # fmt: skip
+        console.print(
+            f"run-time checks of the certificate's assumptions {status} ({checked}); "
+            f"torch.compile: {env.get('torch_compile')}",
+            highlight=False,
+        )
     if fig.get("min_margin_at"):
         m = fig["min_margin_at"]
         console.print(
@@ -171,8 +187,28 @@ def compile_cmd(
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
     with OutputLock(out):
-        _compile(data, fmt, dtype, dim, out, causal, beta_value, seed, code, group, ff, labels, no_certify, exp_ulp,
-                 resume, chunk_tokens, work, keep_work, json_out, threads)  # fmt: skip
+        _compile(
+            data,
+            fmt,
+            dtype,
+            dim,
+            out,
+            causal,
+            beta_value,
+            seed,
+            code,
+            group,
+            ff,
+            labels,
+            no_certify,
+            exp_ulp,
+            resume,
+            chunk_tokens,
+            work,
+            keep_work,
+            json_out,
+            threads,
+        )
 
 
 CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured
@@ -207,8 +243,9 @@ def warn_long_outlier_store(store, data: Path, factor: float = 20.0, minimum: in
         err_console.print(
             f"warning: {data}:{store.m.get('max_len_line', '?')}: a sequence of {n} tokens, {what}; "
             "were blank lines between sentences lost?",
-            highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _parse_beta(beta: str) -> float | str:
@@ -223,9 +260,28 @@ def _parse_beta(beta: str) -> float | str:
     return value
 
 
-def _compile(data: Path, fmt: str, dtype: str, dim: int, out: Path, causal: bool, beta_value: float | str,
-             seed: int, code: str, group: str, ff: str, labels: str, no_certify: bool, exp_ulp: float, resume: bool,
-             chunk_tokens: int, work: Path, keep_work: bool, json_out: bool, threads: str) -> None:  # fmt: skip
+def _compile(
+    data: Path,
+    fmt: str,
+    dtype: str,
+    dim: int,
+    out: Path,
+    causal: bool,
+    beta_value: float | str,
+    seed: int,
+    code: str,
+    group: str,
+    ff: str,
+    labels: str,
+    no_certify: bool,
+    exp_ulp: float,
+    resume: bool,
+    chunk_tokens: int,
+    work: Path,
+    keep_work: bool,
+    json_out: bool,
+    threads: str,
+) -> None:
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
     from uatlab.data.keys import input_keys
@@ -247,10 +303,21 @@ def _compile(data: Path, fmt: str, dtype: str, dim: int, out: Path, causal: bool
         if not no_certify:  # refuse now, before compiling, rather than after
             check_certify_memory(store.max_len, f"{data}:{store.m.get('max_len_line', '?')}")
         con = compile_memorizer(
-            store, dtype=dtype, causal=causal, beta=beta_value, seed=seed, d_model=dim or None, code=code, group=group,
-            ff=ff, labels=labels, certify=not no_certify, progress=bars, exp_ulps=exp_ulp,
+            store,
+            dtype=dtype,
+            causal=causal,
+            beta=beta_value,
+            seed=seed,
+            d_model=dim or None,
+            code=code,
+            group=group,
+            ff=ff,
+            labels=labels,
+            certify=not no_certify,
+            progress=bars,
+            exp_ulps=exp_ulp,
             records=lambda: _records(data, fmt),
-        )  # fmt: skip
+        )
     cert = con.certificate
     t = time.perf_counter()
     fig = dict(con.facts)
@@ -351,9 +418,18 @@ def synth_cmd(
     t0 = time.perf_counter()
     with OutputLock(out):
         write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
-    fig = {"out": str(out), "sequences": sequences, "length": length, "vocab": vocab, "classes": classes,
-           "repeats": not no_repeats, "seed": seed, "tokens": sequences * length, "bytes": out.stat().st_size,
-           "seconds": time.perf_counter() - t0}  # fmt: skip
+    fig = {
+        "out": str(out),
+        "sequences": sequences,
+        "length": length,
+        "vocab": vocab,
+        "classes": classes,
+        "repeats": not no_repeats,
+        "seed": seed,
+        "tokens": sequences * length,
+        "bytes": out.stat().st_size,
+        "seconds": time.perf_counter() - t0,
+    }
     if json_out:
         print_json(fig)
         return

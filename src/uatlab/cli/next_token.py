@@ -45,28 +45,52 @@ def compile_next_token_file(
         d = read_next_token_jsonl(data, labels_are_tokens=True)
     else:
         d = read_text_windows(data, window, tokenizer)  # type: ignore[arg-type]
-    memo, report = compile_memorizer(d.tokens, d.labels, V=len(d.token_vocab), C=max(2, d.num_classes),
-                                      regime=dtype, seed=seed)  # fmt: skip
+    memo, report = compile_memorizer(
+        d.tokens, d.labels, V=len(d.token_vocab), C=max(2, d.num_classes), regime=dtype, seed=seed
+    )
     cert = certify_next_token(memo, d.tokens, d.labels)
     saved = {
-        "format": "uatlab-next-token-v1", "regime": dtype, "seed": seed, "n": memo.n, "n_pad": memo.layout.n_pad,
-        "C": memo.C, "D": memo.layout.D, "m": memo.layout.m, "sizes": list(memo.layout.sizes),
-        "value_range": memo.layout.value_range, "nu": memo.nu, "token_vocab": d.token_vocab,
+        "format": "uatlab-next-token-v1",
+        "regime": dtype,
+        "seed": seed,
+        "n": memo.n,
+        "n_pad": memo.layout.n_pad,
+        "C": memo.C,
+        "D": memo.layout.D,
+        "m": memo.layout.m,
+        "sizes": list(memo.layout.sizes),
+        "value_range": memo.layout.value_range,
+        "nu": memo.nu,
+        "token_vocab": d.token_vocab,
         "label_vocab": d.label_vocab,
-        "layers": [{"ptr": L.ptr.tolist(), "cols": L.cols.tolist(), "weights": L.weights, "bias": L.bias}
-                   for L in memo.circuit.layers],
-    }  # fmt: skip
+        "layers": [
+            {"ptr": L.ptr.tolist(), "cols": L.cols.tolist(), "weights": L.weights, "bias": L.bias}
+            for L in memo.circuit.layers
+        ],
+    }
     write_text_atomic(out, json.dumps(saved))
     fig = {
-        "task": "next-token", "data": str(data), "examples": len(d), "window": d.window,
-        "vocabulary": len(d.token_vocab), "classes": d.num_classes, "regime": dtype,
+        "task": "next-token",
+        "data": str(data),
+        "examples": len(d),
+        "window": d.window,
+        "vocabulary": len(d.token_vocab),
+        "classes": d.num_classes,
+        "regime": dtype,
         **{f"params_{k}": v for k, v in memo.parameters.items()},
-        "digits_per_word": memo.layout.D, "words_per_bank": memo.layout.m, "depth": memo.circuit.depth,
-        "max_weight_bits": memo.facts["max_weight_bits"], "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],
-        "ceiling_examples": cert.ceiling_rows, "correct_examples": cert.correct_rows, "certified": cert.certified,
-        "certificate": cert.reason, "seconds": time.perf_counter() - t0, "compile_seconds": report["seconds_total"],
+        "digits_per_word": memo.layout.D,
+        "words_per_bank": memo.layout.m,
+        "depth": memo.circuit.depth,
+        "max_weight_bits": memo.facts["max_weight_bits"],
+        "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],
+        "ceiling_examples": cert.ceiling_rows,
+        "correct_examples": cert.correct_rows,
+        "certified": cert.certified,
+        "certificate": cert.reason,
+        "seconds": time.perf_counter() - t0,
+        "compile_seconds": report["seconds_total"],
         "out": str(out),
-    }  # fmt: skip
+    }
     return fig
 
 
@@ -110,11 +134,14 @@ def capacity_next_token_command(ns: str, quick: bool, blocks: bool, out: Path, j
         if not json_out:
             t = next(r for r in state["trained"] if r["N"] == N)
             c = next(r for r in state["compiled"] if r["N"] == N)
-            console.print(f"N = {N}: compiled {c['params']} parameters (certified {c['certified']}); trained "
-                          f"width {t['width']}, {t['params']} parameters, accuracy {t['accuracy']:.4f}")  # fmt: skip
+            console.print(
+                f"N = {N}: compiled {c['params']} parameters (certified {c['certified']}); trained "
+                f"width {t['width']}, {t['params']} parameters, accuracy {t['accuracy']:.4f}"
+            )
     if blocks and "blocks" not in state:
-        state["blocks"] = nt.blocks_variant(N=600 if quick else 3000, blocks=(1, 2, 4) if quick else (1, 10, 20, 40),
-                                            epochs=20 if quick else 60)  # fmt: skip
+        state["blocks"] = nt.blocks_variant(
+            N=600 if quick else 3000, blocks=(1, 2, 4) if quick else (1, 10, 20, 40), epochs=20 if quick else 60
+        )
     pts = [(r["N"], r["params"]) for r in state["trained"] if r.get("params")]
     state["slope_trained"] = nt.fit_loglog_slope([a for a, _ in pts], [b for _, b in pts]) if len(pts) > 1 else None
     pts = [(r["N"], r["params"]) for r in state["compiled"]]
@@ -123,5 +150,6 @@ def capacity_next_token_command(ns: str, quick: bool, blocks: bool, out: Path, j
     if json_out:
         print_json(state)
     else:
-        console.print(f"log-log slope: compiled {state['slope_compiled']}, trained {state['slope_trained']}; "
-                      f"written {state_path}")  # fmt: skip
+        console.print(
+            f"log-log slope: compiled {state['slope_compiled']}, trained {state['slope_trained']}; written {state_path}"
+        )

@@ -16,8 +16,9 @@ import typer
 SEED_MAX = 2**32 - 1  # numpy and torch both accept seeds in [0, 2^32)
 
 
-def finite(lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-           hi_open: bool = False) -> Callable[[Any], Any]:  # fmt: skip
+def finite(
+    lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False
+) -> Callable[[Any], Any]:
     """Callback: a finite float in [lo, hi] (open ends with ``lo_open``/``hi_open``); None passes."""
 
     def check(value: float | None) -> float | None:

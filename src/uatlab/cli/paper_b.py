@@ -45,8 +45,17 @@ def _pm(s: dict[str, Any], col: str) -> str:
     return f"{s[f'{col}_mean']:.3g} ± {s[f'{col}_std']:.2g}"
 
 
-def _sweep_command(sweep: str, quick: bool, full: bool, mode: str, out: Path | None, executor: str, workers: int,
-                   json_out: bool, stored_only: bool) -> None:  # fmt: skip
+def _sweep_command(
+    sweep: str,
+    quick: bool,
+    full: bool,
+    mode: str,
+    out: Path | None,
+    executor: str,
+    workers: int,
+    json_out: bool,
+    stored_only: bool,
+) -> None:
     from uatlab.experiments.paper_b.runner import run_truncated_sweep
 
     scale = _scale(quick, full)
@@ -60,14 +69,30 @@ def _sweep_command(sweep: str, quick: bool, full: bool, mode: str, out: Path | N
         print_json(data)
         return
     table = Table(title=f"attention-{sweep} ({scale}): mean ± std over seeds", show_lines=False)
-    for col in ("mode", "value", "seeds", "params", "MSE 32 ch (repo)", "MSE target", "sup target", "sup @50 ep",
-                "closed-form sup"):  # fmt: skip
+    for col in (
+        "mode",
+        "value",
+        "seeds",
+        "params",
+        "MSE 32 ch (repo)",
+        "MSE target",
+        "sup target",
+        "sup @50 ep",
+        "closed-form sup",
+    ):
         table.add_column(col)
     for s in data["summary"]:
         table.add_row(
-            s["mode"], format_value(s["value"]), str(s["seeds"]), str(s["n_params"]), _pm(s, "test_mse_all_channels"),
-            _pm(s, "test_mse"), _pm(s, "test_sup"), _pm(s, "at50_sup"), _pm(s, "cf_sup"),
-        )  # fmt: skip
+            s["mode"],
+            format_value(s["value"]),
+            str(s["seeds"]),
+            str(s["n_params"]),
+            _pm(s, "test_mse_all_channels"),
+            _pm(s, "test_mse"),
+            _pm(s, "test_sup"),
+            _pm(s, "at50_sup"),
+            _pm(s, "cf_sup"),
+        )
     console.print(table)
     for k, v in data["slopes"].items():
         console.print(f"log-log slope {k}: {v:.3f}")
@@ -80,40 +105,59 @@ def _sweep_command(sweep: str, quick: bool, full: bool, mode: str, out: Path | N
 
 @experiment.command("attention-heads")
 def attention_heads(
-    quick: bool = QUICK, full: bool = FULL, mode: str = MODE,
+    quick: bool = QUICK,
+    full: bool = FULL,
+    mode: str = MODE,
     out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-heads)."),
-    executor: str = EXECUTOR, workers: int = WORKERS, json_out: bool = JSON, stored_only: bool = STORED,
-) -> None:  # fmt: skip
+    executor: str = EXECUTOR,
+    workers: int = WORKERS,
+    json_out: bool = JSON,
+    stored_only: bool = STORED,
+) -> None:
     """Paper B heads sweep (truncated.py): parity, corrected (fixed head size), closed form."""
     _sweep_command("heads", quick, full, mode, out, executor, workers, json_out, stored_only)
 
 
 @experiment.command("attention-anchors")
 def attention_anchors(
-    quick: bool = QUICK, full: bool = FULL, mode: str = MODE,
+    quick: bool = QUICK,
+    full: bool = FULL,
+    mode: str = MODE,
     out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-anchors)."),
-    executor: str = EXECUTOR, workers: int = WORKERS, json_out: bool = JSON, stored_only: bool = STORED,
-) -> None:  # fmt: skip
+    executor: str = EXECUTOR,
+    workers: int = WORKERS,
+    json_out: bool = JSON,
+    stored_only: bool = STORED,
+) -> None:
     """Paper B anchor-token sweep (truncated.py p): parity, corrected, closed form."""
     _sweep_command("anchors", quick, full, mode, out, executor, workers, json_out, stored_only)
 
 
 @experiment.command("attention-range")
 def attention_range(
-    quick: bool = QUICK, full: bool = FULL, mode: str = MODE,
+    quick: bool = QUICK,
+    full: bool = FULL,
+    mode: str = MODE,
     out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-range)."),
-    executor: str = EXECUTOR, workers: int = WORKERS, json_out: bool = JSON, stored_only: bool = STORED,
-) -> None:  # fmt: skip
+    executor: str = EXECUTOR,
+    workers: int = WORKERS,
+    json_out: bool = JSON,
+    stored_only: bool = STORED,
+) -> None:
     """Paper B |b−a| sweep (truncated.py): parity, corrected (clipped fraction reported), closed form."""
     _sweep_command("range", quick, full, mode, out, executor, workers, json_out, stored_only)
 
 
 @experiment.command("attention-heatmap")
 def attention_heatmap(
-    quick: bool = QUICK, full: bool = FULL,
+    quick: bool = QUICK,
+    full: bool = FULL,
     out: Path = typer.Option(Path("uatlab-runs/attention-heatmap"), "--out", help="Output folder."),
-    executor: str = EXECUTOR, workers: int = WORKERS, json_out: bool = JSON, stored_only: bool = STORED,
-) -> None:  # fmt: skip
+    executor: str = EXECUTOR,
+    workers: int = WORKERS,
+    json_out: bool = JSON,
+    stored_only: bool = STORED,
+) -> None:
     """Attention maps for several |b−a| (attn_map.py), trained beside the closed form."""
     from uatlab.experiments.paper_b.runner import run_heatmap
 
@@ -124,23 +168,46 @@ def attention_heatmap(
         print_json(data)
         return
     table = Table(title=f"attention-heatmap ({scale})")
-    for col in ("|b−a|", "clipped", "trained MSE (all ch)", "trained sup", "trained max weight", "closed sup",
-                "closed max weight"):  # fmt: skip
+    for col in (
+        "|b−a|",
+        "clipped",
+        "trained MSE (all ch)",
+        "trained sup",
+        "trained max weight",
+        "closed sup",
+        "closed max weight",
+    ):
         table.add_column(col)
     for r in data["rows"]:
-        table.add_row(*(format_value(r[c]) for c in ("value", "clipped_fraction_test", "test_mse_all_channels",
-                                                    "test_sup", "trained_max_weight", "cf_sup", "cf_max_weight")))  # fmt: skip
+        table.add_row(
+            *(
+                format_value(r[c])
+                for c in (
+                    "value",
+                    "clipped_fraction_test",
+                    "test_mse_all_channels",
+                    "test_sup",
+                    "trained_max_weight",
+                    "cf_sup",
+                    "cf_max_weight",
+                )
+            )
+        )
     console.print(table)
     console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
 
 
 @experiment.command("attention-seq2seq")
 def attention_seq2seq(
-    quick: bool = QUICK, full: bool = FULL,
+    quick: bool = QUICK,
+    full: bool = FULL,
     mode: str = typer.Option("all", "--mode", help="'parity', 'attention', 'feedforward' or 'all'."),
     out: Path = typer.Option(Path("uatlab-runs/attention-seq2seq"), "--out", help="Output folder."),
-    executor: str = EXECUTOR, workers: int = WORKERS, json_out: bool = JSON, stored_only: bool = STORED,
-) -> None:  # fmt: skip
+    executor: str = EXECUTOR,
+    workers: int = WORKERS,
+    json_out: bool = JSON,
+    stored_only: bool = STORED,
+) -> None:
     """Two attention-only layers on a random ReLU seq2seq target vs feed-forward, mean and least squares."""
     from uatlab.experiments.paper_b.runner import run_seq2seq
     from uatlab.experiments.paper_b.seq2seq import SEQ2SEQ_MODES
@@ -159,8 +226,15 @@ def attention_seq2seq(
     for col in ("model", "heads", "seeds", "params", "test MSE", "mean predictor", "least squares", "epochs"):
         table.add_column(col)
     for s in data["summary"]:
-        table.add_row(s["mode"], format_value(s["value"]), str(s["seeds"]), format_value(s["n_params_mean"]),
-                      _pm(s, "test_mse"), _pm(s, "mean_predictor_mse"), _pm(s, "least_squares_mse"),
-                      format_value(s["epochs_run_mean"]))  # fmt: skip
+        table.add_row(
+            s["mode"],
+            format_value(s["value"]),
+            str(s["seeds"]),
+            format_value(s["n_params_mean"]),
+            _pm(s, "test_mse"),
+            _pm(s, "mean_predictor_mse"),
+            _pm(s, "least_squares_mse"),
+            format_value(s["epochs_run_mean"]),
+        )
     console.print(table)
     console.print(f"CSV: {data['csv']}  figure: {data['figure']}")

@@ -69,9 +69,16 @@ def predict_cmd(
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     if json_out:
-        print_json({"model": str(model_path), "input": str(input_path), "sentences": len(sentences),
-                    "tokens": sum(len(s) for s in sentences), "seconds": time.perf_counter() - t0,
-                    "labels": labels})  # fmt: skip
+        print_json(
+            {
+                "model": str(model_path),
+                "input": str(input_path),
+                "sentences": len(sentences),
+                "tokens": sum(len(s) for s in sentences),
+                "seconds": time.perf_counter() - t0,
+                "labels": labels,
+            }
+        )
         return
     lines = []
     for toks, labs in zip(sentences, labels, strict=True):

@@ -158,9 +158,16 @@ def contextual_mapping_literal(
 
 
 def _literal_causal(
-    vocab_size: int, dim: int, length: int, seed: int, eps: float, r_min: float, r_max: float, max_digits: int,
+    vocab_size: int,
+    dim: int,
+    length: int,
+    seed: int,
+    eps: float,
+    r_min: float,
+    r_max: float,
+    max_digits: int,
     json_out: bool,
-) -> None:  # fmt: skip
+) -> None:
     from uatlab.constructions.paper_a.thm2_causal_mask import theorem2_causal
 
     err_console.print("certifying every prefix in arb ball arithmetic (doubling the precision) …")

@@ -50,8 +50,9 @@ def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int 
         what = f"far longer than the rest (99% have ≤ {typical:.0f})" if len(others) else "the whole file"
         err_console.print(
             f"warning: {where}: a sentence of {lengths[i]} tokens, {what}; were blank lines between sentences lost?",
-            highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _parse_rank(rank: str) -> int | None:
@@ -150,17 +151,68 @@ def train_command(
         err_console.print(
             f"warning: --warmup-steps {warmup_steps} is longer than the whole run (about {steps} steps: "
             f"{epochs} epochs of {-(-len(train_data) // batch_size)} batches); the learning rate never reaches --lr",
-            highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            highlight=False,
+            soft_wrap=True,
+        )
     with OutputLock(out):
-        _train(data, train_data, valid_data, out, layers, rank, dim, heads, head_dim, ff_width, ff_mult, embed_std,
-               epochs, batch_size, optimizer, lr, schedule, warmup_steps, weight_decay, clip, seed, init, resume,
-               max_minutes, no_f1, json_out)  # fmt: skip
+        _train(
+            data,
+            train_data,
+            valid_data,
+            out,
+            layers,
+            rank,
+            dim,
+            heads,
+            head_dim,
+            ff_width,
+            ff_mult,
+            embed_std,
+            epochs,
+            batch_size,
+            optimizer,
+            lr,
+            schedule,
+            warmup_steps,
+            weight_decay,
+            clip,
+            seed,
+            init,
+            resume,
+            max_minutes,
+            no_f1,
+            json_out,
+        )
 
 
-def _train(data, train_data, valid_data, out, layers, rank, dim, heads, head_dim, ff_width, ff_mult, embed_std,
-           epochs, batch_size, optimizer, lr, schedule, warmup_steps, weight_decay, clip, seed, init, resume,
-           max_minutes, no_f1, json_out) -> None:  # fmt: skip
+def _train(
+    data,
+    train_data,
+    valid_data,
+    out,
+    layers,
+    rank,
+    dim,
+    heads,
+    head_dim,
+    ff_width,
+    ff_mult,
+    embed_std,
+    epochs,
+    batch_size,
+    optimizer,
+    lr,
+    schedule,
+    warmup_steps,
+    weight_decay,
+    clip,
+    seed,
+    init,
+    resume,
+    max_minutes,
+    no_f1,
+    json_out,
+) -> None:
     from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
 
     cfg = TrainConfig(

@@ -207,8 +207,9 @@ class Encoding:
         return cls.from_lists(obj["tokens"], obj["labels"], obj.get("unknown_token"))
 
 
-def _encode(data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int,
-            fallback: int | None = None) -> list[np.ndarray]:  # fmt: skip
+def _encode(
+    data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int, fallback: int | None = None
+) -> list[np.ndarray]:
     """Ids of ``rows`` under ``mapping``; an unknown item is an InputError naming file:line, sequence and position
     (or ``fallback`` when given)."""
     out = []

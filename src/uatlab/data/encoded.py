@@ -48,8 +48,9 @@ class EncodedData:
         return int(self.lengths.sum())
 
 
-def encode_dataset(data: SequenceDataset, encoding: Encoding | None = None, context: str | None = None,
-                   unknown: str = "error") -> EncodedData:  # fmt: skip
+def encode_dataset(
+    data: SequenceDataset, encoding: Encoding | None = None, context: str | None = None, unknown: str = "error"
+) -> EncodedData:
     """Encode ``data`` under ``encoding`` (default: fitted on ``data``, first-seen order).
 
     ``context`` (``"sequence"`` or ``"prefix"``) also computes the input keys; ``unknown`` is the

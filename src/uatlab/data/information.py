@@ -91,8 +91,9 @@ def ceiling_mask(key: np.ndarray, label: np.ndarray) -> np.ndarray:
     return winner[inv]
 
 
-def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray,
-                      num_labels: int | None = None) -> LabelInformation:  # fmt: skip
+def label_information(
+    word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray, num_labels: int | None = None
+) -> LabelInformation:
     """The figures of the module docstring from per-token integer arrays, each (T,): word id, label id,
     position in the sequence, and input key (equal keys = identical inputs, e.g. ``input_keys``).
     ``num_labels``: C (default: the labels that occur)."""
@@ -119,11 +120,18 @@ def label_information(word: np.ndarray, label: np.ndarray, pos: np.ndarray, key:
         marginal, E, word_pos = 0.0, 0, 0.0
     two_part = math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1))
     return LabelInformation(
-        tokens=T, ceiling_tokens=Tc, classes=C, words=int(len(np.unique(word))), marginal_bits=marginal,
-        word_bits=_conditional_bits(w, y), word_position_bits=word_pos, exceptions=E,
-        exception_code_bits=two_part, uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
+        tokens=T,
+        ceiling_tokens=Tc,
+        classes=C,
+        words=int(len(np.unique(word))),
+        marginal_bits=marginal,
+        word_bits=_conditional_bits(w, y),
+        word_position_bits=word_pos,
+        exceptions=E,
+        exception_code_bits=two_part,
+        uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
         label_counts=tuple(int(c) for c in counts),
-    )  # fmt: skip
+    )
 
 
 def merge_label_information(parts: list[LabelInformation]) -> LabelInformation:
@@ -138,12 +146,18 @@ def merge_label_information(parts: list[LabelInformation]) -> LabelInformation:
     nz = counts > 0
     E = sum(p.exceptions for p in parts)
     return LabelInformation(
-        tokens=T, ceiling_tokens=Tc, classes=C, words=sum(p.words for p in parts),
+        tokens=T,
+        ceiling_tokens=Tc,
+        classes=C,
+        words=sum(p.words for p in parts),
         marginal_bits=float((counts[nz] * np.log2(Tc / counts[nz])).sum()) if Tc else 0.0,
-        word_bits=sum(p.word_bits for p in parts), word_position_bits=sum(p.word_position_bits for p in parts),
-        exceptions=E, exception_code_bits=math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1)),
-        uniform_label_bits=T * math.log2(C) if C > 1 else 0.0, label_counts=tuple(int(c) for c in counts),
-    )  # fmt: skip
+        word_bits=sum(p.word_bits for p in parts),
+        word_position_bits=sum(p.word_position_bits for p in parts),
+        exceptions=E,
+        exception_code_bits=math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1)),
+        uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
+        label_counts=tuple(int(c) for c in counts),
+    )
 
 
 def _log2_binom(n: int, k: int) -> float:

@@ -134,8 +134,12 @@ def tokenize_text(text: str, tokenizer: str, source: str = "<text>") -> list[str
         return text.split()
     if tokenizer == "python":
         out: list[str] = []
-        layout = {tokenize.NEWLINE: "<NEWLINE>", tokenize.NL: "<NL>", tokenize.INDENT: "<INDENT>",
-                  tokenize.DEDENT: "<DEDENT>"}  # fmt: skip
+        layout = {
+            tokenize.NEWLINE: "<NEWLINE>",
+            tokenize.NL: "<NL>",
+            tokenize.INDENT: "<INDENT>",
+            tokenize.DEDENT: "<DEDENT>",
+        }
         try:
             for tok in tokenize.generate_tokens(io.StringIO(text).readline):
                 if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):

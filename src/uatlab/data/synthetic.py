@@ -28,8 +28,9 @@ def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
         raise InputError(f"sequences of n={n} distinct tokens need a vocabulary V ≥ n, got V={V}")
 
 
-def iter_synthetic(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0,
-                   block: int = 4096) -> Iterator[tuple[list[str], list[str]]]:  # fmt: skip
+def iter_synthetic(
+    N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0, block: int = 4096
+) -> Iterator[tuple[list[str], list[str]]]:
     """Yield (tokens, labels) for N random sequences, generated in blocks (constant memory)."""
     _check(N, n, V, C, repeats)
     block = max(1, min(block, (1 << 22) // n))  # ≤ 4M tokens per block (the default block up to n = 1024)
@@ -63,8 +64,9 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
     return SequenceDataset(toks, labs, source=f"<synthetic N={N} n={n} V={V} C={C} repeats={repeats} seed={seed}>")
 
 
-def write_synthetic(path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True,
-                    seed: int = 0) -> Path:  # fmt: skip
+def write_synthetic(
+    path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0
+) -> Path:
     """Write the sequences of :func:`iter_synthetic` as JSONL (atomically: all or nothing); returns the path."""
     from uatlab.io_safety import atomic_write
 

@@ -55,8 +55,9 @@ class TokenTable:
         return len(self.word)
 
     @classmethod
-    def from_sequences(cls, word: list[np.ndarray], label: list[np.ndarray], key: list[np.ndarray],
-                       first_sequence: int, h: np.ndarray) -> TokenTable:  # fmt: skip
+    def from_sequences(
+        cls, word: list[np.ndarray], label: list[np.ndarray], key: list[np.ndarray], first_sequence: int, h: np.ndarray
+    ) -> TokenTable:
         """Flatten per-sequence id arrays (global index of the first sequence given) with their (T, K) columns."""
         lengths = np.array([len(w) for w in word], dtype=np.int64)
         T = int(lengths.sum())
@@ -64,10 +65,14 @@ class TokenTable:
             raise ValueError(f"{h.shape[0]} rows of columns for {T} tokens")
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
         return cls(
-            np.concatenate(word), np.concatenate(label), np.concatenate(key),
-            np.repeat(first_sequence + np.arange(len(word)), lengths), np.arange(T) - starts,
-            np.repeat(lengths, lengths), h,
-        )  # fmt: skip
+            np.concatenate(word),
+            np.concatenate(label),
+            np.concatenate(key),
+            np.repeat(first_sequence + np.arange(len(word)), lengths),
+            np.arange(T) - starts,
+            np.repeat(lengths, lengths),
+            h,
+        )
 
 
 def append_partitioned(rec: np.ndarray, bucket: np.ndarray, count: int, path_of: Callable[[int], Path]) -> None:
@@ -82,8 +87,17 @@ def append_partitioned(rec: np.ndarray, bucket: np.ndarray, count: int, path_of:
 
 
 def record_dtype(columns: int) -> np.dtype:
-    return np.dtype([("word", "<i8"), ("label", "<i4"), ("key", "<i8"), ("seq", "<i8"), ("pos", "<i4"),
-                     ("length", "<i4"), ("h", "<f8", (columns,))])  # fmt: skip
+    return np.dtype(
+        [
+            ("word", "<i8"),
+            ("label", "<i4"),
+            ("key", "<i8"),
+            ("seq", "<i8"),
+            ("pos", "<i4"),
+            ("length", "<i4"),
+            ("h", "<f8", (columns,)),
+        ]
+    )
 
 
 @dataclass
@@ -97,8 +111,9 @@ class Chunk:
     lines: np.ndarray  # (sequences,) int64 source line of each sequence
 
 
-def encode_sequence(tokens: list[str], labels: list[str], where: str, token_to_id: dict[str, int],
-                    label_to_id: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def encode_sequence(
+    tokens: list[str], labels: list[str], where: str, token_to_id: dict[str, int], label_to_id: dict[str, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """Token and label ids of one sequence, adding new strings to the vocabularies; ``where`` (file:line)
     names the sequence in the InputError raised for an empty or ragged sequence."""
     if len(tokens) == 0:
@@ -114,8 +129,9 @@ def encode_sequence(tokens: list[str], labels: list[str], where: str, token_to_i
 class TokenStore:
     """Chunked on-disk encoding of a labelled data set (see the module docstring)."""
 
-    def __init__(self, work_dir: str | Path, source: str, context: str, chunk_tokens: int = 1_000_000,
-                 resume: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, work_dir: str | Path, source: str, context: str, chunk_tokens: int = 1_000_000, resume: bool = False
+    ) -> None:
         if chunk_tokens < 1:
             raise InputError(f"chunk_tokens must be ≥ 1, got {chunk_tokens}")
         self.dir = Path(work_dir)
@@ -156,9 +172,19 @@ class TokenStore:
             self.dir.mkdir(parents=True, exist_ok=True)
             work_id = new_work_id()
             write_marker(self.dir, work_id, created)
-            self.m = {"version": STORE_VERSION, "work_id": work_id, "source": source, "context": context,
-                      "chunks": [], "sequences": 0, "tokens": 0, "max_len": 0, "complete": False,
-                      "buckets": None, "input": None}  # fmt: skip
+            self.m = {
+                "version": STORE_VERSION,
+                "work_id": work_id,
+                "source": source,
+                "context": context,
+                "chunks": [],
+                "sequences": 0,
+                "tokens": 0,
+                "max_len": 0,
+                "complete": False,
+                "buckets": None,
+                "input": None,
+            }
             self._save_manifest()
 
     def _load_manifest(self, manifest: Path) -> dict[str, Any]:
@@ -239,9 +265,12 @@ class TokenStore:
         self.lines = np.concatenate(lines) if lines else np.zeros(0, np.int64)
 
     # ------------------------------------------------------------------ encode pass
-    def read(self, records: Iterable[tuple[list[str], list[str], int]],
-             input_keys: Callable[[list[str], str], list[int]],
-             progress: Callable[[int], None] | None = None) -> None:  # fmt: skip
+    def read(
+        self,
+        records: Iterable[tuple[list[str], list[str], int]],
+        input_keys: Callable[[list[str], str], list[int]],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         """Encode ``records`` into chunks, skipping the sequences already stored (resume).
 
         Raises InputError naming ``source:line`` on an empty or ragged sequence (or whatever the record
@@ -310,12 +339,21 @@ class TokenStore:
         new_tokens = list(itertools.islice(self.token_to_id, vocab_mark, None))
         new_labels = list(itertools.islice(self.label_to_id, label_mark, None))
         tmp = self.dir / (name + ".tmp.npz")
-        np.savez(tmp, lengths=lengths, word=np.concatenate(w), label=labels, key=np.concatenate(k),
-                 lines=np.array(lines, dtype=np.int64), label_counts=counts,
-                 new_tokens=np.array(json.dumps(new_tokens)), new_labels=np.array(json.dumps(new_labels)))  # fmt: skip
+        np.savez(
+            tmp,
+            lengths=lengths,
+            word=np.concatenate(w),
+            label=labels,
+            key=np.concatenate(k),
+            lines=np.array(lines, dtype=np.int64),
+            label_counts=counts,
+            new_tokens=np.array(json.dumps(new_tokens)),
+            new_labels=np.array(json.dumps(new_labels)),
+        )
         tmp.replace(self.dir / name)
-        self.m["chunks"].append({"file": name, "first_sequence": self.sequences, "sequences": len(w),
-                                 "tokens": int(lengths.sum())})  # fmt: skip
+        self.m["chunks"].append(
+            {"file": name, "first_sequence": self.sequences, "sequences": len(w), "tokens": int(lengths.sum())}
+        )
         self.m["sequences"] += len(w)
         self.m["tokens"] += int(lengths.sum())
         if int(lengths.max()) > self.max_len:  # the longest sequence and its line, for memory estimates
@@ -333,12 +371,22 @@ class TokenStore:
         for c in self.m["chunks"]:
             z = np.load(self.dir / c["file"])
             cuts = np.cumsum(z["lengths"])[:-1]
-            yield Chunk(c["first_sequence"], np.split(z["word"], cuts), np.split(z["label"], cuts),
-                        np.split(z["key"], cuts), z["lines"])  # fmt: skip
+            yield Chunk(
+                c["first_sequence"],
+                np.split(z["word"], cuts),
+                np.split(z["label"], cuts),
+                np.split(z["key"], cuts),
+                z["lines"],
+            )
 
     # ------------------------------------------------------------------ bucket pass
-    def bucketize(self, columns: Callable[[list[np.ndarray]], np.ndarray], num_columns: int,
-                  signature: dict[str, Any], progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
+    def bucketize(
+        self,
+        columns: Callable[[list[np.ndarray]], np.ndarray],
+        num_columns: int,
+        signature: dict[str, Any],
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Compute ``columns(words_of_chunk) -> (T, K)`` per chunk and partition token records by word.
 
         ``signature`` describes the columns (e.g. β candidates, seed); a finished pass with the same signature
@@ -385,9 +433,15 @@ class TokenStore:
             if not path.is_file():
                 continue
             rec = np.fromfile(path, dtype=dt)
-            yield TokenTable(rec["word"].astype(np.int64), rec["label"].astype(np.int64), rec["key"],
-                             rec["seq"], rec["pos"].astype(np.int64), rec["length"].astype(np.int64),
-                             rec["h"].reshape(len(rec), -1))  # fmt: skip
+            yield TokenTable(
+                rec["word"].astype(np.int64),
+                rec["label"].astype(np.int64),
+                rec["key"],
+                rec["seq"],
+                rec["pos"].astype(np.int64),
+                rec["length"].astype(np.int64),
+                rec["h"].reshape(len(rec), -1),
+            )
 
     def remove(self) -> None:
         """Delete the files this store wrote, and the folder if this store created it (proved by its marker)."""

@@ -329,8 +329,14 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
             text = f" (slope {fit['slope']:.2f}, 95% CI [{fit['ci_low']:.2f}, {fit['ci_high']:.2f}])" if fit else ""
             ax.loglog(n, p, marker, label=f"smallest model reaching the ceiling, {label}{text}")
             if fit:
-                ax.loglog(n, np.exp(fit["intercept"]) * n ** fit["slope"], "-", linewidth=1, color="grey",
-                          label=f"least-squares fit, {label}")  # fmt: skip
+                ax.loglog(
+                    n,
+                    np.exp(fit["intercept"]) * n ** fit["slope"],
+                    "-",
+                    linewidth=1,
+                    color="grey",
+                    label=f"least-squares fit, {label}",
+                )
         p0 = rows[0]["parameters_non_embedding"]
         ax.loglog(n, p0 * np.sqrt(n / n[0]), ":", label="∝ √N (Kajitsuka & Sato 2025, next-token capacity)")
         ax.loglog(n, p0 * np.sqrt(tok / tok[0]), "-.", label="∝ √(nN) (Kim et al. 2023)")

@@ -65,9 +65,19 @@ def diagnose(
     yid = [np.asarray([lvocab[y] for y in s]) for s in labs]
     max_len = max(len(s) for s in ids)
     pad = len(vocab)
-    cfg = TransformerConfig(d_model=dim, n_layers=1, n_heads=1, head_dim=1 if rank == 1 else dim, rank=rank,
-                            ff_width=ff, vocab_size=len(vocab) + 1, num_labels=len(lvocab), max_len=max_len,
-                            positional="learned", dtype="float32")  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=dim,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1 if rank == 1 else dim,
+        rank=rank,
+        ff_width=ff,
+        vocab_size=len(vocab) + 1,
+        num_labels=len(lvocab),
+        max_len=max_len,
+        positional="learned",
+        dtype="float32",
+    )
     model = Transformer(cfg)
     with torch.no_grad():
         model.embed.weight.normal_(0, 0.1)  # the recipe's N(0, 0.1²) token embeddings
@@ -93,9 +103,19 @@ def diagnose(
         history.append({"epoch": ep, "errors": errors, "minutes": (time.perf_counter() - t0) / 60})
         if errors == 0 or time.perf_counter() - t0 > 60 * max_minutes:
             break
-    return {"config": {"sentences": len(ids), "tokens": int(sum(len(s) for s in ids)), "dim": dim, "ff": ff,
-                       "rank": rank, "lr": lr, "epochs_planned": epochs},
-            "history": history, **_analyse(model, toks, ids, yid, pad)}  # fmt: skip
+    return {
+        "config": {
+            "sentences": len(ids),
+            "tokens": int(sum(len(s) for s in ids)),
+            "dim": dim,
+            "ff": ff,
+            "rank": rank,
+            "lr": lr,
+            "epochs_planned": epochs,
+        },
+        "history": history,
+        **_analyse(model, toks, ids, yid, pad),
+    }
 
 
 def _errors(model, ids, yid, pad) -> int:
@@ -157,13 +177,27 @@ def _analyse(model, toks, ids, yid, pad) -> dict[str, Any]:
     cor_d = np.asarray([dmin[i] for i in correct_twin])
     listed = sorted(err, key=lambda i: dmin[i])[:40]
     return {
-        "tokens": len(rows), "errors": len(err), "ceiling_conflict_tokens": conflict_tokens,
-        "errors_with_twin": int(sum(twin[i] for i in err)), "tokens_with_twin": int(twin.sum()),
+        "tokens": len(rows),
+        "errors": len(err),
+        "ceiling_conflict_tokens": conflict_tokens,
+        "errors_with_twin": int(sum(twin[i] for i in err)),
+        "tokens_with_twin": int(twin.sum()),
         "twin_dh_errors_median": float(np.median(err_d)) if len(err_d) else None,
         "twin_dh_correct_median": float(np.median(cor_d)) if len(cor_d) else None,
         "twin_dh_correct_quantiles": [float(q) for q in np.quantile(cor_d, [0.01, 0.1, 0.5])] if len(cor_d) else None,
-        "correct_twins_below_error_median": int((cor_d <= np.median(err_d)).sum()) if len(err_d) and len(cor_d) else None,
-        "error_examples": [{"sentence": rows[i][0], "position": rows[i][1], "word": rows[i][2], "gold": rows[i][3],
-                            "pred": rows[i][4], "h": rows[i][5], "twin_dh": None if not twin[i] else float(dmin[i])}
-                           for i in listed],
-    }  # fmt: skip
+        "correct_twins_below_error_median": int((cor_d <= np.median(err_d)).sum())
+        if len(err_d) and len(cor_d)
+        else None,
+        "error_examples": [
+            {
+                "sentence": rows[i][0],
+                "position": rows[i][1],
+                "word": rows[i][2],
+                "gold": rows[i][3],
+                "pred": rows[i][4],
+                "h": rows[i][5],
+                "twin_dh": None if not twin[i] else float(dmin[i]),
+            }
+            for i in listed
+        ],
+    }

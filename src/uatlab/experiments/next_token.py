@@ -57,19 +57,35 @@ def compiled_point(
     memo, _ = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=seed)
     w1, c1 = time.perf_counter(), cpu_seconds()
     row: dict[str, Any] = {
-        "N": N, "regime": regime, "n": n, "C": C, "V": V,
-        "params": memo.parameters["non_embedding"], "params_total": memo.parameters["total"],
-        "embedding": memo.parameters["embedding"], "D": memo.layout.D, "m": memo.layout.m,
-        "banks": list(memo.layout.banks), "depth": memo.circuit.depth, "max_weight_bits": memo.facts["max_weight_bits"],
-        "label_bits": N * math.log2(C), "float64_floor": N * math.log2(C) / 53,
+        "N": N,
+        "regime": regime,
+        "n": n,
+        "C": C,
+        "V": V,
+        "params": memo.parameters["non_embedding"],
+        "params_total": memo.parameters["total"],
+        "embedding": memo.parameters["embedding"],
+        "D": memo.layout.D,
+        "m": memo.layout.m,
+        "banks": list(memo.layout.banks),
+        "depth": memo.circuit.depth,
+        "max_weight_bits": memo.facts["max_weight_bits"],
+        "label_bits": N * math.log2(C),
+        "float64_floor": N * math.log2(C) / 53,
         "ratio_to_floor": memo.parameters["non_embedding"] / (N * math.log2(C) / 53),
-        "compile_seconds": w1 - w0, "compile_cpu_seconds": c1 - c0,
-    }  # fmt: skip
+        "compile_seconds": w1 - w0,
+        "compile_cpu_seconds": c1 - c0,
+    }
     if certify:
         cert = certify_next_token(memo, tokens, labels)
-        row |= {"certified": cert.certified, "correct": cert.correct_rows, "ceiling": cert.ceiling_rows,
-                "float_bound_bits": cert.float_bound_bits, "certify_seconds": cert.seconds,
-                "certify_cpu_seconds": cpu_seconds() - c1}  # fmt: skip
+        row |= {
+            "certified": cert.certified,
+            "correct": cert.correct_rows,
+            "ceiling": cert.ceiling_rows,
+            "float_bound_bits": cert.float_bound_bits,
+            "certify_seconds": cert.seconds,
+            "certify_cpu_seconds": cpu_seconds() - c1,
+        }
     return row
 
 
@@ -83,9 +99,14 @@ def per_token_point(N: int, n: int = 32, C: int = 10, V: int = 4, seed: int = 0)
     L = [["_"] * (n - 1) + [f"y{y}"] for y in labels.tolist()]
     w0, c0 = time.perf_counter(), cpu_seconds()
     res = compile_dataset(SequenceDataset(T, L), dtype="float64", causal=True, run_certificate=False)
-    return {"N": N, "regime": "per-token (paper A)", "params": res.report["params_non_embedding"],
-            "ff_width": res.report["ff_width"], "compile_seconds": time.perf_counter() - w0,
-            "compile_cpu_seconds": cpu_seconds() - c0}  # fmt: skip
+    return {
+        "N": N,
+        "regime": "per-token (paper A)",
+        "params": res.report["params_non_embedding"],
+        "ff_width": res.report["ff_width"],
+        "compile_seconds": time.perf_counter() - w0,
+        "compile_cpu_seconds": cpu_seconds() - c0,
+    }
 
 
 def bend_point(C: int = 10, n: int = 32, lo: int = 100, hi: int = 10**7) -> int:
@@ -137,9 +158,20 @@ def _train_to_full(
 
     torch.manual_seed(seed)
     N, n = tokens.shape
-    cfg = TransformerConfig(d_model=d, n_layers=layers, n_heads=1, head_dim=1 if rank == 1 else d, rank=rank,
-                            ff_width=width, vocab_size=V, num_labels=C, max_len=n, positional="learned",
-                            causal=True, dtype="float32")  # fmt: skip
+    cfg = TransformerConfig(
+        d_model=d,
+        n_layers=layers,
+        n_heads=1,
+        head_dim=1 if rank == 1 else d,
+        rank=rank,
+        ff_width=width,
+        vocab_size=V,
+        num_labels=C,
+        max_len=n,
+        positional="learned",
+        causal=True,
+        dtype="float32",
+    )
     model = Transformer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     X = torch.tensor(tokens)
@@ -162,8 +194,13 @@ def _train_to_full(
                 acc = float((model(X)[:, -1, :].argmax(-1) == Y).float().mean())
             if acc == 1.0 or (max_seconds and time.perf_counter() - t0 > max_seconds):
                 break
-    return {"accuracy": acc, "epochs": epoch, "seconds": time.perf_counter() - t0,
-            "params": model.num_parameters(non_embedding=True), "params_total": model.num_parameters()}  # fmt: skip
+    return {
+        "accuracy": acc,
+        "epochs": epoch,
+        "seconds": time.perf_counter() - t0,
+        "params": model.num_parameters(non_embedding=True),
+        "params_total": model.num_parameters(),
+    }
 
 
 def trained_point(
@@ -186,10 +223,23 @@ def trained_point(
         r = _train_to_full(tokens, labels, V, C, d, w, rank, 1, epochs, lr, seed, max_seconds=max_seconds)
         tried.append({"width": w, **r})
         if r["accuracy"] == 1.0:
-            return {"N": N, "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})", "width": w,
-                    "d": d, **r, "tried": tried}  # fmt: skip
-    return {"N": N, "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})", "width": None, "d": d,
-            "accuracy": tried[-1]["accuracy"], "params": None, "tried": tried}  # fmt: skip
+            return {
+                "N": N,
+                "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})",
+                "width": w,
+                "d": d,
+                **r,
+                "tried": tried,
+            }
+    return {
+        "N": N,
+        "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})",
+        "width": None,
+        "d": d,
+        "accuracy": tried[-1]["accuracy"],
+        "params": None,
+        "tried": tried,
+    }
 
 
 def blocks_variant(

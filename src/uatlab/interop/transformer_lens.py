@@ -311,11 +311,26 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     cfg_dict = {
         k: getattr(c, k)
         for k in (
-            "n_layers", "d_model", "n_ctx", "d_head", "n_heads", "d_mlp", "d_vocab", "d_vocab_out", "act_fn",
-            "normalization_type", "attention_dir", "positional_embedding_type", "use_attn_scale", "attn_scale",
-            "default_prepend_bos", "original_architecture", "model_name", "attn_only",
+            "n_layers",
+            "d_model",
+            "n_ctx",
+            "d_head",
+            "n_heads",
+            "d_mlp",
+            "d_vocab",
+            "d_vocab_out",
+            "act_fn",
+            "normalization_type",
+            "attention_dir",
+            "positional_embedding_type",
+            "use_attn_scale",
+            "attn_scale",
+            "default_prepend_bos",
+            "original_architecture",
+            "model_name",
+            "attn_only",
         )
-    }  # fmt: skip
+    }
     cfg_dict["dtype"] = {torch.float32: "float32", torch.float64: "float64"}[c.dtype]
     doc = {
         "format": FORMAT_TAG,
@@ -326,8 +341,9 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
             "unknown_token": getattr(hooked, "unknown_token", None),
         },
     }
-    tensors = {k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items()
-               if not k.endswith(("IGNORE", "mask"))}  # fmt: skip
+    tensors = {
+        k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items() if not k.endswith(("IGNORE", "mask"))
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:

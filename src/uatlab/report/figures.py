@@ -31,8 +31,12 @@ def plot_margin_histogram(margins: np.ndarray, path: Path, title: str) -> Path:
     m = np.asarray(margins, dtype=np.float64)
     m = m[np.isfinite(m)]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
-    ax1.hist(m, bins=np.linspace(min(0.0, float(m.min(initial=0.0))), max(1.0, float(m.max(initial=1.0))) + 1e-3, 41),
-             color="#3a7ebf", label="tokens")  # fmt: skip
+    ax1.hist(
+        m,
+        bins=np.linspace(min(0.0, float(m.min(initial=0.0))), max(1.0, float(m.max(initial=1.0))) + 1e-3, 41),
+        color="#3a7ebf",
+        label="tokens",
+    )
     ax1.axvline(0.0, color="#b2182b", lw=1, ls="--", label="0: not certified below")
     ax1.set_xlabel("certified margin lower bound of L_y − max L_c")
     ax1.set_ylabel("tokens")
@@ -50,9 +54,13 @@ def plot_margin_histogram(margins: np.ndarray, path: Path, title: str) -> Path:
 
 
 def plot_params_vs_paper_a(
-    sizes: Sequence[int], ours_non_embedding: Sequence[int], ours_total: Sequence[int], paper_a: Sequence[int],
-    path: Path, title: str,
-) -> Path:  # fmt: skip
+    sizes: Sequence[int],
+    ours_non_embedding: Sequence[int],
+    ours_total: Sequence[int],
+    paper_a: Sequence[int],
+    path: Path,
+    title: str,
+) -> Path:
     """Parameters of the compiled memorizer against paper A's count 4(s+d) + d(2nN + d), by data-set size N."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.2, 3.8), constrained_layout=True)
@@ -71,9 +79,17 @@ def plot_params_vs_paper_a(
 
 
 def plot_curve(
-    xs: Sequence[float], series: dict[str, Sequence[float]], path: Path, *, xlabel: str, ylabel: str, title: str,
-    logx: bool = False, logy: bool = False, hlines: dict[str, float] | None = None,
-) -> Path:  # fmt: skip
+    xs: Sequence[float],
+    series: dict[str, Sequence[float]],
+    path: Path,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = False,
+    hlines: dict[str, float] | None = None,
+) -> Path:
     """Lines of ``series`` against ``xs`` (every line and reference line labelled), legend below the axes."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.2, 3.8), constrained_layout=True)
@@ -122,8 +138,15 @@ def plot_panels(panels: Sequence[dict], path: Path, title: str) -> Path:
     return path
 
 
-def plot_bars(values: dict[str, float], path: Path, *, ylabel: str, title: str, logy: bool = False,
-              threshold: tuple[str, float] | None = None) -> Path:  # fmt: skip
+def plot_bars(
+    values: dict[str, float],
+    path: Path,
+    *,
+    ylabel: str,
+    title: str,
+    logy: bool = False,
+    threshold: tuple[str, float] | None = None,
+) -> Path:
     """One bar per named value (labels on the x axis), an optional dashed threshold in the legend."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.2, 3.8), constrained_layout=True)

@@ -262,10 +262,17 @@ def _attention_weights(attn, dtype: str) -> _Attention:
             r = product_radius(left, right, dtype)
         mats[name], radii[name] = w, r
     return _Attention(
-        mats["W_Q"], mats["W_K"], mats["W_V"], mats["W_O"],
-        radii["W_Q"], radii["W_K"], radii["W_V"], radii["W_O"],
-        float(attn.score_scale), bool(attn.causal),
-    )  # fmt: skip
+        mats["W_Q"],
+        mats["W_K"],
+        mats["W_V"],
+        mats["W_O"],
+        radii["W_Q"],
+        radii["W_K"],
+        radii["W_V"],
+        radii["W_O"],
+        float(attn.score_scale),
+        bool(attn.causal),
+    )
 
 
 def _matvec_bound(x, r, W, rW, u, eta):
@@ -299,9 +306,10 @@ def _exact_score_products(q, rq, k, rk) -> np.ndarray:
     """
     prod = q[..., 0][:, :, None] * k[..., 0][:, None, :]
     return (
-        (rq[..., 0] == 0)[:, :, None] & (rk[..., 0] == 0)[:, None, :]
+        (rq[..., 0] == 0)[:, :, None]
+        & (rk[..., 0] == 0)[:, None, :]
         & (prod.astype(np.float32).astype(np.float64) == prod)
-    )  # fmt: skip
+    )
 
 
 def _row_keys(packed: np.ndarray) -> np.ndarray:
@@ -379,8 +387,13 @@ def environment_checks() -> dict[str, Any]:
     # (float32; 2^-1022 and 2^-1026 for float64) times 0.5 and 2 must give the subnormals 2^-127 and 2^-129
     for dt, it, bits_in, bits_out in (
         (torch.float32, torch.int32, [0x00800000, 0x00080000], [0x00400000, 0x00100000]),
-        (torch.float64, torch.int64, [0x0010000000000000, 0x0001000000000000], [0x0008000000000000, 0x0002000000000000]),
-    ):  # fmt: skip
+        (
+            torch.float64,
+            torch.int64,
+            [0x0010000000000000, 0x0001000000000000],
+            [0x0008000000000000, 0x0002000000000000],
+        ),
+    ):
         t = torch.tensor(bits_in, dtype=it).view(dt)
         out = t * torch.tensor([0.5, 2.0], dtype=dt)  # a subnormal output; a subnormal input
         gradual &= bool((out.view(it) == torch.tensor(bits_out, dtype=it)).all())
@@ -475,9 +488,11 @@ class _BoundedModel:
             # exactly 0 (every product is 0 · (−Gc)). The unit's code is S, the zero pattern of its row.
             Gc = -WJ.min(axis=1)
             comp = (
-                ~gated & (Gc > 0) & np.all((WJ == 0.0) | (WJ == -Gc[:, None]), axis=1)
+                ~gated
+                & (Gc > 0)
+                & np.all((WJ == 0.0) | (WJ == -Gc[:, None]), axis=1)
                 & ((WJ < 0).sum(axis=1) == len(J) - m)
-            )  # fmt: skip
+            )
             cap = np.where(comp, -Gc, cap)
             G = np.where(comp, Gc, G)
             unit_pattern = np.where(comp[:, None], WJ == 0.0, WJ > 0)
@@ -508,9 +523,20 @@ class _BoundedModel:
         ff2.W, ff2.absW = np.ascontiguousarray(ff2.W[:, order]), np.ascontiguousarray(ff2.absW[:, order])
         unit_cid, gated, cap, code_abs, G = unit_cid[order], gated[order], cap[order], code_abs[order], G[order]
         Wo = ff1.W[:, others]
-        return {"J": J, "others": others, "G": G, "cap": cap, "code_abs": code_abs, "gated": gated,
-                "unit_cid": unit_cid, "word_cid": word_cid.astype(np.int64), "sorted_cid": unit_cid,
-                "Wpos": np.maximum(Wo, 0.0), "Wneg": np.minimum(Wo, 0.0), "absWo": np.abs(Wo)}  # fmt: skip
+        return {
+            "J": J,
+            "others": others,
+            "G": G,
+            "cap": cap,
+            "code_abs": code_abs,
+            "gated": gated,
+            "unit_cid": unit_cid,
+            "word_cid": word_cid.astype(np.int64),
+            "sorted_cid": unit_cid,
+            "Wpos": np.maximum(Wo, 0.0),
+            "Wneg": np.minimum(Wo, 0.0),
+            "absWo": np.abs(Wo),
+        }
 
     # ---------------------------------------------------------------- stages
     def embed(self, ids: np.ndarray):
@@ -797,8 +823,7 @@ class _BoundedModel:
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]
         z, rz_prop, rz_round = self._preactivation_bounds(x, r, W1, b1, aW1)
-        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.absW[:, units], out.b, rz_round,
-                             W1)  # fmt: skip
+        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.absW[:, units], out.b, rz_round, W1)
 
     def _preactivation_bounds(self, x, r, W1, b1, aW1):
         """z = x W1ᵀ + b1 with its radius split into the propagated input error |W1| r and the rounding.
@@ -854,11 +879,22 @@ class _BoundedModel:
         elif stage == "attention":
             sizes = [Xm]
             for i in range(params.WQ.shape[0]):
-                Q, K, V = ((np.abs(W[i]) + R[i]) @ Xm for W, R in
-                           ((params.WQ, params.rQ), (params.WK, params.rK), (params.WV, params.rV)))  # fmt: skip
+                Q, K, V = (
+                    (np.abs(W[i]) + R[i]) @ Xm
+                    for W, R in ((params.WQ, params.rQ), (params.WK, params.rK), (params.WV, params.rV))
+                )
                 U = (np.abs(params.WO[i]) + params.rO[i]) @ (2 * V)  # |h| ≤ (1+ε)·max|v| < 2 max|v|
-                sizes += [params.WQ[i], params.WK[i], params.WV[i], params.WO[i], Q, K, V,
-                          abs(params.scale) * (Q @ K) * 2, params.WO.shape[0] * U + Xm]  # fmt: skip
+                sizes += [
+                    params.WQ[i],
+                    params.WK[i],
+                    params.WV[i],
+                    params.WO[i],
+                    Q,
+                    K,
+                    V,
+                    abs(params.scale) * (Q @ K) * 2,
+                    params.WO.shape[0] * U + Xm,
+                ]
         elif stage == "ff":
             hid, out = params
             Sh = hid.absW @ Xm + np.abs(hid.b)
@@ -944,9 +980,15 @@ def certify(
         ValueError: ``exp_ulps`` outside [0.5, 10^4].
     """
     return certify_chunks(
-        model, _chunks(data, chunk_tokens), len(data), encoding, progress=progress, max_examples=max_examples,
-        exp_ulps=exp_ulps, keep_margins=keep_margins,
-    )  # fmt: skip
+        model,
+        _chunks(data, chunk_tokens),
+        len(data),
+        encoding,
+        progress=progress,
+        max_examples=max_examples,
+        exp_ulps=exp_ulps,
+        keep_margins=keep_margins,
+    )
 
 
 def certify_chunks(
@@ -1024,18 +1066,29 @@ def certify_chunks(
                 if lower[b, k] < min_margin:
                     min_margin = float(lower[b, k])
                     si = int(idx[b])
-                    min_at = {"sequence": start + si, "position": int(k), "token": chunk.tokens[si][k],
-                              "line": chunk.lines[si], "reference_margin": float(
-                                  Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max())}  # fmt: skip
+                    min_at = {
+                        "sequence": start + si,
+                        "position": int(k),
+                        "token": chunk.tokens[si][k],
+                        "line": chunk.lines[si],
+                        "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
+                    }
             if len(examples) < max_examples and not ok.all():
                 for b, k in zip(*np.nonzero(~ok), strict=True):
                     if len(examples) >= max_examples:
                         break
                     si = int(idx[b])
-                    examples.append({"sequence": start + si, "position": int(k), "token": chunk.tokens[si][k],
-                                     "label": chunk.labels[si][k], "line": chunk.lines[si],
-                                     "certified_margin_lower_bound": float(lower[b, k]),
-                                     "softmax_range_exceeded": bool(bad[b, k])})  # fmt: skip
+                    examples.append(
+                        {
+                            "sequence": start + si,
+                            "position": int(k),
+                            "token": chunk.tokens[si][k],
+                            "label": chunk.labels[si][k],
+                            "line": chunk.lines[si],
+                            "certified_margin_lower_bound": float(lower[b, k]),
+                            "softmax_range_exceeded": bool(bad[b, k]),
+                        }
+                    )
         if progress is not None:
             progress(n_seq, total or n_seq)
     ceiling = counter.ceiling()
@@ -1079,8 +1132,9 @@ def certify_chunks(
     )
 
 
-def stream_chunks(records: Iterable[tuple[list[str], list[str], int]], source: str,
-                  tokens_per_chunk: int = 200_000) -> Iterator[tuple[int, SequenceDataset]]:  # fmt: skip
+def stream_chunks(
+    records: Iterable[tuple[list[str], list[str], int]], source: str, tokens_per_chunk: int = 200_000
+) -> Iterator[tuple[int, SequenceDataset]]:
     """Group streamed (tokens, labels, line) records into (start index, SequenceDataset) chunks."""
     buf: list = []
     start = count = 0

@@ -99,7 +99,15 @@ def certify_next_token(
             reasons.append("readout not exact in floating point")
     min_margin = int(margin[yy == labels].min()) if correct else 0
     return NextTokenCertificate(
-        regime=regime, rows=len(labels), distinct_sequences=len(uniq), ceiling_rows=ceiling, correct_rows=correct,
-        min_margin=min_margin, float_bound_bits=bound_bits, mantissa_bits=p, certified=not reasons,
-        reason="; ".join(reasons) or "every ceiling row proven", seconds=time.perf_counter() - t0,
-    )  # fmt: skip
+        regime=regime,
+        rows=len(labels),
+        distinct_sequences=len(uniq),
+        ceiling_rows=ceiling,
+        correct_rows=correct,
+        min_margin=min_margin,
+        float_bound_bits=bound_bits,
+        mantissa_bits=p,
+        certified=not reasons,
+        reason="; ".join(reasons) or "every ceiling row proven",
+        seconds=time.perf_counter() - t0,
+    )

@@ -52,8 +52,17 @@ class SoftmaxPoolingModel(nn.Module):
     coordinate and ``side`` (K,) +1 (P) / −1 (N) of each piece.
     """
 
-    def __init__(self, W: np.ndarray, c: np.ndarray, owner: np.ndarray, side: np.ndarray, b2: np.ndarray,
-                 beta: float, n: int, d_out: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        W: np.ndarray,
+        c: np.ndarray,
+        owner: np.ndarray,
+        side: np.ndarray,
+        b2: np.ndarray,
+        beta: float,
+        n: int,
+        d_out: int,
+    ) -> None:
         super().__init__()
         self.W = nn.Parameter(torch.as_tensor(W, dtype=torch.float64))  # (K, nd)
         self.c = nn.Parameter(torch.as_tensor(c, dtype=torch.float64))  # (K,)
@@ -105,8 +114,9 @@ def build_softmax_pooling(net: ReluNetwork, beta: float) -> Construction:
             logs += math.log(len(piece))
         bound = max(bound, logs / beta)
     P = np.stack(rows)  # (K, nd + 1)
-    model = SoftmaxPoolingModel(P[:, :-1], P[:, -1], np.array(owner), np.array(side), net.b2, beta, net.n,
-                                net.W2.shape[0] // net.n)  # fmt: skip
+    model = SoftmaxPoolingModel(
+        P[:, :-1], P[:, -1], np.array(owner), np.array(side), net.b2, beta, net.n, net.W2.shape[0] // net.n
+    )
     facts = {
         "paper": PAPER_B,
         "theorem": "v2: one attention layer followed by a softmax (combination step derived as Boltzmann pooling)",

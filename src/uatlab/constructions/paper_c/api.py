@@ -52,6 +52,10 @@ def compile_next_token(
     )
     cert = certify_next_token(memo, tokens, labels) if certify else None
     guarantee = {"min_logit_margin": 1.0, "certified_examples": float(cert.correct_rows) if cert else float("nan")}
-    facts = dict(memo.facts) | {"paper": PAPER, "theorem": THEOREM, "parameters": memo.parameters["total"],
-                                "seconds": report["seconds_total"]}  # fmt: skip
+    facts = dict(memo.facts) | {
+        "paper": PAPER,
+        "theorem": THEOREM,
+        "parameters": memo.parameters["total"],
+        "seconds": report["seconds_total"],
+    }
     return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=memo)

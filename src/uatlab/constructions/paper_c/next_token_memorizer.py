@@ -98,8 +98,12 @@ class NextTokenMemorizer:
     def attention_weights(self) -> dict[str, np.ndarray]:
         """W_Q, W_K, W_V (1×3) and W_O (3×1) of the rank-1 head (the softmax logit scale c = 1)."""
         e = np.eye(3)
-        return {"W_Q": e[1:2].copy(), "W_K": e[1:2].copy(), "W_V": e[0:1].copy(),
-                "W_O": float(self.layout.n_pad) * e[:, 2:3]}  # fmt: skip
+        return {
+            "W_Q": e[1:2].copy(),
+            "W_K": e[1:2].copy(),
+            "W_V": e[0:1].copy(),
+            "W_O": float(self.layout.n_pad) * e[:, 2:3],
+        }
 
     def ids(self, tokens: np.ndarray) -> list[int]:
         """Exact sequence ids h (1) for token rows (P, n) with ids in [0, V)."""
@@ -122,8 +126,14 @@ class NextTokenMemorizer:
         attn = 4 * (1 + 3)  # four rank-1 matrices counted as outer products (s + d each)
         ff = self.circuit.parameters
         readout = 2 * self.C
-        return {"embedding": emb, "attention": attn, "feed_forward": ff, "readout": readout,
-                "non_embedding": attn + ff + readout, "total": emb + attn + ff + readout}  # fmt: skip
+        return {
+            "embedding": emb,
+            "attention": attn,
+            "feed_forward": ff,
+            "readout": readout,
+            "non_embedding": attn + ff + readout,
+            "total": emb + attn + ff + readout,
+        }
 
 
 def sequence_ids(nu: list[list[int]], tokens: np.ndarray, n_pad: int) -> list[int]:
@@ -248,15 +258,31 @@ def compile_memorizer(
     params = memo.parameters
     floor = N * math.log2(C) / 53
     memo.facts = {
-        "paper": PAPER, "theorem": THEOREM, "regime": regime, "parameters": params,
-        "N_distinct": N, "N_rows": int(len(tokens)), "ceiling_rows": ceiling, "n": n, "n_pad": layout.n_pad,
-        "V": V, "C": C, "D": layout.D, "m": layout.m, "banks": list(layout.banks), "table_sizes": list(layout.sizes),
-        "slack": round(sum(layout.sizes) / N, 4), "attempts": attempt + 1, "depth": circ.depth,
+        "paper": PAPER,
+        "theorem": THEOREM,
+        "regime": regime,
+        "parameters": params,
+        "N_distinct": N,
+        "N_rows": int(len(tokens)),
+        "ceiling_rows": ceiling,
+        "n": n,
+        "n_pad": layout.n_pad,
+        "V": V,
+        "C": C,
+        "D": layout.D,
+        "m": layout.m,
+        "banks": list(layout.banks),
+        "table_sizes": list(layout.sizes),
+        "slack": round(sum(layout.sizes) / N, 4),
+        "attempts": attempt + 1,
+        "depth": circ.depth,
         "max_weight_bits": max(circ.max_weight_bits(), int(layout.h_max).bit_length()),
-        "word_bits": layout.word_bits, "h_bits": int(layout.h_max - 1).bit_length(),
-        "label_bits": N * math.log2(C), "float64_floor_parameters": floor,
+        "word_bits": layout.word_bits,
+        "h_bits": int(layout.h_max - 1).bit_length(),
+        "label_bits": N * math.log2(C),
+        "float64_floor_parameters": floor,
         "ratio_to_float64_floor": params["non_embedding"] / floor,
         "dense_feed_forward_size": circ.dense_size(),
-    }  # fmt: skip
+    }
     report = {"seconds_solve": t_solve, "seconds_total": time.perf_counter() - t0}
     return memo, report

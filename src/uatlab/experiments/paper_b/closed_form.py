@@ -103,12 +103,20 @@ def write_interpolation_weights(
         # telescoping sum in output channel 0
         att.out_proj.weight[0, r] = 1.0
     att.out_proj.bias[0] = a - sum(offsets)
-    return {"beta": beta, "delta": delta, "levels_per_head": m, "sharpness": sharpness, "token_wise": token_wise,
-            "bound": plan.bound, "spec_bound": plan.spec_bound}  # fmt: skip
+    return {
+        "beta": beta,
+        "delta": delta,
+        "levels_per_head": m,
+        "sharpness": sharpness,
+        "token_wise": token_wise,
+        "bound": plan.bound,
+        "spec_bound": plan.spec_bound,
+    }
 
 
-def interpolation_plan(a: float, b: float, n_levels: int, n_heads: int, sharpness: float,
-                       n_dead: int = 0) -> InterpolationPlan:  # fmt: skip
+def interpolation_plan(
+    a: float, b: float, n_levels: int, n_heads: int, sharpness: float, n_dead: int = 0
+) -> InterpolationPlan:
     """The library plan (Δ, β = sharpness/Δ², proven bound) for ``n_heads`` heads of ``n_levels`` anchors."""
     if n_levels < 2:
         raise InputError(f"the interpolation grid needs at least 2 anchors per head, got {n_levels}")

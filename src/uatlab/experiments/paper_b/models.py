@@ -164,9 +164,16 @@ class TwoLayerAttentionModel(nn.Module):
     """
 
     def __init__(
-        self, n: int, d: int, d_out: int, width: int, n_heads: int, head_dim: int, n_anchors: int,
+        self,
+        n: int,
+        d: int,
+        d_out: int,
+        width: int,
+        n_heads: int,
+        head_dim: int,
+        n_anchors: int,
         output_modulation: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__()
         self.n = n
         self.mapping_A = ExtendedTokenMap(d, width, n, n_anchors)
@@ -202,9 +209,17 @@ class FeedForwardTransformerBaseline(TwoLayerAttentionModel):
     """
 
     def __init__(
-        self, n: int, d: int, d_out: int, width: int, n_heads: int, head_dim: int, n_anchors: int, ff: int,
+        self,
+        n: int,
+        d: int,
+        d_out: int,
+        width: int,
+        n_heads: int,
+        head_dim: int,
+        n_anchors: int,
+        ff: int,
         output_modulation: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(n, d, d_out, width, n_heads, head_dim, n_anchors, output_modulation)
         del self.mapping_A2
         self.ff1 = nn.Sequential(nn.Linear(width, ff), nn.ReLU(), nn.Linear(ff, width))

@@ -119,8 +119,14 @@ def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
         for mode, (color, label) in styles.items():
             ss = sorted((s for s in summary if s["mode"] == mode), key=lambda s: s[xkey])
             if ss:
-                _band(ax, [s[xkey] for s in ss], [s["test_mse_mean"] for s in ss], [s["test_mse_std"] for s in ss],
-                      f"{label} (mean ± std, {ss[0]['seeds']} seed(s))", color)  # fmt: skip
+                _band(
+                    ax,
+                    [s[xkey] for s in ss],
+                    [s["test_mse_mean"] for s in ss],
+                    [s["test_mse_std"] for s in ss],
+                    f"{label} (mean ± std, {ss[0]['seeds']} seed(s))",
+                    color,
+                )
         if base:
             ax.axhline(base[0]["mean_predictor_mse_mean"], color="grey", ls="--", label="mean predictor")
             ax.axhline(base[0]["least_squares_mse_mean"], color="black", ls=":", label="linear least squares")
@@ -138,8 +144,9 @@ def plot_seq2seq(summary: list[dict[str, Any]], path: Path, fixed: str) -> Path:
     for mode, (style, color, label) in closed.items():
         cf = sorted((s for s in summary if s["mode"] == mode), key=lambda s: s["n_params_mean"])
         if cf:
-            axes[1].plot([s["n_params_mean"] for s in cf], [s["test_mse_mean"] for s in cf], style, color=color,
-                         label=label)  # fmt: skip
+            axes[1].plot(
+                [s["n_params_mean"] for s in cf], [s["test_mse_mean"] for s in cf], style, color=color, label=label
+            )
             for s in cf:
                 axes[1].annotate(f"m={s['value']:g}", (s["n_params_mean"], s["test_mse_mean"]), fontsize=8)
     axes[0].set_xscale("log", base=2)

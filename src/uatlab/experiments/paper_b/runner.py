@@ -161,15 +161,34 @@ def run_heatmap(
                 "epochs": 5 if quick else 100,
                 "num_examples": 2,
             },
-        )  # fmt: skip
+        )
         for r in ranges
     ]
     rows, res = execute(
         trials, run_heatmap_trial, out, executor, workers, progress, desc="attention-heatmap", stored_only=stored_only
     )
-    cols = ["run_id", "experiment", "mode", "scale", "value", "seed", "git_rev", "n_params", "wall_seconds",
-            "test_mse_all_channels", "test_mse", "test_sup", "clipped_fraction_test", "trained_max_weight",
-            "cf_n_params", "cf_mse", "cf_sup", "cf_max_weight", "cf_beta", "value_channel"]  # fmt: skip
+    cols = [
+        "run_id",
+        "experiment",
+        "mode",
+        "scale",
+        "value",
+        "seed",
+        "git_rev",
+        "n_params",
+        "wall_seconds",
+        "test_mse_all_channels",
+        "test_mse",
+        "test_sup",
+        "clipped_fraction_test",
+        "trained_max_weight",
+        "cf_n_params",
+        "cf_mse",
+        "cf_sup",
+        "cf_max_weight",
+        "cf_beta",
+        "value_channel",
+    ]
     csv_path = out / "attention-heatmap.csv"
     write_csv(csv_path, rows, cols)
     fig = plot_heatmaps(rows, out / "attention-heatmap.png") if rows else None
@@ -206,8 +225,10 @@ def run_seq2seq(
     )
     csv_path = out / "attention-seq2seq.csv"
     write_csv(csv_path, rows, SEQ2SEQ_CSV_COLUMNS)
-    summary = summarise_columns(rows, ("test_mse", "test_sup", "mean_predictor_mse", "least_squares_mse", "epochs_run",
-                                       "n_params", "wall_seconds"))  # fmt: skip
+    summary = summarise_columns(
+        rows,
+        ("test_mse", "test_sup", "mean_predictor_mse", "least_squares_mse", "epochs_run", "n_params", "wall_seconds"),
+    )
     fig = None
     if rows:
         n = rows[0]["n"]
@@ -218,8 +239,12 @@ def run_seq2seq(
         ss = [s for s in summary if s["mode"] == mode]
         if ss:
             b = min(ss, key=lambda s: s["test_mse_mean"])
-            best[mode] = {"heads": b["value"], "test_mse_mean": b["test_mse_mean"], "test_mse_std": b["test_mse_std"],
-                          "n_params": b["n_params_mean"]}  # fmt: skip
+            best[mode] = {
+                "heads": b["value"],
+                "test_mse_mean": b["test_mse_mean"],
+                "test_mse_std": b["test_mse_std"],
+                "n_params": b["n_params_mean"],
+            }
     data = {
         "experiment": "attention-seq2seq",
         "scale": scale,

@@ -148,7 +148,7 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
                 (model(x_te[i : i + 1000]).detach() * sd + mu - y_te[i : i + 1000]).abs().max()
                 for i in range(0, x_te.shape[0], 1000)
             )
-        ),  # fmt: skip
+        ),
         **base,
         "epochs_run": epoch,
         "converged": converged,
@@ -216,8 +216,17 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
         two_layer_anchors = (9, 33)
         common = {"n": 6, "num_train": 3000, "hidden_units": 10, "d": 5}
         parity_heads, heads, seeds, p_seeds = (2,), (4,), (1234,), (1237,)
-        corrected = {"width": 32, "head_dim": 8, "n_anchors": 4, "epochs": 30, "patience": 6, "batch_size": 64,
-                     "lr": 3e-3, "max_seconds": 20, "output_modulation": True}  # fmt: skip
+        corrected = {
+            "width": 32,
+            "head_dim": 8,
+            "n_anchors": 4,
+            "epochs": 30,
+            "patience": 6,
+            "batch_size": 64,
+            "lr": 3e-3,
+            "max_seconds": 20,
+            "output_modulation": True,
+        }
     elif scale in ("default", "full"):
         compiled_anchors = (9, 17, 33, 65)
         two_layer_anchors = (9, 17, 33, 65, 129, 257)
@@ -227,8 +236,17 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
         heads = (4,)
         seeds = (1234, 1235, 1236) if full else (1234, 1235)
         p_seeds = tuple(range(1237, 1244)) if full else (1237,)
-        corrected = {"width": 64, "head_dim": 16, "n_anchors": 8, "epochs": 400, "patience": 12, "batch_size": 64,
-                     "lr": 2e-3, "max_seconds": 5400, "output_modulation": True}  # fmt: skip
+        corrected = {
+            "width": 64,
+            "head_dim": 16,
+            "n_anchors": 8,
+            "epochs": 400,
+            "patience": 12,
+            "batch_size": 64,
+            "lr": 2e-3,
+            "max_seconds": 5400,
+            "output_modulation": True,
+        }
     else:
         raise InputError(f"unknown scale {scale!r}")
     prefix = "quick-" if scale == "quick" else ""
@@ -236,25 +254,69 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
     for mode in modes:
         if mode in CLOSED_FORM_MODES:
             for m in compiled_anchors if mode == "closed-form" else two_layer_anchors:
-                params = {"experiment": "attention-seq2seq", "mode": mode, "scale": scale, "seed": 0, "value": m,
-                          "n_anchors": m, **common}  # fmt: skip
+                params = {
+                    "experiment": "attention-seq2seq",
+                    "mode": mode,
+                    "scale": scale,
+                    "seed": 0,
+                    "value": m,
+                    "n_anchors": m,
+                    **common,
+                }
                 trials.append(Trial(id=f"{prefix}{mode}-m={m}", params=params))
             continue
         for H in parity_heads if mode == "parity" else heads:
             for seed in p_seeds if mode == "parity" else seeds:
                 if mode == "parity":  # the repository: 40k/10k split of 50k samples, 3 epochs, unnormalised
-                    p = {"width": 32, "n_heads": H, "head_dim": 32 // H, "n_anchors": 0, "epochs": 3,
-                         "batch_size": 32, "lr": 1e-3, "num_train": common["num_train"] if scale == "quick" else 50000}  # fmt: skip
+                    p = {
+                        "width": 32,
+                        "n_heads": H,
+                        "head_dim": 32 // H,
+                        "n_anchors": 0,
+                        "epochs": 3,
+                        "batch_size": 32,
+                        "lr": 1e-3,
+                        "num_train": common["num_train"] if scale == "quick" else 50000,
+                    }
                 else:
                     p = {**corrected, "n_heads": H}
-                params = {"experiment": "attention-seq2seq", "mode": mode, "scale": scale, "seed": seed, "value": H,
-                          **common, **p}  # fmt: skip
+                params = {
+                    "experiment": "attention-seq2seq",
+                    "mode": mode,
+                    "scale": scale,
+                    "seed": seed,
+                    "value": H,
+                    **common,
+                    **p,
+                }
                 trials.append(Trial(id=f"{prefix}{mode}-H={H}-seed={seed}", params=params))
     return trials
 
 
 SEQ2SEQ_CSV_COLUMNS = [
-    "run_id", "experiment", "mode", "scale", "value", "seed", "git_rev", "n_params", "wall_seconds", "test_mse",
-    "test_sup", "bound", "mean_predictor_mse", "least_squares_mse", "epochs_run", "converged", "n", "d", "width", "n_heads",
-    "head_dim", "n_anchors", "num_train", "lr", "batch_size",
-]  # fmt: skip
+    "run_id",
+    "experiment",
+    "mode",
+    "scale",
+    "value",
+    "seed",
+    "git_rev",
+    "n_params",
+    "wall_seconds",
+    "test_mse",
+    "test_sup",
+    "bound",
+    "mean_predictor_mse",
+    "least_squares_mse",
+    "epochs_run",
+    "converged",
+    "n",
+    "d",
+    "width",
+    "n_heads",
+    "head_dim",
+    "n_anchors",
+    "num_train",
+    "lr",
+    "batch_size",
+]

@@ -31,10 +31,19 @@ from torch.utils.data import DataLoader, TensorDataset
 from uatlab.experiments.paper_b.models import TruncatedAttentionConfig, TruncatedAttentionModel
 
 _NAMES = (
-    "mapping_A.token_proj.weight", "mapping_A.token_proj.bias", "mapping_A.modulation", "mapping_A.anchors",
-    "attn.q_proj.weight", "attn.q_proj.bias", "attn.k_proj.weight", "attn.k_proj.bias",
-    "attn.v_proj.weight", "attn.v_proj.bias", "attn.out_proj.weight", "attn.out_proj.bias",
-)  # fmt: skip
+    "mapping_A.token_proj.weight",
+    "mapping_A.token_proj.bias",
+    "mapping_A.modulation",
+    "mapping_A.anchors",
+    "attn.q_proj.weight",
+    "attn.q_proj.bias",
+    "attn.k_proj.weight",
+    "attn.k_proj.bias",
+    "attn.v_proj.weight",
+    "attn.v_proj.bias",
+    "attn.out_proj.weight",
+    "attn.out_proj.bias",
+)
 
 
 class StackedTruncatedAttention(torch.nn.Module):

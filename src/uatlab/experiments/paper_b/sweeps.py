@@ -89,20 +89,42 @@ def plan(scale: str) -> SweepPlan:
     """quick (CI), default (parity values, first seed group) or full (the repository's 11 seeds)."""
     if scale == "quick":
         return SweepPlan(
-            n=10, d=10, n_samples=300, epochs=15,
-            parity_seeds=(1234, 1235), corrected_seeds=(1234, 1235),
+            n=10,
+            d=10,
+            n_samples=300,
+            epochs=15,
+            parity_seeds=(1234, 1235),
+            corrected_seeds=(1234, 1235),
             values={"heads": (1, 4, 16), "anchors": (2, 18), "range": (10, 50)},
             corrected_values={"heads": (1, 4), "anchors": (4, 16), "range": (10, 40)},
             patience=5,
-        )  # fmt: skip
+        )
     parity_values = {"heads": (1, 2, 4, 8, 16), "anchors": (10, 20, 30, 40, 50, 60, 70), "range": (10, 20, 30, 40, 50)}
     corrected_values = {"heads": (1, 2, 4, 8, 16), "anchors": (5, 10, 20, 40, 80), "range": (10, 20, 30, 40, 50)}
     if scale == "default":
-        return SweepPlan(50, 10, 1000, 50, tuple(range(1234, 1238)), tuple(range(1234, 1237)), parity_values,
-                         corrected_values, patience=20)  # fmt: skip
+        return SweepPlan(
+            50,
+            10,
+            1000,
+            50,
+            tuple(range(1234, 1238)),
+            tuple(range(1234, 1237)),
+            parity_values,
+            corrected_values,
+            patience=20,
+        )
     if scale == "full":
-        return SweepPlan(50, 10, 1000, 50, tuple(range(1234, 1245)), tuple(range(1234, 1240)), parity_values,
-                         corrected_values, patience=20)  # fmt: skip
+        return SweepPlan(
+            50,
+            10,
+            1000,
+            50,
+            tuple(range(1234, 1245)),
+            tuple(range(1234, 1240)),
+            parity_values,
+            corrected_values,
+            patience=20,
+        )
     raise InputError(f"unknown scale {scale!r}: use one of {SCALES}")
 
 
@@ -136,13 +158,29 @@ def trials_for(sweep: str, scale: str, modes: tuple[str, ...] = ("parity", "corr
         for group in seed_groups(seeds, SEED_GROUP[mode]):
             for v in values:
                 params: dict[str, Any] = {
-                    "experiment": f"attention-{sweep}", "sweep": sweep, "mode": mode, "scale": scale,
-                    "value": v, "seeds": list(group), "n": pl.n, "d": pl.d, "n_samples": pl.n_samples,
-                    "lr": 1e-3, "batch_size": 32,
-                }  # fmt: skip
+                    "experiment": f"attention-{sweep}",
+                    "sweep": sweep,
+                    "mode": mode,
+                    "scale": scale,
+                    "value": v,
+                    "seeds": list(group),
+                    "n": pl.n,
+                    "d": pl.d,
+                    "n_samples": pl.n_samples,
+                    "lr": 1e-3,
+                    "batch_size": 32,
+                }
                 if mode == "parity":
-                    params.update(epochs=pl.epochs, converge=False, width=32, out_dim=32, a=-25.0, b=25.0,
-                                  n_heads=1, n_anchors=10 if pl.n == 50 else 2)  # fmt: skip
+                    params.update(
+                        epochs=pl.epochs,
+                        converge=False,
+                        width=32,
+                        out_dim=32,
+                        a=-25.0,
+                        b=25.0,
+                        n_heads=1,
+                        n_anchors=10 if pl.n == 50 else 2,
+                    )
                     if sweep == "heads":
                         params["n_heads"] = int(v)
                     elif sweep == "anchors":
@@ -151,11 +189,22 @@ def trials_for(sweep: str, scale: str, modes: tuple[str, ...] = ("parity", "corr
                         params["a"], params["b"] = -v / 2, v / 2
                     params["head_dim"] = 32 // params["n_heads"]
                 else:
-                    params.update(epochs=CORRECTED_MAX_EPOCHS[scale], converge=True, patience=pl.patience,
-                                  lr=CORRECTED_LR, lr_decay=True,
-                                  width=32, out_dim=1, head_dim=pl.corrected_head_dim, n_heads=1, n_anchors=10,
-                                  clipped_fraction=pl.clipped_fraction, interval_width=None,
-                                  target_seed=0, data_seed=1)  # fmt: skip
+                    params.update(
+                        epochs=CORRECTED_MAX_EPOCHS[scale],
+                        converge=True,
+                        patience=pl.patience,
+                        lr=CORRECTED_LR,
+                        lr_decay=True,
+                        width=32,
+                        out_dim=1,
+                        head_dim=pl.corrected_head_dim,
+                        n_heads=1,
+                        n_anchors=10,
+                        clipped_fraction=pl.clipped_fraction,
+                        interval_width=None,
+                        target_seed=0,
+                        data_seed=1,
+                    )
                     if sweep == "heads":
                         params["n_heads"] = int(v)
                     elif sweep == "anchors":
@@ -169,8 +218,15 @@ def trials_for(sweep: str, scale: str, modes: tuple[str, ...] = ("parity", "corr
 
 def _corrected_data(params: dict[str, Any]):
     n, d, n_total = int(params["n"]), int(params["d"]), int(params["n_samples"])
-    kw = dict(n=n, d=d, target_seed=params["target_seed"], data_seed=params["data_seed"], n_train=int(0.8 * n_total),
-              n_val=n_total - int(0.8 * n_total), n_test=2000 if n_total >= 1000 else 400)  # fmt: skip
+    kw = dict(
+        n=n,
+        d=d,
+        target_seed=params["target_seed"],
+        data_seed=params["data_seed"],
+        n_train=int(0.8 * n_total),
+        n_val=n_total - int(0.8 * n_total),
+        n_test=2000 if n_total >= 1000 else 400,
+    )
     width = params.get("interval_width")
     if width is None:
         return corrected_truncated_linear_data(clipped_fraction=params["clipped_fraction"], **kw)
@@ -190,30 +246,43 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     n, d = int(params["n"]), int(params["d"])
     cfg = TruncatedAttentionConfig(
-        n=n, d=d, n_anchors=int(params["n_anchors"]), width=int(params["width"]), n_heads=int(params["n_heads"]),
-        head_dim=int(params["head_dim"]), out_dim=int(params["out_dim"]),
-    )  # fmt: skip
+        n=n,
+        d=d,
+        n_anchors=int(params["n_anchors"]),
+        width=int(params["width"]),
+        n_heads=int(params["n_heads"]),
+        head_dim=int(params["head_dim"]),
+        out_dim=int(params["out_dim"]),
+    )
     parity = params["mode"] == "parity"
     epochs, bs = int(params["epochs"]), int(params["batch_size"])
     runs, datas = [], []
     shared = None if parity else _corrected_data(params)
     for seed in params["seeds"]:
         if parity:  # the repository's order: seed, data (X, w, t), split, model init, per-epoch shuffles
-            data = parity_truncated_linear_data(int(seed), n=n, d=d, a=params["a"], b=params["b"],
-                                                num_samples=int(params["n_samples"]))  # fmt: skip
+            data = parity_truncated_linear_data(
+                int(seed), n=n, d=d, a=params["a"], b=params["b"], num_samples=int(params["n_samples"])
+            )
         else:  # target and samples fixed; the seed draws the initialisation and the shuffles
             data = shared
             torch.manual_seed(int(seed))
         model = TruncatedAttentionModel(cfg)
-        runs.append(SeedRun(model, data.x_train, embed_target(data.y_train, cfg.out_dim),
-                            batch_orders(data.x_train.shape[0], epochs, bs)))  # fmt: skip
+        runs.append(
+            SeedRun(
+                model,
+                data.x_train,
+                embed_target(data.y_train, cfg.out_dim),
+                batch_orders(data.x_train.shape[0], epochs, bs),
+            )
+        )
         datas.append(data)
     snapshots: dict[int, list[dict[str, float]]] = {}
 
     def at_epoch(epoch: int, stacked) -> None:
         if epoch == 50 and not parity:
-            snapshots[50] = [evaluate_truncated(stacked.unstack(s), dd.x_test, dd.y_test).as_dict("")
-                             for s, dd in enumerate(datas)]  # fmt: skip
+            snapshots[50] = [
+                evaluate_truncated(stacked.unstack(s), dd.x_test, dd.y_test).as_dict("") for s, dd in enumerate(datas)
+            ]
 
     validate = None
     if not parity:
@@ -223,9 +292,16 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
         def validate(stacked):
             return ((stacked(x_val) - y_val) ** 2).mean(dim=(1, 2, 3))
 
-    res = train_stacked(runs, epochs=epochs, lr=float(params["lr"]), batch_size=bs, validate=validate,
-                        patience=int(params.get("patience", 20)), lr_decay=bool(params.get("lr_decay", False)),
-                        on_epoch=at_epoch)  # fmt: skip
+    res = train_stacked(
+        runs,
+        epochs=epochs,
+        lr=float(params["lr"]),
+        batch_size=bs,
+        validate=validate,
+        patience=int(params.get("patience", 20)),
+        lr_decay=bool(params.get("lr_decay", False)),
+        on_epoch=at_epoch,
+    )
     train_seconds = time.perf_counter() - t0
     rows = []
     library = None
@@ -238,32 +314,46 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
         if not parity and library is None:  # same target for every seed: compute once
             library = library_construction_errors(data, cfg.n_anchors, cfg.n_heads)
         at50 = snapshots[50][s] if 50 in snapshots else (test.as_dict("") if parity else {})
-        rows.append({
-            "run_id": f"{'quick-' if params['scale'] == 'quick' else ''}{params['mode']}-"
-                      f"{ {'heads': 'H', 'anchors': 'm', 'range': 'r'}[params['sweep']] }={params['value']:g}-seed={seed}",
-            **{k: params[k] for k in ("experiment", "mode", "scale", "value", "n_heads", "head_dim", "n_anchors",
-                                       "width", "out_dim")},
-            "seed": int(seed),
-            "git_rev": git_revision(),
-            "n_params": model.num_parameters(),
-            "wall_seconds": train_seconds / len(datas),
-            "a": data.target.a,
-            "b": data.target.b,
-            "clipped_fraction_test": data.target.clipped_fraction(data.x_test),
-            "target_std": float(data.y_test.std()),
-            **test.as_dict("test_"),
-            "epochs_run": res["epochs"][s],
-            "converged": res["converged"][s],
-            **{f"at50_{k}": v for k, v in at50.items()},
-            "cf_n_params": closed.num_parameters(),
-            **cf.as_dict("cf_"),
-            "cf_sharpness": info["sharpness"],
-            "cf_beta": info["beta"],
-            "cf_grid_spacing": info["delta"],
-            **(library or {}),
-            "train_loss_curve": [round(v, 6) for v in res["train_loss"][s]],
-            "val_loss_curve": [round(v, 6) for v in res["val_loss"][s]],
-        })  # fmt: skip
+        rows.append(
+            {
+                "run_id": f"{'quick-' if params['scale'] == 'quick' else ''}{params['mode']}-"
+                f"{ {'heads': 'H', 'anchors': 'm', 'range': 'r'}[params['sweep']] }={params['value']:g}-seed={seed}",
+                **{
+                    k: params[k]
+                    for k in (
+                        "experiment",
+                        "mode",
+                        "scale",
+                        "value",
+                        "n_heads",
+                        "head_dim",
+                        "n_anchors",
+                        "width",
+                        "out_dim",
+                    )
+                },
+                "seed": int(seed),
+                "git_rev": git_revision(),
+                "n_params": model.num_parameters(),
+                "wall_seconds": train_seconds / len(datas),
+                "a": data.target.a,
+                "b": data.target.b,
+                "clipped_fraction_test": data.target.clipped_fraction(data.x_test),
+                "target_std": float(data.y_test.std()),
+                **test.as_dict("test_"),
+                "epochs_run": res["epochs"][s],
+                "converged": res["converged"][s],
+                **{f"at50_{k}": v for k, v in at50.items()},
+                "cf_n_params": closed.num_parameters(),
+                **cf.as_dict("cf_"),
+                "cf_sharpness": info["sharpness"],
+                "cf_beta": info["beta"],
+                "cf_grid_spacing": info["delta"],
+                **(library or {}),
+                "train_loss_curve": [round(v, 6) for v in res["train_loss"][s]],
+                "val_loss_curve": [round(v, 6) for v in res["val_loss"][s]],
+            }
+        )
     return {"per_seed": rows, "group_seconds": train_seconds}
 
 
@@ -279,11 +369,23 @@ def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str,
         return {"lib_n_params": nan, "lib_mse": nan, "lib_sup": nan}
     try:
         tgt = data.target
-        con = build_truncated_linear_attention(tgt.w.double(), tgt.t.double(), tgt.a, tgt.b, anchors=n_anchors, heads=n_heads, mode="sequence",
-                    dtype="float64").detail  # fmt: skip
+        con = build_truncated_linear_attention(
+            tgt.w.double(),
+            tgt.t.double(),
+            tgt.a,
+            tgt.b,
+            anchors=n_anchors,
+            heads=n_heads,
+            mode="sequence",
+            dtype="float64",
+        ).detail
         with torch.no_grad():
-            err = torch.cat([con(data.x_test[i : i + 250].double()) - data.y_test[i : i + 250].double()
-                             for i in range(0, data.x_test.shape[0], 250)])  # fmt: skip
+            err = torch.cat(
+                [
+                    con(data.x_test[i : i + 250].double()) - data.y_test[i : i + 250].double()
+                    for i in range(0, data.x_test.shape[0], 250)
+                ]
+            )
         return {"lib_n_params": con.params, "lib_mse": float(err.pow(2).mean()), "lib_sup": float(err.abs().max())}
     except UatlabError as exc:  # a refusal of the library construction is recorded, not fatal
         return {"lib_n_params": nan, "lib_mse": nan, "lib_sup": nan, "lib_error": f"{type(exc).__name__}: {exc}"}
@@ -291,13 +393,41 @@ def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str,
 
 # --------------------------------------------------------------------------- summaries
 CSV_COLUMNS = [
-    "run_id", "experiment", "mode", "scale", "value", "seed", "git_rev", "n_params", "wall_seconds",
-    "test_mse_all_channels", "test_mse", "test_sup", "epochs_run", "converged",
-    "at50_mse_all_channels", "at50_mse", "at50_sup", "clipped_fraction_test", "a", "b",
-    "n_heads", "head_dim", "n_anchors", "width", "out_dim",
-    "cf_n_params", "cf_mse_all_channels", "cf_mse", "cf_sup", "cf_sharpness", "cf_grid_spacing",
-    "lib_n_params", "lib_mse", "lib_sup",
-]  # fmt: skip
+    "run_id",
+    "experiment",
+    "mode",
+    "scale",
+    "value",
+    "seed",
+    "git_rev",
+    "n_params",
+    "wall_seconds",
+    "test_mse_all_channels",
+    "test_mse",
+    "test_sup",
+    "epochs_run",
+    "converged",
+    "at50_mse_all_channels",
+    "at50_mse",
+    "at50_sup",
+    "clipped_fraction_test",
+    "a",
+    "b",
+    "n_heads",
+    "head_dim",
+    "n_anchors",
+    "width",
+    "out_dim",
+    "cf_n_params",
+    "cf_mse_all_channels",
+    "cf_mse",
+    "cf_sup",
+    "cf_sharpness",
+    "cf_grid_spacing",
+    "lib_n_params",
+    "lib_mse",
+    "lib_sup",
+]
 
 
 def summarise_columns(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -321,9 +451,23 @@ def summarise_columns(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> l
     return out
 
 
-ERROR_COLUMNS = ("test_mse_all_channels", "test_mse", "test_sup", "at50_mse_all_channels", "at50_mse", "at50_sup",
-                 "cf_mse_all_channels", "cf_mse", "cf_sup", "lib_mse", "lib_sup", "lib_n_params",
-                 "clipped_fraction_test", "epochs_run", "wall_seconds")  # fmt: skip
+ERROR_COLUMNS = (
+    "test_mse_all_channels",
+    "test_mse",
+    "test_sup",
+    "at50_mse_all_channels",
+    "at50_mse",
+    "at50_sup",
+    "cf_mse_all_channels",
+    "cf_mse",
+    "cf_sup",
+    "lib_mse",
+    "lib_sup",
+    "lib_n_params",
+    "clipped_fraction_test",
+    "epochs_run",
+    "wall_seconds",
+)
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -77,11 +77,25 @@ def encoding_of(store: TokenStore) -> Encoding:
     return Encoding(dict(store.token_to_id), dict(store.label_to_id))
 
 
-def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding, group: str,
-                    pool: list[tuple[float, int]], lines: np.ndarray, sequences: int, max_len: int, dtype: str,
-                    causal: bool, seed: int, d_model: int | None, code: str,
-                    times: dict[str, float], ff: str = "knots", labels: str = "auto",
-                    progress: ProgressFn | None = None, num_tables: int | None = None) -> tuple[Transformer, dict]:  # fmt: skip
+def _compile_tables(
+    tables: Callable[[], Iterable[TokenTable]],
+    vocab: Encoding,
+    group: str,
+    pool: list[tuple[float, int]],
+    lines: np.ndarray,
+    sequences: int,
+    max_len: int,
+    dtype: str,
+    causal: bool,
+    seed: int,
+    d_model: int | None,
+    code: str,
+    times: dict[str, float],
+    ff: str = "knots",
+    labels: str = "auto",
+    progress: ProgressFn | None = None,
+    num_tables: int | None = None,
+) -> tuple[Transformer, dict]:
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
 
@@ -126,8 +140,10 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
         for c in choice:
             name = f"beta {pool[c][0]:g} shift {pool[c][1]}"
             counts[name] = counts.get(name, 0) + 1
-        beta_scores = {"per_position_choices": counts,
-                       "tokens_in_risky_groups": int(sum(risky[c, k] for k, c in enumerate(choice)))}  # fmt: skip
+        beta_scores = {
+            "per_position_choices": counts,
+            "tokens_in_risky_groups": int(sum(risky[c, k] for k, c in enumerate(choice))),
+        }
         query_choice = b
     else:
         per: list[list[Occurrences]] = [[] for _ in pool]
@@ -140,7 +156,7 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
                 per[c].append(
                     reduce_occurrences(
                         group_occurrences(table, table.h[:, c], id2tok, id2lab, lines, by_position=by_position)
-                    )  # fmt: skip
+                    )
                 )
         occs = [merge_occurrences(p) for p in per]
         if len(pool) > 1:
@@ -155,8 +171,9 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     if progress is not None:
         progress("feed-forward assembly", 0, 1)
     if ff == "knots":
-        model, info = build_knot_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, sequences,
-                                       d_model, code, labels)  # fmt: skip
+        model, info = build_knot_model(
+            vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, sequences, d_model, code, labels
+        )
     else:
         model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
     if progress is not None:
@@ -187,10 +204,20 @@ def _compile_tables(tables: Callable[[], Iterable[TokenTable]], vocab: Encoding,
     return model, report
 
 
-def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
-                    seed: int = 0, max_len: int | None = None,
-                    d_model: int | None = None, code: str = "auto", group: str = "auto", ff: str = "knots",
-                    labels: str = "auto", progress: ProgressFn | None = None) -> tuple[Transformer, dict]:  # fmt: skip
+def compile_encoded(
+    enc: EncodedData,
+    dtype: str = "float64",
+    causal: bool = False,
+    beta: float | str = "auto",
+    seed: int = 0,
+    max_len: int | None = None,
+    d_model: int | None = None,
+    code: str = "auto",
+    group: str = "auto",
+    ff: str = "knots",
+    labels: str = "auto",
+    progress: ProgressFn | None = None,
+) -> tuple[Transformer, dict]:
     """Compile already-encoded in-memory data (with input keys, see :class:`EncodedData`); returns (model, report).
 
     ``group``: gate the FF units on the word (``"word"``) or on (word, position) (``"word-pos"``, needs an
@@ -208,16 +235,43 @@ def compile_encoded(enc: EncodedData, dtype: str = "float64", causal: bool = Fal
     h = context_columns(alpha, max_len, pool, seed, causal)(enc.ids)  # (T, K)
     table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h)
     times["attention (h per token)"] = time.perf_counter() - t
-    model, report = _compile_tables(lambda: [table], enc.encoding, group, pool, np.asarray(enc.lines), len(enc), max_len,
-                                    dtype, causal, seed, d_model, code, times, ff, labels, progress, 1)  # fmt: skip
+    model, report = _compile_tables(
+        lambda: [table],
+        enc.encoding,
+        group,
+        pool,
+        np.asarray(enc.lines),
+        len(enc),
+        max_len,
+        dtype,
+        causal,
+        seed,
+        d_model,
+        code,
+        times,
+        ff,
+        labels,
+        progress,
+        1,
+    )
     report["label_counts"] = np.bincount(table.label, minlength=len(enc.encoding.label_to_id)).tolist()
     return model, report
 
 
-def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = False, beta: float | str = "auto",
-                  seed: int = 0, max_len: int | None = None, progress: ProgressFn | None = None,
-                  d_model: int | None = None, code: str = "auto", group: str = "auto", ff: str = "knots",
-                  labels: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+def compile_store(
+    store: TokenStore,
+    dtype: str = "float64",
+    causal: bool = False,
+    beta: float | str = "auto",
+    seed: int = 0,
+    max_len: int | None = None,
+    progress: ProgressFn | None = None,
+    d_model: int | None = None,
+    code: str = "auto",
+    group: str = "auto",
+    ff: str = "knots",
+    labels: str = "auto",
+) -> tuple[Transformer, dict]:
     """Compile a data set held in an on-disk :class:`~uatlab.data.token_store.TokenStore` (out of core).
 
     h is computed chunk by chunk for every query-scale candidate and the token records are partitioned by
@@ -232,13 +286,34 @@ def compile_store(store: TokenStore, dtype: str = "float64", causal: bool = Fals
     max_len = max(max_len or 0, store.max_len)
     alpha = word_key_codes(len(store.token_to_id), seed)
     columns = context_columns(alpha, max_len, pool, seed, causal)
-    signature = {"pool": [list(p) for p in pool], "seed": seed, "max_len": max_len, "causal": causal,
-                 "alpha_grid": float(alpha_grid(len(store.token_to_id)))}  # fmt: skip
+    signature = {
+        "pool": [list(p) for p in pool],
+        "seed": seed,
+        "max_len": max_len,
+        "causal": causal,
+        "alpha_grid": float(alpha_grid(len(store.token_to_id))),
+    }
     store.bucketize(columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences))
     times["attention (h per token)"] = time.perf_counter() - t
-    model, report = _compile_tables(store.bucket_tables, encoding_of(store), group, pool, store.lines, store.sequences, max_len,
-                                    dtype, causal, seed, d_model, code, times, ff, labels, progress,
-                                    store.bucket_count)  # fmt: skip
+    model, report = _compile_tables(
+        store.bucket_tables,
+        encoding_of(store),
+        group,
+        pool,
+        store.lines,
+        store.sequences,
+        max_len,
+        dtype,
+        causal,
+        seed,
+        d_model,
+        code,
+        times,
+        ff,
+        labels,
+        progress,
+        store.bucket_count,
+    )
     report["buckets"] = store.bucket_count
     report["label_counts"] = store.label_counts.tolist()
     return model, report
@@ -313,15 +388,25 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "vocabulary": report["vocabulary"],
         "max_len": report["max_len"],
         "stage_seconds": report["stage_seconds"],
-    }  # fmt: skip
+    }
     return out
 
 
-def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool = False,
-                    beta: float | str = "auto", seed: int = 0, run_certificate: bool = True,
-                    progress: ProgressFn | None = None, d_model: int | None = None, code: str = "auto",
-                    group: str = "auto", exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots",
-                    labels: str = "auto") -> CompileResult:  # fmt: skip
+def compile_dataset(
+    data: SequenceDataset,
+    dtype: str = "float64",
+    causal: bool = False,
+    beta: float | str = "auto",
+    seed: int = 0,
+    run_certificate: bool = True,
+    progress: ProgressFn | None = None,
+    d_model: int | None = None,
+    code: str = "auto",
+    group: str = "auto",
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+    ff: str = "knots",
+    labels: str = "auto",
+) -> CompileResult:
     """Compile ``data`` and (by default) certify the result; returns model, certificate and all figures."""
     t0 = time.perf_counter()
     enc = encode_dataset(data, context="prefix" if causal else "sequence")
@@ -349,19 +434,31 @@ def compile_dataset(data: SequenceDataset, dtype: str = "float64", causal: bool 
     return CompileResult(model, cert, model.encoding, {**summarize(model, report, cert), "seconds": report["seconds"]})
 
 
-def certify_with_progress(model: Transformer, data: SequenceDataset, progress: ProgressFn | None,
-                          exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
+def certify_with_progress(
+    model: Transformer, data: SequenceDataset, progress: ProgressFn | None, exp_ulps: float = DEFAULT_EXP_ULPS
+) -> Certificate:
     """:func:`~uatlab.verify.certificate.certify`, reporting stage ``"certify"`` to ``progress``."""
     cb = None if progress is None else (lambda n, total: progress("certify", n, total))
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
 
-def compile_memorizer(data: SequenceDataset | TokenStore, dtype: str = "float64", causal: bool = False,
-                      beta: float | str = "auto", seed: int = 0, *, d_model: int | None = None, code: str = "auto",
-                      group: str = "auto", certify: bool = True, progress: ProgressFn | None = None,
-                      exp_ulps: float = DEFAULT_EXP_ULPS, ff: str = "knots", labels: str = "auto",
-                      records: Callable[[], Iterable[tuple[list[str], list[str], int]]] | None = None,
-                      ) -> Construction:  # fmt: skip
+def compile_memorizer(
+    data: SequenceDataset | TokenStore,
+    dtype: str = "float64",
+    causal: bool = False,
+    beta: float | str = "auto",
+    seed: int = 0,
+    *,
+    d_model: int | None = None,
+    code: str = "auto",
+    group: str = "auto",
+    certify: bool = True,
+    progress: ProgressFn | None = None,
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+    ff: str = "knots",
+    labels: str = "auto",
+    records: Callable[[], Iterable[tuple[list[str], list[str], int]]] | None = None,
+) -> Construction:
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
     Args:
@@ -394,13 +491,25 @@ def compile_memorizer(data: SequenceDataset | TokenStore, dtype: str = "float64"
     if isinstance(data, TokenStore):
         want = "prefix" if causal else "sequence"
         if data.context != want:
-            raise InputError(f"{data.source}: the token store was read with context {data.context!r}; "
-                             f"causal={causal} needs {want!r}")  # fmt: skip
+            raise InputError(
+                f"{data.source}: the token store was read with context {data.context!r}; causal={causal} needs {want!r}"
+            )
         if certify and records is None:
             raise InputError("certifying a TokenStore needs records= (a function returning its records again)")
         t0 = time.perf_counter()
-        model, report = compile_store(data, dtype=dtype, causal=causal, beta=beta, seed=seed, progress=progress,
-                                      d_model=d_model, code=code, group=group, ff=ff, labels=labels)  # fmt: skip
+        model, report = compile_store(
+            data,
+            dtype=dtype,
+            causal=causal,
+            beta=beta,
+            seed=seed,
+            progress=progress,
+            d_model=d_model,
+            code=code,
+            group=group,
+            ff=ff,
+            labels=labels,
+        )
         cert = None
         if certify:
             t = time.perf_counter()
@@ -410,14 +519,29 @@ def compile_memorizer(data: SequenceDataset | TokenStore, dtype: str = "float64"
         fig = {**summarize(model, report, cert), "buckets": report["buckets"], "seconds": report["seconds"]}
         encoding = model.encoding
     else:
-        res = compile_dataset(data, dtype=dtype, causal=causal, beta=beta, seed=seed, run_certificate=certify,
-                              progress=progress, d_model=d_model, code=code, group=group, exp_ulps=exp_ulps,
-                              ff=ff, labels=labels)  # fmt: skip
+        res = compile_dataset(
+            data,
+            dtype=dtype,
+            causal=causal,
+            beta=beta,
+            seed=seed,
+            run_certificate=certify,
+            progress=progress,
+            d_model=d_model,
+            code=code,
+            group=group,
+            exp_ulps=exp_ulps,
+            ff=ff,
+            labels=labels,
+        )
         model, cert, fig, encoding = res.model, res.certificate, res.report, res.encoding
     guarantee: dict[str, float] = {}
     if cert is not None:
-        guarantee = {"certified_tokens": cert.certified_tokens, "ceiling_tokens": cert.ceiling_tokens,
-                     "min_certified_margin": cert.min_certified_margin}  # fmt: skip
+        guarantee = {
+            "certified_tokens": cert.certified_tokens,
+            "ceiling_tokens": cert.ceiling_tokens,
+            "min_certified_margin": cert.min_certified_margin,
+        }
     facts = {"paper": PAPER_A, "theorem": "Corollary 1", "parameters": model.num_parameters(), **fig}
     return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=encoding)
 
@@ -433,9 +557,14 @@ def load_compiled(path: str | os.PathLike) -> Transformer:
     return load(path)
 
 
-def certify_chunks_with_progress(model: Transformer, records: Iterable[tuple[list[str], list[str], int]],
-                                 source: str, total: int | None, progress: ProgressFn | None,
-                                 exp_ulps: float = DEFAULT_EXP_ULPS) -> Certificate:  # fmt: skip
+def certify_chunks_with_progress(
+    model: Transformer,
+    records: Iterable[tuple[list[str], list[str], int]],
+    source: str,
+    total: int | None,
+    progress: ProgressFn | None,
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+) -> Certificate:
     """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``."""
     cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
     return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps)

@@ -43,9 +43,20 @@ OFF_MARGIN = 0.125  # every other word's unit has pre-activation ≤ −OFF_MARG
 VIRTUAL_BELOW = 0.25  # (word, position) groups: offset ramps start from a virtual point at a_min − 1/4
 
 
-def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray,
-                beta: float, max_len: int, dtype: str, causal: bool, seed: int,
-                d_model: int | None = None, code: str = "auto") -> tuple[Transformer, dict]:  # fmt: skip
+def build_model(
+    enc: Encoding,
+    occ: Occurrences,
+    alpha: np.ndarray,
+    pi: np.ndarray,
+    b: np.ndarray,
+    beta: float,
+    max_len: int,
+    dtype: str,
+    causal: bool,
+    seed: int,
+    d_model: int | None = None,
+    code: str = "auto",
+) -> tuple[Transformer, dict]:
     """Assemble embedding, positional encoding, rank-1 attention, FF and readout (derivations beside each weight).
 
     ``d_model`` larger than the layout's k + 3 + C pads the residual stream with coordinates that are 0
@@ -215,12 +226,32 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
     Pz[:, lay.pos_code] = pcodes  # m-hot position code (empty unless units are gated on (word, position))
 
     config = TransformerConfig(
-        d_model=d, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=q, vocab_size=V, num_labels=C,
-        max_len=max_len, positional="given", attention="softmax", beta=1.0, causal=causal, readout_bias=True,
+        d_model=d,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=q,
+        vocab_size=V,
+        num_labels=C,
+        max_len=max_len,
+        positional="given",
+        attention="softmax",
+        beta=1.0,
+        causal=causal,
+        readout_bias=True,
         dtype=dtype,
-        meta={"construction": CONSTRUCTION, "beta": beta, "seed": seed, "code": code, "code_bits": k, "G": G,
-              "group": "word-pos" if by_pos else "word", "pos_code_bits": lay.kp},
-    )  # fmt: skip
+        meta={
+            "construction": CONSTRUCTION,
+            "beta": beta,
+            "seed": seed,
+            "code": code,
+            "code_bits": k,
+            "G": G,
+            "group": "word-pos" if by_pos else "word",
+            "pos_code_bits": lay.kp,
+        },
+    )
     model = new_transformer(config)
     with torch.no_grad():
         tdt = config.torch_dtype
@@ -270,14 +301,24 @@ def build_model(enc: Encoding, occ: Occurrences, alpha: np.ndarray, pi: np.ndarr
     if any(r != [1] for r in ranks.values()):
         raise AssertionError(f"compiled attention is not rank 1: {ranks}")
     info = {
-        "code": code, "code_bits": k, "code_weight": m, "G": G, "label_boundaries": int(len(label_boundaries(occ)[0])),
-        "group": "word-pos" if by_pos else "word", "pos_code_bits": lay.kp, "offset_ramps": int(len(off)),
+        "code": code,
+        "code_bits": k,
+        "code_weight": m,
+        "G": G,
+        "label_boundaries": int(len(label_boundaries(occ)[0])),
+        "group": "word-pos" if by_pos else "word",
+        "pos_code_bits": lay.kp,
+        "offset_ramps": int(len(off)),
         # Σ|terms| of an own token's pre-activation: G·k (binary gate) + |h| + |b1| (complement gate: no G term)
         "preactivation_magnitude": GK + max(abs(a_min), abs(a_max)) + (float(np.abs(b1).max()) if q else 0.0),
-        "unresolved_boundaries": unresolved, "ff_width": q, "d_model": d,
+        "unresolved_boundaries": unresolved,
+        "ff_width": q,
+        "d_model": d,
         "min_gap": float(gaps.min()) if len(gaps) else None,
-        "max_abs_W2": float(sigma.max()) if len(sigma) else 0.0, "a_range": [a_min, a_max], "ranks": ranks,
-    }  # fmt: skip
+        "max_abs_W2": float(sigma.max()) if len(sigma) else 0.0,
+        "a_range": [a_min, a_max],
+        "ranks": ranks,
+    }
     return model, info
 
 

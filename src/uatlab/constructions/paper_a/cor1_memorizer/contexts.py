@@ -18,8 +18,14 @@ from uatlab.constructions.paper_a.cor1_memorizer.layout import positional_codes,
 from uatlab.data.token_store import TokenTable
 
 
-def boltzmann_context(words: list[np.ndarray], alpha: np.ndarray, pi: np.ndarray, b: np.ndarray, causal: bool,
-                      batch_tokens: int = 2_000_000) -> list[np.ndarray]:  # fmt: skip
+def boltzmann_context(
+    words: list[np.ndarray],
+    alpha: np.ndarray,
+    pi: np.ndarray,
+    b: np.ndarray,
+    causal: bool,
+    batch_tokens: int = 2_000_000,
+) -> list[np.ndarray]:
     """h for every token: h_q = Σ_j softmax_j(b_q a_j) a_j with a_j = α_{w_j} + π_j (float64 reference).
 
     Sequences are bucketed by length (no padding). Scores are formed for at most ``batch_tokens`` (query, key)
@@ -112,8 +118,15 @@ def context_groups(word: np.ndarray, pos: np.ndarray, max_len: int | None) -> np
     return word if max_len is None else word * max_len + pos
 
 
-def group_occurrences(table: TokenTable, h: np.ndarray, id2tok: list[str], id2lab: list[str], lines: np.ndarray,
-                      max_listed: int = 50, by_position: int | None = None) -> Occurrences:  # fmt: skip
+def group_occurrences(
+    table: TokenTable,
+    h: np.ndarray,
+    id2tok: list[str],
+    id2lab: list[str],
+    lines: np.ndarray,
+    max_listed: int = 50,
+    by_position: int | None = None,
+) -> Occurrences:
     """Group the tokens of ``table`` (``h`` (T,) their contexts) into (group, h) points; groups are words, or
     (word, position) pairs when ``by_position`` (the model's max_len) is given.
 
@@ -162,17 +175,31 @@ def group_occurrences(table: TokenTable, h: np.ndarray, id2tok: list[str], id2la
                     counts_g[id2lab[li]] = counts_g.get(id2lab[li], 0) + 1
                 if len(conflicts) < max_listed:
                     seqs = sorted({int(table.seq[order[m]]) for m in members})
-                    conflicts.append({
-                        "sequences": seqs[:16], "lines": sorted({int(lines[q]) for q in seqs})[:16],
-                        "position": int(table.pos[t0]), "token": id2tok[int(w_s[members[0]])],
-                        "label_counts": counts_g, "majority": id2lab[int(label[g])],
-                    })  # fmt: skip
+                    conflicts.append(
+                        {
+                            "sequences": seqs[:16],
+                            "lines": sorted({int(lines[q]) for q in seqs})[:16],
+                            "position": int(table.pos[t0]),
+                            "token": id2tok[int(w_s[members[0]])],
+                            "label_counts": counts_g,
+                            "majority": id2lab[int(label[g])],
+                        }
+                    )
             else:  # different inputs, same h: the construction cannot separate them
                 wrong = int((l_s[members] != label[g]).sum())
                 collision += wrong - _conflict_losers(keys, l_s[members])
     first = np.flatnonzero(new)
-    return Occurrences(w_s[first], h_s[first], label, T, ceiling, conflicts, collision, group=g_s[first],
-                       pos=None if pos_all is None else pos_all[order][first])  # fmt: skip
+    return Occurrences(
+        w_s[first],
+        h_s[first],
+        label,
+        T,
+        ceiling,
+        conflicts,
+        collision,
+        group=g_s[first],
+        pos=None if pos_all is None else pos_all[order][first],
+    )
 
 
 def reduce_occurrences(occ: Occurrences) -> Occurrences:
@@ -191,9 +218,18 @@ def reduce_occurrences(occ: Occurrences) -> Occurrences:
     bidx, _ = label_boundaries(occ)
     keep[bidx] = True
     keep[bidx + 1] = True
-    return Occurrences(occ.word[keep], occ.h[keep], occ.label[keep], occ.tokens, occ.ceiling_tokens,
-                       occ.conflicts, occ.collision_tokens, group=occ.group[keep],
-                       pos=None if occ.pos is None else occ.pos[keep], distinct=occ.distinct)  # fmt: skip
+    return Occurrences(
+        occ.word[keep],
+        occ.h[keep],
+        occ.label[keep],
+        occ.tokens,
+        occ.ceiling_tokens,
+        occ.conflicts,
+        occ.collision_tokens,
+        group=occ.group[keep],
+        pos=None if occ.pos is None else occ.pos[keep],
+        distinct=occ.distinct,
+    )
 
 
 def merge_occurrences(parts: list[Occurrences], max_listed: int = 50) -> Occurrences:
@@ -208,10 +244,17 @@ def merge_occurrences(parts: list[Occurrences], max_listed: int = 50) -> Occurre
     order = np.lexsort((h, group))
     conflicts = sorted((c for p in parts for c in p.conflicts), key=lambda c: (c["sequences"][0], c["position"]))
     return Occurrences(
-        word[order], h[order], label[order], sum(p.tokens for p in parts), sum(p.ceiling_tokens for p in parts),
-        conflicts[:max_listed], sum(p.collision_tokens for p in parts), group=group[order],
-        pos=None if pos is None else pos[order], distinct=sum(p.distinct for p in parts),
-    )  # fmt: skip
+        word[order],
+        h[order],
+        label[order],
+        sum(p.tokens for p in parts),
+        sum(p.ceiling_tokens for p in parts),
+        conflicts[:max_listed],
+        sum(p.collision_tokens for p in parts),
+        group=group[order],
+        pos=None if pos is None else pos[order],
+        distinct=sum(p.distinct for p in parts),
+    )
 
 
 def _conflict_losers(keys: np.ndarray, labels: np.ndarray) -> int:

@@ -195,8 +195,11 @@ def knot_units(occ, base: np.ndarray, codes: np.ndarray, h_v: float, GK: float, 
     T = codes[lab] - codes[base[word]]  # (P, L) targets relative to the embedding's base label
     out_knot, out_coef, out_idx = [], [], []
     unresolved = virtual = 0
-    rnd = (lambda x: np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64)) if np_dt is np.float32 else (
-        lambda x: np.asarray(x, dtype=np.float64))  # fmt: skip
+    rnd = (
+        (lambda x: np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64))
+        if np_dt is np.float32
+        else (lambda x: np.asarray(x, dtype=np.float64))
+    )
     L = codes.shape[1]
     for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
         z = zt[s:e]
@@ -229,10 +232,14 @@ def knot_units(occ, base: np.ndarray, codes: np.ndarray, h_v: float, GK: float, 
     q = len(out_knot)
     ii = np.array(out_idx, dtype=np.int64)
     return KnotUnits(
-        knot=np.array(out_knot, dtype=np.float64), coef=np.array(out_coef, dtype=np.float64).reshape(q, L),
-        word=word[ii] if q else np.zeros(0, np.int64), pos=(pos[ii] if q else np.zeros(0, np.int64)) if by_pos else None,
-        unresolved=unresolved, virtual_points=virtual, boundaries=boundaries,
-    )  # fmt: skip
+        knot=np.array(out_knot, dtype=np.float64),
+        coef=np.array(out_coef, dtype=np.float64).reshape(q, L),
+        word=word[ii] if q else np.zeros(0, np.int64),
+        pos=(pos[ii] if q else np.zeros(0, np.int64)) if by_pos else None,
+        unresolved=unresolved,
+        virtual_points=virtual,
+        boundaries=boundaries,
+    )
 
 
 def paper_a_budget_dim(d: int, q: int, C: int, n: int, N: int) -> int:
@@ -253,9 +260,22 @@ def gate_codes(ambiguous: np.ndarray, V: int, code: str) -> tuple[np.ndarray, in
     return table[cid], m, table
 
 
-def build_knot_model(enc, occ, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray, beta, max_len: int, dtype: str,
-                     causal: bool, seed: int, sequences: int, d_model: int | None = None, code: str = "auto",
-                     labels: str = "auto"):  # fmt: skip
+def build_knot_model(
+    enc,
+    occ,
+    alpha: np.ndarray,
+    pi: np.ndarray,
+    b: np.ndarray,
+    beta,
+    max_len: int,
+    dtype: str,
+    causal: bool,
+    seed: int,
+    sequences: int,
+    d_model: int | None = None,
+    code: str = "auto",
+    labels: str = "auto",
+):
     """Assemble the model (module docstring); returns (Transformer, info) like the memorizer's build_model."""
     V, C = len(enc.token_to_id), len(enc.label_to_id)
     if code == "auto":
@@ -329,12 +349,35 @@ def build_knot_model(enc, occ, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray,
         R[np.arange(C), lay.labels.start + np.arange(C)] = 1.0
 
     config = TransformerConfig(
-        d_model=d, n_layers=1, n_heads=1, head_dim=1, rank=1, ff_width=q, vocab_size=V, num_labels=C,
-        max_len=max_len, positional="given", attention="softmax", beta=1.0, causal=causal, readout_bias=False,
-        ff_bias=False, dtype=dtype,
-        meta={"construction": CONSTRUCTION, "ff": "knots", "beta": beta, "seed": seed, "code": code, "code_bits": k,
-              "G": G, "group": "word-pos" if by_pos else "word", "pos_code_bits": lay.kp, "labels": labels},
-    )  # fmt: skip
+        d_model=d,
+        n_layers=1,
+        n_heads=1,
+        head_dim=1,
+        rank=1,
+        ff_width=q,
+        vocab_size=V,
+        num_labels=C,
+        max_len=max_len,
+        positional="given",
+        attention="softmax",
+        beta=1.0,
+        causal=causal,
+        readout_bias=False,
+        ff_bias=False,
+        dtype=dtype,
+        meta={
+            "construction": CONSTRUCTION,
+            "ff": "knots",
+            "beta": beta,
+            "seed": seed,
+            "code": code,
+            "code_bits": k,
+            "G": G,
+            "group": "word-pos" if by_pos else "word",
+            "pos_code_bits": lay.kp,
+            "labels": labels,
+        },
+    )
     model = new_transformer(config)
     with torch.no_grad():
         tdt = config.torch_dtype
@@ -361,13 +404,27 @@ def build_knot_model(enc, occ, alpha: np.ndarray, pi: np.ndarray, b: np.ndarray,
         raise AssertionError(f"compiled attention is not rank 1: {ranks}")
     gaps = np.diff(occ.h)[(occ.group[1:] == occ.group[:-1]) & (occ.label[1:] != occ.label[:-1])]
     info = {
-        "ff": "knots", "label_code": labels, "code": code, "code_bits": k, "code_weight": m, "G": G,
-        "ambiguous_words": int(len(ambiguous)), "label_boundaries": units.boundaries,
-        "group": "word-pos" if by_pos else "word", "pos_code_bits": lay.kp, "offset_ramps": units.virtual_points,
+        "ff": "knots",
+        "label_code": labels,
+        "code": code,
+        "code_bits": k,
+        "code_weight": m,
+        "G": G,
+        "ambiguous_words": int(len(ambiguous)),
+        "label_boundaries": units.boundaries,
+        "group": "word-pos" if by_pos else "word",
+        "pos_code_bits": lay.kp,
+        "offset_ramps": units.virtual_points,
         "padding_for_paper_a": lay.pad,
-        "preactivation_magnitude": GK + max(abs(a_min), abs(a_max)) + (float(np.abs(W1[:, lay.one]).max()) if q else 0.0),
-        "unresolved_boundaries": units.unresolved, "ff_width": q, "d_model": d,
+        "preactivation_magnitude": GK
+        + max(abs(a_min), abs(a_max))
+        + (float(np.abs(W1[:, lay.one]).max()) if q else 0.0),
+        "unresolved_boundaries": units.unresolved,
+        "ff_width": q,
+        "d_model": d,
         "min_gap": float(gaps.min()) if len(gaps) else None,
-        "max_abs_W2": float(np.abs(units.coef).max()) if q else 0.0, "a_range": [a_min, a_max], "ranks": ranks,
-    }  # fmt: skip
+        "max_abs_W2": float(np.abs(units.coef).max()) if q else 0.0,
+        "a_range": [a_min, a_max],
+        "ranks": ranks,
+    }
     return model, info

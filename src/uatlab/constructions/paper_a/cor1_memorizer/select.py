@@ -24,8 +24,9 @@ BETA_CANDIDATES = (0.5, 1.0, 2.0, 4.0, 8.0)
 RISKY_RELATIVE_GAP = 6.0  # a boundary gap below 6 r_h (rough h error) is likely too small to certify
 
 
-def check_request(dtype: str, beta: float | str, group: str, ff: str = "knots",
-                  labels: str = "auto") -> tuple[str, list[tuple[float, int]]]:  # fmt: skip
+def check_request(
+    dtype: str, beta: float | str, group: str, ff: str = "knots", labels: str = "auto"
+) -> tuple[str, list[tuple[float, int]]]:
     """Validate dtype, β, grouping, FF rule and label code; return the grouping and the (β, shift) candidates."""
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")
@@ -80,8 +81,7 @@ def gate_size(V: int, code: str, dtype: str) -> tuple[int, float]:
     return (k, 1.125 * k) if m == 0 else (0, 0.0)
 
 
-def choose_beta(occs: list[Occurrences], candidates: list[float], V: int, code: str,
-                 dtype: str) -> tuple[int, dict]:  # fmt: skip
+def choose_beta(occs: list[Occurrences], candidates: list[float], V: int, code: str, dtype: str) -> tuple[int, dict]:
     """One β for all positions, among ``candidates`` (their occurrences ``occs``): fewest label-boundary gaps
     below the dtype's resolution, then the largest smallest gap relative to the rounding-error scale of h.
     Returns its index."""
@@ -100,8 +100,9 @@ def choose_beta(occs: list[Occurrences], candidates: list[float], V: int, code: 
     return best[1], scores
 
 
-def position_scores(table: TokenTable, pool: list[tuple[float, int]], max_len: int,
-                     dtype: str) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def position_scores(
+    table: TokenTable, pool: list[tuple[float, int]], max_len: int, dtype: str
+) -> tuple[np.ndarray, np.ndarray]:
     """Per (candidate, position) of one table with (word, position) groups: the number of tokens next to a
     label boundary whose gap is below ``RISKY_RELATIVE_GAP·r_h``, and the smallest gap relative to r_h
     (r_h = :func:`h_error_estimate`). Both add up over tables (buckets) holding disjoint groups."""
