@@ -5,7 +5,7 @@
 
 Prints and writes one JSON: the error history, the errors at the end, and for tokens that have a twin (same
 word and position, other gold label) the distance of their attention scalar h to the twin's
-(see :mod:`uatlab.experiments.conll_ceiling`). Training uses one thread.
+(see `uatlab.experiments.conll_ceiling`). Training uses one thread.
 """
 
 from __future__ import annotations

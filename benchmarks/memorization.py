@@ -20,7 +20,7 @@ Each case runs ``uatlab compile ... --json`` in a fresh subprocess (CPU seconds 
 shared, so CPU time is reported beside wall time). Reported per case: non-embedding parameters (dense and
 non-zero), paper A's count 4(s+d) + d(2nN+d) for the model's own d, n = max_len and N, their ratio, whether the
 certificate covers every ceiling token, seconds, and the label information of
-:mod:`uatlab.data.information` with bits per non-embedding parameter = Σ_tokens H(label | word) / parameters.
+`uatlab.data.information` with bits per non-embedding parameter = Σ_tokens H(label | word) / parameters.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """uatlab: what softmax attention can express, made executable.
 
 The public names below are imported lazily (on first use), so ``import uatlab`` and the command line stay
-fast; subpackages are the stages a user thinks in: :mod:`uatlab.models` (paper A's Transformer),
-:mod:`uatlab.theory`, :mod:`uatlab.constructions` (theorems as weight builders, each returning a
-:class:`Construction`), :mod:`uatlab.verify` (certificates), :mod:`uatlab.data`, :mod:`uatlab.training`,
-:mod:`uatlab.experiments`, :mod:`uatlab.claims`, :mod:`uatlab.report` and the CLI (:mod:`uatlab.cli`).
+fast; subpackages are the stages a user thinks in: `uatlab.models` (paper A's Transformer),
+`uatlab.theory`, `uatlab.constructions` (theorems as weight builders, each returning a
+`Construction`), `uatlab.verify` (certificates), `uatlab.data`, `uatlab.training`,
+`uatlab.experiments`, `uatlab.claims`, `uatlab.report` and the CLI (`uatlab.cli`).
 
 """
 

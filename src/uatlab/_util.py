@@ -8,7 +8,7 @@ from typing import Any
 
 def to_jsonable(obj: Any) -> Any:
     """``obj`` with numpy/torch scalars unwrapped, tuples as lists, keys as strings and non-finite floats as
-    strings (``"nan"``, ``"inf"``), so that :func:`json.dumps` accepts it; anything else becomes ``str(obj)``."""
+    strings (``"nan"``, ``"inf"``), so that `json.dumps` accepts it; anything else becomes ``str(obj)``."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return str(obj)
     if isinstance(obj, dict):

@@ -1,7 +1,7 @@
 """Error types that uatlab raises for user mistakes.
 
 Every error that a user can cause (bad data, bad flags, impossible requests) derives from
-:class:`UatlabError`. The CLI prints these as one clear message without a traceback; any other
+`UatlabError`. The CLI prints these as one clear message without a traceback; any other
 exception is a bug and keeps its traceback.
 """
 

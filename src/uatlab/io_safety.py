@@ -6,11 +6,11 @@ The rules, applied by every writing command before it does any work:
 * An output path must not resolve to an input file (through links or another spelling of the path), must not
   be an existing directory (for a file) or file (for a folder), and its parent must be a writable folder.
 * An output file is written to a temporary file beside it and renamed over the target only once it is
-  complete (:func:`atomic_write`, :func:`atomic_path`): an existing file is either kept intact or replaced
+  complete (`atomic_write`, `atomic_path`): an existing file is either kept intact or replaced
   whole, never truncated.
-* Two jobs never write the same output at once (:class:`OutputLock`).
+* Two jobs never write the same output at once (`OutputLock`).
 * A work directory is deleted only if uatlab created it and can prove it: a marker file holding a random id
-  that is also recorded in the directory's manifest (:func:`write_marker`, :func:`owns`).
+  that is also recorded in the directory's manifest (`write_marker`, `owns`).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is fsynced and renamed over ``path``.
 
     On any exception the temporary file is removed and ``path`` is left as it was. Use this for libraries
-    that write by file name (safetensors, torch.save, matplotlib, numpy); :func:`atomic_write` for streams.
+    that write by file name (safetensors, torch.save, matplotlib, numpy); `atomic_write` for streams.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +179,7 @@ def atomic_write(
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_write`)."""
+    """Write ``text`` to ``path`` atomically (see `atomic_write`)."""
     with atomic_write(path) as fh:
         fh.write(text)
     return Path(path)
@@ -291,7 +291,7 @@ def prefix_identity(path: str | os.PathLike, lines: int | None) -> dict[str, Any
 
 
 def save_figure(fig: Any, path: str | os.PathLike, **kwargs: Any) -> Path:
-    """``fig.savefig`` through :func:`atomic_path` (the format is taken from ``path``'s suffix)."""
+    """``fig.savefig`` through `atomic_path` (the format is taken from ``path``'s suffix)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)

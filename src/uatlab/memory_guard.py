@@ -78,7 +78,7 @@ def human(nbytes: float) -> str:
 
 
 def check_memory(need: float, what: str, detail: str) -> None:
-    """Refuse (InputError) a computation needing ``need`` bytes above :func:`memory_limit`."""
+    """Refuse (InputError) a computation needing ``need`` bytes above `memory_limit`."""
     limit = memory_limit()
     if need > limit:
         raise InputError(

@@ -6,9 +6,9 @@ spin-wait for a core. Parallelism therefore comes from worker processes (the exe
 each process uses few threads:
 
 * ``UATLAB_THREADS`` (environment) or an explicit request wins;
-* otherwise (``"auto"``) one thread per process on machines with fewer than :data:`MIN_CORES_FOR_THREADS`
+* otherwise (``"auto"``) one thread per process on machines with fewer than `MIN_CORES_FOR_THREADS`
   cores available to the process, else the number of cores not already busy (1-minute load average),
-  capped at :data:`MAX_THREADS`.
+  capped at `MAX_THREADS`.
 
 The results never depend on the number of threads: every quantity compile and certify compute is a
 sum whose rounding is bounded for any summation order, and the products used (matrix × small matrix)
@@ -30,7 +30,7 @@ _RUNTIME_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "B
 
 @dataclass(frozen=True)
 class ThreadSettings:
-    """What :func:`apply_threads` set, recorded in JSON outputs."""
+    """What `apply_threads` set, recorded in JSON outputs."""
 
     threads: int
     chosen_by: str  # "auto", "environment" or "request"

@@ -1,5 +1,5 @@
 """The harness of the certificate stress tests: certify a model, then evaluate its certified tokens with
-:mod:`numpy_forward` (which imports numpy only) under many evaluations and count violations."""
+`numpy_forward` (which imports numpy only) under many evaluations and count violations."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The certificate stress test on CoNLL-2003 (slow tier): the tightest certified tokens and a random sample
 of sequences of each compiled model are evaluated by the independent numpy forward pass under every
-evaluation of :func:`certificate_stress.evaluations`; none may be misclassified or fall below its bound."""
+evaluation of `certificate_stress.evaluations`; none may be misclassified or fall below its bound."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Claims of paper A and paper B, each with a computed check (see :mod:`uatlab.claims.registry`)."""
+"""Claims of paper A and paper B, each with a computed check (see `uatlab.claims.registry`)."""
 
 from __future__ import annotations
 

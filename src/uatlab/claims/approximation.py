@@ -1,6 +1,6 @@
 """Claims: universal approximation built in closed form (paper A Prop. 1, paper B Sec. 3 and App. B).
 
-Each check runs a size sweep from :mod:`uatlab.experiments.approximation_sweeps`, measures the errors
+Each check runs a size sweep from `uatlab.experiments.approximation_sweeps`, measures the errors
 and derives the verdict from the measured numbers and the proven bounds.
 """
 

@@ -1,6 +1,6 @@
 """Claim: one softmax attention layer replaces Yun et al. (2020)'s many hardmax layers on the same data.
 
-Yun et al.'s construction (:mod:`uatlab.constructions.baselines.yun2020`) is built and verified in exact
+Yun et al.'s construction (`uatlab.constructions.baselines.yun2020`) is built and verified in exact
 rational arithmetic; paper A's literal Theorem-2 layer (Kajitsuka & Sato, ICLR 2024) is certified in arb
 on the same tokens (shifted by +1 so that every token norm exceeds r_min, which Theorem 2 requires);
 our compiled one-layer memorizer is certified in float64 on the same sequences.

@@ -2,8 +2,8 @@
 
 Paper A (Kajitsuka & Sato, ICLR 2024), Corollary 1: F^(FF) ∘ F^(SA) with one rank-1 head memorizes any
 finite labelled data set (consistent labels). The checks compile a data set made on the fly with
-:mod:`uatlab.constructions.paper_a.cor1_memorizer` and certify it in float64, and in float32, with
-:mod:`uatlab.verify.certificate`: the verdict is 'pass' iff every winnable token is *proven* correct in
+`uatlab.constructions.paper_a.cor1_memorizer` and certify it in float64, and in float32, with
+`uatlab.verify.certificate`: the verdict is 'pass' iff every winnable token is *proven* correct in
 that dtype, the attention is one head of rank 1, the model has one block, and its non-embedding parameters
 do not exceed paper A's count 4(s + d) + d(2nN + d) for its own (s, d, n, N).
 """

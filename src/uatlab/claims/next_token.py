@@ -3,8 +3,8 @@
 Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers" (ICLR 2025): N next-token
 examples are memorized by one self-attention layer and a feed-forward network with Õ(√N) parameters
 (of Õ(√N) bits each). Both checks compile random-label data with
-:mod:`uatlab.constructions.paper_c.next_token_memorizer`, certify every example
-(:mod:`uatlab.verify.next_token`) and fit parameters against N on a log-log scale.
+`uatlab.constructions.paper_c.next_token_memorizer`, certify every example
+(`uatlab.verify.next_token`) and fit parameters against N on a log-log scale.
 """
 
 from __future__ import annotations

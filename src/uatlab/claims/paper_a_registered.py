@@ -19,7 +19,7 @@ PAPER_A = "Kajitsuka & Sato, ICLR 2024"
 
 
 def conll_or_synthetic(ctx: ClaimContext, sentences: int, seed: int):
-    """The first ``sentences`` of CoNLL-2003 train (:meth:`ClaimContext.conll_train`) if given, else random labels."""
+    """The first ``sentences`` of CoNLL-2003 train (`ClaimContext.conll_train`) if given, else random labels."""
     from uatlab.data import read_conll
     from uatlab.experiments.capacity import synthetic_random_labels
 

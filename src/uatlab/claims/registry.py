@@ -2,7 +2,7 @@
 
 A check is a function ``check(ctx: ClaimContext) -> ClaimResult`` that *computes* numbers and
 returns a verdict from them; it never compares against a hard-coded result. ``uatlab reproduce``
-runs every registered check (:func:`run_claims`).
+runs every registered check (`run_claims`).
 
 Adding a claim::
 
@@ -18,7 +18,7 @@ Adding a claim::
         ...
         return ClaimResult(verdict="pass", figures={"collisions": 1000})
 
-Claim modules are listed in :data:`uatlab.claims.CLAIM_MODULES` and imported on first use.
+Claim modules are listed in `uatlab.claims.CLAIM_MODULES` and imported on first use.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Claims about trained rank-1 Transformers (paper A, Section 5).
 
-The data is CoNLL-2003 train when it is given (:meth:`ClaimContext.conll_train`: ``--data-dir`` or
+The data is CoNLL-2003 train when it is given (`ClaimContext.conll_train`: ``--data-dir`` or
 ``$UATLAB_CONLL_DIR``), otherwise synthetic random labels (the note says which).
 Quick mode trains on a small subset; the full mode on a larger one.
 """

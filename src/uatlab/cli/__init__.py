@@ -1,6 +1,6 @@
 """uatlab's command line: ``uatlab --help`` lists every command in one line each.
 
-Command modules register on the shared :data:`uatlab.cli.app.app`; they are imported here.
+Command modules register on the shared `uatlab.cli.app.app`; they are imported here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The typer application shared by every command module, and the output helpers.
 
 Every command takes ``--json``: it then prints exactly one JSON object on stdout and nothing else
-(progress goes to stderr). Otherwise it prints rich tables. User errors (:class:`UatlabError`)
+(progress goes to stderr). Otherwise it prints rich tables. User errors (`UatlabError`)
 become one line ``error: ...`` on stderr and exit code 2, without a traceback.
 """
 

@@ -1,9 +1,9 @@
 """``uatlab compile``, ``uatlab certify`` and ``uatlab synth``: memorizing Transformers, compiled and proven.
 
 * ``compile DATA``: stream a CoNLL/JSONL file into a one-layer single-head rank-1 Transformer
-  (:mod:`uatlab.constructions.memorizer`), certify it in its dtype, print the figures, save the model.
+  (`uatlab.constructions.memorizer`), certify it in its dtype, print the figures, save the model.
 * ``certify MODEL DATA``: re-check any saved uatlab model (with a token encoding) on any data set.
-* ``synth OUT``: write a random labelled data set as JSONL (:mod:`uatlab.data.synthetic`).
+* ``synth OUT``: write a random labelled data set as JSONL (`uatlab.data.synthetic`).
 """
 
 from __future__ import annotations

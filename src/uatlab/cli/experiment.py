@@ -1,7 +1,7 @@
 """The ``uatlab experiment`` sub-command group.
 
-This module only creates the shared sub-typer :data:`experiment`; command modules (training
-experiments in :mod:`uatlab.cli.train`, the paper-B experiments in their own module) add their
+This module only creates the shared sub-typer `experiment`; command modules (training
+experiments in `uatlab.cli.train`, the paper-B experiments in their own module) add their
 commands to it with ``@experiment.command(...)``.
 """
 

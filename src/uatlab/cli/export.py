@@ -1,9 +1,9 @@
 """``uatlab export MODEL --to transformer-lens OUT``: a uatlab model as a TransformerLens model.
 
 The model (saved by ``uatlab compile`` or ``uatlab train``) is converted by
-:func:`uatlab.interop.to_hooked_transformer`, its logits are compared with uatlab's on random token
+`uatlab.interop.to_hooked_transformer`, its logits are compared with uatlab's on random token
 sequences, and the ``HookedTransformer`` is written to the new directory OUT (``config.json`` with
-the vocabulary, ``weights.safetensors``); :func:`uatlab.interop.load_hooked` reads it back.
+the vocabulary, ``weights.safetensors``); `uatlab.interop.load_hooked` reads it back.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def compile_next_token_file(
 def compile_next_token_command(
     data: Path, fmt: str, window: int | None, tokenizer: str, dtype: str, out: Path, seed: int, json_out: bool
 ) -> None:
-    """Print the figures of :func:`compile_next_token_file` (JSON or a table)."""
+    """Print the figures of `compile_next_token_file` (JSON or a table)."""
     from uatlab.cli.app import console, key_value_table, print_json
 
     fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed)

@@ -2,7 +2,7 @@
 
 INPUT is plain text (one sentence per line, tokens separated by whitespace), CoNLL columns or JSONL (their
 labels are ignored). Output: one ``token<TAB>label`` line per token, a blank line between sentences, or one
-JSON object with ``--json``. Unknown words follow the model's policy (see :meth:`uatlab.models.Transformer.predict`).
+JSON object with ``--json``. Unknown words follow the model's policy (see `uatlab.models.Transformer.predict`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Theorems as weight builders. Every builder returns a :class:`Construction`.
+"""Theorems as weight builders. Every builder returns a `Construction`.
 
 ``BY_THEOREM`` is the table theorem → builder (``build_*`` from a theorem's parameters, ``compile_*`` from
 data or from a network). Paper A = Kajitsuka & Sato, ICLR 2024; paper B = Hu et al. 2025; paper C = Kajitsuka

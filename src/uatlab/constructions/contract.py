@@ -1,7 +1,7 @@
 """The one type every construction returns.
 
 A builder (``build_*``: weights from a theorem's parameters) or a data-driven compiler (``compile_*``:
-weights from a data set) returns a :class:`Construction`: an ordinary ``nn.Module`` plus the numbers that
+weights from a data set) returns a `Construction`: an ordinary ``nn.Module`` plus the numbers that
 say what it is guaranteed to do, the facts of how it was built, and the certificate when one was computed.
 """
 
@@ -24,7 +24,7 @@ class Construction:
             ``{"sup_error_bound": 0.01}``); names say what is bounded and in which norm.
         facts: how it was built: ``paper``, ``theorem``, ``parameters`` (count), and the choices made
             (β, anchors, heads, bits relied on, ...).
-        certificate: a certificate computed by the builder (see :mod:`uatlab.verify`), or None.
+        certificate: a certificate computed by the builder (see `uatlab.verify`), or None.
         detail: the construction-specific record (plans, vocabularies, targets, helpers that evaluate the
             model on numpy arrays), or None.
     """

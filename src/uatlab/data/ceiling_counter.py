@@ -2,8 +2,8 @@
 
 The ceiling of a labelled data set is the number of tokens a perfect classifier can get right: for every
 distinct input (a token in its context, identified by a 64-bit key, see
-:func:`uatlab.data.keys.input_keys`) the count of its majority label. Counting it with a dict keyed by
-input costs ~200 bytes per distinct input, i.e. per token on natural data. :class:`CeilingCounter` keeps
+`uatlab.data.keys.input_keys`) the count of its majority label. Counting it with a dict keyed by
+input costs ~200 bytes per distinct input, i.e. per token on natural data. `CeilingCounter` keeps
 (key, label) pairs as int64 arrays (16 bytes a token) and, past ``max_pairs`` pairs, spills them to
 ``buckets`` files on disk partitioned by key (a key's pairs all land in one bucket), so the final count
 reads one bucket at a time: memory is bounded by ``max_pairs`` plus the largest bucket.
@@ -23,7 +23,7 @@ PAIR = np.dtype([("key", "<i8"), ("label", "<i8")])
 
 
 class CeilingCounter:
-    """Accumulate (key, label) pairs; :meth:`ceiling` returns Σ over keys of the majority-label count."""
+    """Accumulate (key, label) pairs; `ceiling` returns Σ over keys of the majority-label count."""
 
     def __init__(self, max_pairs: int = 4_000_000, buckets: int = 64, work_dir: Path | None = None) -> None:
         self.max_pairs = max_pairs

@@ -6,7 +6,7 @@ with ``-DOCSTART-`` are document markers and are skipped. Text is UTF-8 (a leadi
 ignored). Errors name the file and line.
 
 Tagging schemes: IOB2 (every entity starts with ``B-``) and IOB1 (``B-`` only between two adjacent
-entities of the same type) are detected by :func:`detect_scheme` and converted by :func:`iob1_to_iob2`.
+entities of the same type) are detected by `detect_scheme` and converted by `iob1_to_iob2`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Labelled token sequences: the one in-memory data type shared by compile, train and experiments.
 
-A :class:`SequenceDataset` holds N sequences of tokens (strings) with one label (string) per token,
+A `SequenceDataset` holds N sequences of tokens (strings) with one label (string) per token,
 plus where each sequence came from (file and first line), so that every error can name its source.
 Token and label vocabularies are built in first-seen order, which makes ids deterministic.
 """
@@ -142,14 +142,14 @@ class Encoding:
 
     @property
     def unknown_id(self) -> int | None:
-        """The id of :attr:`unknown_token` (None when unknown words are an error)."""
+        """The id of `unknown_token` (None when unknown words are an error)."""
         return None if self.unknown_token is None else self.token_to_id[self.unknown_token]
 
     def encode_tokens(self, data: SequenceDataset, unknown: str = "error", start: int = 0) -> list[np.ndarray]:
         """Token ids per sequence (int64).
 
-        ``unknown='error'``: an unknown word is an :class:`InputError` naming it, its file:line, sequence and
-        position; ``unknown='unk'``: it maps to :attr:`unknown_id` (an error if the encoding has none).
+        ``unknown='error'``: an unknown word is an `InputError` naming it, its file:line, sequence and
+        position; ``unknown='unk'``: it maps to `unknown_id` (an error if the encoding has none).
         ``start`` is the global index of ``data``'s first sequence (a chunk of a larger set) for the message."""
         if unknown not in UNKNOWN_POLICIES:
             raise InputError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
@@ -161,7 +161,7 @@ class Encoding:
     def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
         """Token ids (int64) of unlabelled sentences (lists of token strings).
 
-        ``unknown``: ``"error"`` (an unknown word is an :class:`InputError` naming the word, the sentence and
+        ``unknown``: ``"error"`` (an unknown word is an `InputError` naming the word, the sentence and
         the position) or ``"unk"`` (the unknown-word id); default ``"unk"`` when the encoding has an
         unknown-word token, else ``"error"``.
         """

@@ -1,5 +1,5 @@
 """A labelled data set as integer ids, in memory (the on-disk, streamable counterpart is
-:class:`uatlab.data.token_store.TokenStore`)."""
+`uatlab.data.token_store.TokenStore`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from uatlab.data.keys import input_keys
 
 @dataclass
 class EncodedData:
-    """N sequences as id arrays under one :class:`Encoding`.
+    """N sequences as id arrays under one `Encoding`.
 
     Attributes:
         encoding: the string ↔ id maps the ids refer to.
@@ -21,7 +21,7 @@ class EncodedData:
         targets: ``targets[i]`` (n_i,) int64 label ids.
         lines: ``lines[i]`` the source line where sequence i starts.
         source: where the data came from (a path or a description).
-        keys: ``keys[i]`` (n_i,) int64 input keys (:func:`uatlab.data.keys.input_keys`), or None.
+        keys: ``keys[i]`` (n_i,) int64 input keys (`uatlab.data.keys.input_keys`), or None.
         unknown_tokens: tokens outside the encoding's vocabulary (mapped to its unknown-word token).
     """
 
@@ -54,7 +54,7 @@ def encode_dataset(
     """Encode ``data`` under ``encoding`` (default: fitted on ``data``, first-seen order).
 
     ``context`` (``"sequence"`` or ``"prefix"``) also computes the input keys; ``unknown`` is the
-    unknown-word policy of :meth:`Encoding.encode_tokens`.
+    unknown-word policy of `Encoding.encode_tokens`.
     """
     enc = Encoding.fit(data) if encoding is None else encoding
     ids = enc.encode_tokens(data, unknown=unknown)

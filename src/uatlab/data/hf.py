@@ -1,13 +1,13 @@
 """Optional loader of CoNLL-2003 through the Hugging Face ``datasets`` library.
 
 Never required and never used by the tests against the network: uatlab's own readers
-(:func:`uatlab.data.read_conll`) work offline on the column files. This loader is for users who have
+(`uatlab.data.read_conll`) work offline on the column files. This loader is for users who have
 ``datasets`` installed (``pip install 'uatlab[datasets]'``) and can reach the Hub or have it cached.
 
 The Hub's ``eriktks/conll2003`` (formerly ``conll2003``) stores ``tokens`` and integer ``ner_tags`` in
 IOB2 with the class names in the split's ``features["ner_tags"].feature.names``
 (O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC, B-MISC, I-MISC); they are mapped back to strings so the
-result is the same :class:`SequenceDataset` that :func:`read_conll` returns.
+result is the same `SequenceDataset` that `read_conll` returns.
 """
 
 from __future__ import annotations

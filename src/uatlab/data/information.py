@@ -165,7 +165,7 @@ def _log2_binom(n: int, k: int) -> float:
 
 
 def label_information_of(records: Iterable[tuple[list[str], list[str]]], context: str = "sequence") -> LabelInformation:
-    """:func:`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
+    """`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
     the whole sequence) or "prefix" (causal)."""
     try:
         from uatlab.data.keys import input_keys

@@ -6,7 +6,7 @@ Two sources:
   read as strings). Sequences may differ in length; shorter ones are left-padded with a pad id.
 - A plain text file cut into windows: every run of ``window`` consecutive tokens is a sequence and the
   token after it is its label. Tokenisers: ``whitespace`` (str.split) and ``python`` (the standard
-  library's :mod:`tokenize`; layout tokens become ``<NEWLINE>``, ``<INDENT>``, ``<DEDENT>``, ``<NL>``).
+  library's `tokenize`; layout tokens become ``<NEWLINE>``, ``<INDENT>``, ``<DEDENT>``, ``<NL>``).
 
 Every error names the file and line (JSONL) or the file and the offending quantity (text).
 """
@@ -197,7 +197,7 @@ def windows_from_tokens(
 
 
 def read_text_windows(path: str | os.PathLike, window: int, tokenizer: str = "whitespace") -> NextTokenData:
-    """Windows of a text file (see :func:`windows_from_tokens`); validates ``window`` before reading."""
+    """Windows of a text file (see `windows_from_tokens`); validates ``window`` before reading."""
     if window < 1:
         raise InputError(f"--window {window}: a window needs at least one token")
     path = Path(path)
@@ -208,7 +208,7 @@ def read_text_windows(path: str | os.PathLike, window: int, tokenizer: str = "wh
 
 
 def python_stdlib_windows(window: int, min_windows: int, root: str | os.PathLike | None = None) -> NextTokenData:
-    """Windows of this Python's standard-library sources (tokenised by :mod:`tokenize`), files in sorted
+    """Windows of this Python's standard-library sources (tokenised by `tokenize`), files in sorted
     order until at least ``min_windows`` windows are collected (a text corpus every machine with Python has)."""
     import sysconfig
 

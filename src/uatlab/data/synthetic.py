@@ -4,8 +4,8 @@ Labels are drawn uniformly at random per token, independently of everything (so 
 N·n·log2 C bits that no rule can compress). Tokens are drawn uniformly; with ``repeats=False`` each
 sequence has n distinct tokens (paper A's no-duplicate hypothesis; needs n ≤ V).
 
-Token strings are ``t0 … t{V−1}``, labels ``c0 … c{C−1}``. :func:`write_synthetic` streams the JSONL format
-of :mod:`uatlab.data.jsonl` (``{"tokens": [...], "labels": [...]}`` per line) without holding the data.
+Token strings are ``t0 … t{V−1}``, labels ``c0 … c{C−1}``. `write_synthetic` streams the JSONL format
+of `uatlab.data.jsonl` (``{"tokens": [...], "labels": [...]}`` per line) without holding the data.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _distinct(rng: np.random.Generator, m: int, n: int, V: int) -> np.ndarray:
 
 
 def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0) -> SequenceDataset:
-    """The same sequences as :func:`iter_synthetic`, in memory."""
+    """The same sequences as `iter_synthetic`, in memory."""
     toks, labs = [], []
     for t, y in iter_synthetic(N, n, V, C, repeats, seed):
         toks.append(t)
@@ -67,7 +67,7 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
 def write_synthetic(
     path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0
 ) -> Path:
-    """Write the sequences of :func:`iter_synthetic` as JSONL (atomically: all or nothing); returns the path."""
+    """Write the sequences of `iter_synthetic` as JSONL (atomically: all or nothing); returns the path."""
     from uatlab.io_safety import atomic_write
 
     path = Path(path)

@@ -2,14 +2,14 @@
 
 ``uatlab compile`` streams a data set once into a work directory and never holds all of it in memory:
 
-* **encode pass** (:meth:`TokenStore.read`): records (tokens, labels, line) are turned into integer ids
+* **encode pass** (`TokenStore.read`): records (tokens, labels, line) are turned into integer ids
   (token, label, input key) and written as chunk files of about ``chunk_tokens`` tokens each
   (``chunk_00000.npz`` …). In memory: one chunk, the vocabulary, and one line number per sequence.
-* **bucket pass** (:meth:`TokenStore.bucketize`): per chunk a caller-supplied function computes float
+* **bucket pass** (`TokenStore.bucketize`): per chunk a caller-supplied function computes float
   columns per token (the compiler's Boltzmann contexts h for each candidate β); the token records
   (word, label, key, sequence, position, columns) are appended to ``buckets`` files partitioned by word id,
   so that every occurrence of a word lands in one bucket.
-* **group pass** (:meth:`TokenStore.bucket_tables`): one bucket at a time as a :class:`TokenTable`.
+* **group pass** (`TokenStore.bucket_tables`): one bucket at a time as a `TokenTable`.
 
 Memory is bounded by the chunk size plus the largest bucket (at least the most frequent word's
 occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 40 + 8·K for buckets.
@@ -418,12 +418,12 @@ class TokenStore:
 
     @property
     def bucket_count(self) -> int:
-        """Number of buckets of the last :meth:`bucketize` pass (0 before it)."""
+        """Number of buckets of the last `bucketize` pass (0 before it)."""
         info = self.m.get("buckets")
         return int(info["count"]) if info else 0
 
     def bucket_tables(self) -> Iterator[TokenTable]:
-        """The buckets of the last :meth:`bucketize`, one :class:`TokenTable` at a time (tokens in data order)."""
+        """The buckets of the last `bucketize`, one `TokenTable` at a time (tokens in data order)."""
         info = self.m.get("buckets")
         if info is None:
             raise InputError(f"{self.dir}: no bucket pass recorded")

@@ -1,7 +1,7 @@
 """Size sweeps of the approximation constructions: rows, fitted log-log slopes, CSV and figures.
 
-Shared by ``uatlab approx …`` (:mod:`uatlab.cli.approx`) and the claims in
-:mod:`uatlab.claims.approximation`. Every sweep returns a :class:`Sweep` whose ``rows`` hold, per size,
+Shared by ``uatlab approx …`` (`uatlab.cli.approx`) and the claims in
+`uatlab.claims.approximation`. Every sweep returns a `Sweep` whose ``rows`` hold, per size,
 the size parameters, ``sup_error``, ``bound`` (the proven bound, NaN where none is proved) and ``params``.
 """
 
@@ -157,8 +157,8 @@ def sweep_relu_network(
 ) -> Sweep:
     """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors.
 
-    ``layers=1``: :func:`compile_relu_network` (one attention layer); ``layers=2``:
-    :func:`~uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer` (two attention layers,
+    ``layers=1``: `compile_relu_network` (one attention layer); ``layers=2``:
+    `uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer` (two attention layers,
     far fewer parameters).
     """
     from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network_two_layer

@@ -5,7 +5,7 @@ binary search over a grid of model sizes (the token dimension d with FF width ``
 the FF width q at fixed d) finds the smallest model whose training reaches the data set's ceiling
 (no errors beyond the inherent conflicts) within ``max_steps`` optimizer steps (the epoch count
 is ``max_steps / steps_per_epoch``, so small N get as many updates as large N). Every (N, size) is one trial of
-:func:`uatlab.experiments.executor.run_trials`: stored as JSON, never recomputed, retried and
+`uatlab.experiments.executor.run_trials`: stored as JSON, never recomputed, retried and
 reported when it fails. The binary search assumes that success is monotone in size; the result is
 the smallest size *found* (an upper bound on the true minimum for this training recipe).
 
@@ -19,7 +19,7 @@ Figures:
   (Allen-Zhu & Li) and 3.6 bits/parameter (Morris et al.) anchors. Synthetic labels are uniform and
   independent, so they carry exactly tokens·log2(#labels) bits; for CoNLL we use the empirical
   budgets tokens·H(tag|word) and tokens·H(tag) (orders of magnitude, see
-  :mod:`uatlab.data.report`).
+  `uatlab.data.report`).
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def run_capacity(
 
 
 def data_params(kind, n, data, length, vocab, labels, seed) -> dict[str, Any]:
-    """The trial parameters that fix one data set (what :func:`capacity_dataset` reads)."""
+    """The trial parameters that fix one data set (what `capacity_dataset` reads)."""
     return {"kind": kind, "N": n, "data": data, "length": length, "vocab": vocab, "labels": labels, "data_seed": seed}
 
 

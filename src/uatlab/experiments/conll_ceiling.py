@@ -9,7 +9,7 @@ and the feed-forward layer sees x_k + W_O h_k. Two tokens with the same word at 
 (same x_k) but different gold labels can only be told apart through h_k; if their h differ by Δh, a
 ReLU network needs slopes ~ 1/Δh to separate them, which gradient descent reaches slowly if at all.
 
-:func:`diagnose` trains the README recipe (d = 128, FF 512, AdamW 3e-3 cosine, batch 32, embeddings
+`diagnose` trains the README recipe (d = 128, FF 512, AdamW 3e-3 cosine, batch 32, embeddings
 N(0, 0.1²)) on a subset of sentences, then for every token that has a *twin* (same word and position,
 different gold label) measures Δh_min = min |h_k − h_twin|, and compares errors with correct tokens.
 """

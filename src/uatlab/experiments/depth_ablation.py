@@ -1,6 +1,6 @@
 """Paper A's depth ablation (Section 5): 1, 3 and 6 blocks, rank 1.
 
-Each depth is one trial of :func:`uatlab.experiments.executor.run_trials` (finished trials are
+Each depth is one trial of `uatlab.experiments.executor.run_trials` (finished trials are
 never recomputed; a killed trial resumes from its own training checkpoint). Outputs in ``out``:
 
 * ``depth_ablation.csv``: one row per (layers, epoch) with full-pass train loss/accuracy/errors;

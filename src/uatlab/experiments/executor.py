@@ -1,7 +1,7 @@
 """One executor interface for every sweep: a local process pool by default, Ray optionally.
 
-A sweep is a list of :class:`Trial` (a unique id and JSON-able parameters) and one top-level
-function ``fn(params) -> dict`` (picklable: defined at module level). :func:`run_trials`
+A sweep is a list of `Trial` (a unique id and JSON-able parameters) and one top-level
+function ``fn(params) -> dict`` (picklable: defined at module level). `run_trials`
 
 * stores each finished trial's result atomically as ``store/trials/<id>.json`` and **never
   recomputes** a trial whose file exists (so a killed sweep resumes where it stopped);

@@ -1,14 +1,14 @@
 """Next-token memorization measured: parameters against N, compiled (exact / float64) and trained.
 
-- :func:`compiled_point`: compile N random next-token examples (n, C as given) with the memorizer of
+- `compiled_point`: compile N random next-token examples (n, C as given) with the memorizer of
   Kajitsuka & Sato (ICLR 2025) in a regime, certify, and report parameters, bits and seconds.
-- :func:`per_token_point`: paper A's per-token memorizer (Kajitsuka & Sato, ICLR 2024, Corollary 1) on the
+- `per_token_point`: paper A's per-token memorizer (Kajitsuka & Sato, ICLR 2024, Corollary 1) on the
   same data (causal; the non-final positions carry a filler label), the linear-in-N baseline.
-- :func:`bend_point`: the smallest N whose parameter-optimal exact layout needs words longer than float64
+- `bend_point`: the smallest N whose parameter-optimal exact layout needs words longer than float64
   holds: from there on the float64 count can no longer follow √N and grows like N·log2 C / 50.
-- :func:`trained_point`: the smallest trained one-layer Transformer (feed-forward width searched by
+- `trained_point`: the smallest trained one-layer Transformer (feed-forward width searched by
   doubling) that reaches 100 % training accuracy on the same data.
-- :func:`blocks_variant`: the ICLR 2025 paper's experiment (blocks 1…40 at N = 3,000), quick variant.
+- `blocks_variant`: the ICLR 2025 paper's experiment (blocks 1…40 at N = 3,000), quick variant.
 
 Parameters are "non-embedding" unless said otherwise: attention + feed-forward + readout (the token and
 position tables are reported separately). The float64 floor is N·log2 C / 53: a float64 number holds at

@@ -89,10 +89,10 @@ def theorem2_literal(
 ) -> dict[str, Any]:
     """Build the literal Theorem-2 layer on a random (or given) vocabulary and certify it exactly.
 
-    Steps: vocabulary (seeded, :func:`random_vocabulary`) → weights (:func:`build_theorem2_layer`) →
+    Steps: vocabulary (seeded, `random_vocabulary`) → weights (`build_theorem2_layer`) →
     smallest passing precision (digits 16, 32, … doubling until the certificate passes, then bisection
     to one digit) → a final certificate at 1.1× that precision + 20 digits for the reported figures →
-    the float64 evaluation of the same weights (:func:`float64_collapse`).
+    the float64 evaluation of the same weights (`float64_collapse`).
 
     Returns:
         a JSON-able dict: ``passes``, ``delta_achieved`` / ``delta_achieved_lower`` / ``delta_theorem``

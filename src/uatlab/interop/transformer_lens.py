@@ -1,6 +1,6 @@
 """uatlab Transformers as TransformerLens ``HookedTransformer`` models, and back.
 
-A uatlab :class:`~uatlab.models.transformer.Transformer` is paper A's architecture (Kajitsuka & Sato,
+A uatlab `uatlab.models.transformer.Transformer` is paper A's architecture (Kajitsuka & Sato,
 ICLR 2024, Section 2): embedding plus positional encoding, blocks F^(FF)∘F^(SA) with skips, no
 normalisation, a linear readout. TransformerLens (Nanda & Bloom 2022) holds exactly this architecture
 when it is configured with ``normalization_type=None``, ``act_fn="relu"``, ``positional_embedding_type=
@@ -26,7 +26,7 @@ CoNLL-2003 train, whose knot feed-forward layer has steep slopes in h that ampli
 of the attention output; both evaluations stay within the certificate's error bound.
 Feed-forward layers of different widths are padded with zero units (ReLU(0)·0 adds exactly 0).
 
-What has no TransformerLens counterpart is refused with :class:`ExportError` naming it: hardmax
+What has no TransformerLens counterpart is refused with `ExportError` naming it: hardmax
 attention, an F_1^(FF) before the first block (paper A, Proposition 1), a model without token
 embedding (continuous inputs) or without readout.
 
@@ -357,7 +357,7 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
 
 
 def load_hooked(path: str | os.PathLike) -> HookedTransformer:
-    """Load a directory written by :func:`save_hooked` (or ``uatlab export --to transformer-lens``)."""
+    """Load a directory written by `save_hooked` (or ``uatlab export --to transformer-lens``)."""
     path = Path(path)
     cfg_file, weights = path / CONFIG_FILE, path / WEIGHTS_FILE
     if not cfg_file.is_file() or not weights.is_file():

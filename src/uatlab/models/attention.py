@@ -29,7 +29,7 @@ inverse temp.      ``beta`` (paper: 1, folded into W_Q)
 
 Rank-r factorisation: each matrix is stored as a product ``A @ B`` with inner dimension r, so its
 rank is at most r by construction (``rank=None`` stores full matrices). r must satisfy
-``r ≤ min(rows, cols)``; :meth:`MultiHeadSelfAttention.check_ranks` measures the actual ranks.
+``r ≤ min(rows, cols)``; `MultiHeadSelfAttention.check_ranks` measures the actual ranks.
 
 Hardmax follows the paper's definition: σ_H[a]_j = 1/|argmax a| for j ∈ argmax a, else 0
 (ties averaged, ties meaning exact equality of the scores).
@@ -233,7 +233,7 @@ class MultiHeadSelfAttention(nn.Module):
 
         ``attend_mask`` (B, n) is True for the keys a query may attend to (real tokens) and False for
         padding: the opposite of ``torch.nn.MultiheadAttention``'s ``key_padding_mask``, hence the other name.
-        A mask that leaves some query with no key at all is an :class:`InputError` (its attention row would
+        A mask that leaves some query with no key at all is an `InputError` (its attention row would
         silently be 0).
         """
         valid = None

@@ -17,7 +17,7 @@ uatlab stores tokens as **rows** (``(batch, n, d)``), so one layer computes::
 Notation map (paper B → uatlab):
 
 ======================================  =====================================================
-paper B                                 :class:`AttentionOnlyLayer`
+paper B                                 `AttentionOnlyLayer`
 ======================================  =====================================================
 token-wise part of A (weight)           ``in_proj`` (d', d)
 bias of A ("special PE", Thm 3.9)       ``pos_bias`` B (max_len, d')          [token-wise valid]
@@ -31,14 +31,14 @@ W_O (selector keeping n columns)        ``W_O`` (h, d_out, s); anchor rows are n
 Which parts a standard Transformer has: ``in_proj`` (an embedding), ``pos_bias`` (a positional
 encoding), Q/K/V/O and ``residual``. It has **no** ``seq_map`` (a linear map across positions) and
 does **not** append tokens; paper B's sequence-wise theorem needs both, its reviewers (R3) flag this,
-and :attr:`AttentionOnlyLayer.is_tokenwise` reports whether a given layer avoids them.
+and `AttentionOnlyLayer.is_tokenwise` reports whether a given layer avoids them.
 
-:class:`AttentionOnlyNetwork` stacks layers; between layers it keeps only the n data rows (the
+`AttentionOnlyNetwork` stacks layers; between layers it keeps only the n data rows (the
 anchors of one layer are not seen by the next), as paper B's W_O selector does.
 
 All parameters are ordinary ``nn.Parameter`` tensors, so the same module is built in closed form
-(:mod:`uatlab.constructions.paper_b.thm3_truncated_linear`, :mod:`uatlab.constructions.paper_b.lem3_11_relu_network`,
-:mod:`uatlab.constructions.paper_b.appB_incontext_gd`) and trained (paper-B experiments). ``freeze_anchors`` /
+(`uatlab.constructions.paper_b.thm3_truncated_linear`, `uatlab.constructions.paper_b.lem3_11_relu_network`,
+`uatlab.constructions.paper_b.appB_incontext_gd`) and trained (paper-B experiments). ``freeze_anchors`` /
 ``requires_grad_`` control what training may move.
 """
 
@@ -55,7 +55,7 @@ from uatlab.errors import InputError
 
 @dataclass(frozen=True)
 class AttentionOnlyConfig:
-    """Sizes and switches of one :class:`AttentionOnlyLayer`.
+    """Sizes and switches of one `AttentionOnlyLayer`.
 
     Attributes:
         d_in: token dimension of the input X (paper B: d).
@@ -107,7 +107,7 @@ class AttentionOnlyLayer(nn.Module):
     """One paper-B attention layer: affine lift A (with optional PE bias, sequence map, anchors), H heads.
 
     See the module docstring for the equation and the notation map. Parameters are initialised
-    small and random (for training); constructions overwrite them with :meth:`set_` helpers or
+    small and random (for training); constructions overwrite them with `set_` helpers or
     ``.data.copy_``.
     """
 
@@ -203,7 +203,7 @@ class AttentionOnlyLayer(nn.Module):
 
 
 class AttentionOnlyNetwork(nn.Module):
-    """A stack of :class:`AttentionOnlyLayer` (paper B's multi-layer attention-only model).
+    """A stack of `AttentionOnlyLayer` (paper B's multi-layer attention-only model).
 
     ``output_bias`` (optional, (max_len, d_out)) is a per-position bias added after the last layer:
     a positional encoding on the output, token-wise valid.

@@ -8,8 +8,8 @@ uatlab (PyTorch) writes a batch of sequences as a tensor (B, n, d), tokens as **
     paper W X            ⟷   x Wᵀ            (every weight matrix keeps the paper's shape)
     column-wise σ        ⟷   row-wise σ over keys of S = (x W_Qᵀ)(x W_Kᵀ)ᵀ = Aᵀ
 
-:func:`paper_self_attention` is a literal numpy transcription of the paper's formula, used by the
-tests to check :class:`uatlab.models.MultiHeadSelfAttention` through :func:`to_rows`/:func:`to_columns`.
+`paper_self_attention` is a literal numpy transcription of the paper's formula, used by the
+tests to check `uatlab.models.MultiHeadSelfAttention` through `to_rows`/`to_columns`.
 """
 
 from __future__ import annotations

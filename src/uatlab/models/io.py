@@ -2,7 +2,7 @@
 
 The config travels in the safetensors header metadata (``uatlab_config``, JSON) next to a format
 tag (``uatlab_format``), so a single file is a complete model. Loading checks the tag, the config
-and every tensor's shape, and turns every failure into a :class:`ModelFileError` naming the file.
+and every tensor's shape, and turns every failure into a `ModelFileError` naming the file.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ FORMAT_TAG = "uatlab-transformer-v1"
 
 def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
     """Write ``model`` to ``path`` atomically (temp file + rename). ``extra`` is saved as JSON metadata;
-    the model's token encoding (``model.encoding``) is always stored with it (prefer :func:`save`)."""
+    the model's token encoding (``model.encoding``) is always stored with it (prefer `save`)."""
     enc = getattr(model, "encoding", None)
     if enc is not None and not (extra and ("encoding" in extra or "tokens" in extra)):
         extra = {**(extra or {}), "encoding": enc.to_json()}
@@ -61,7 +61,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
 
 
 def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
-    """Load a model saved by :func:`save_model`. Returns (model in eval mode, extra metadata)."""
+    """Load a model saved by `save_model`. Returns (model in eval mode, extra metadata)."""
     path = Path(path)
     meta = read_metadata(path)
     try:
@@ -96,7 +96,7 @@ def save(
     """Save a compiled or trained model as one file: weights, config, token encoding, construction facts and
     the uatlab version, all in the safetensors header (metadata ``uatlab_extra``).
 
-    ``encoding`` (an :class:`uatlab.data.Encoding`) defaults to ``model.encoding``. :func:`load` reads it back.
+    ``encoding`` (an `uatlab.data.Encoding`) defaults to ``model.encoding``. `load` reads it back.
     """
     from uatlab import __version__
 
@@ -110,7 +110,7 @@ def save(
 
 
 def load(path: str | os.PathLike) -> Transformer:
-    """Load a model saved by :func:`save` (or by older versions); ``model.encoding`` is set when the file
+    """Load a model saved by `save` (or by older versions); ``model.encoding`` is set when the file
     stores one. The rest of the stored metadata is ``model.saved_extra``."""
     import warnings
 

@@ -1,8 +1,8 @@
 """The paper's Transformer: embedding, optional positional encoding, blocks F^(FF)∘F^(SA), readout.
 
-One config dataclass (:class:`TransformerConfig`) describes every model uatlab builds or trains, so
+One config dataclass (`TransformerConfig`) describes every model uatlab builds or trains, so
 that a constructed model and a trained model are the same class, saved and loaded alike
-(:mod:`uatlab.models.io`).
+(`uatlab.models.io`).
 
 Layout (tokens as rows, ``(batch, n, d)``)::
 
@@ -142,7 +142,7 @@ class Block(nn.Module):
 class Transformer(nn.Module):
     """Token embedding → [positional encoding] → [F_1^(FF)] → L blocks → [readout].
 
-    ``encoding`` (an :class:`uatlab.data.Encoding`, or None) maps token and label strings to the
+    ``encoding`` (an `uatlab.data.Encoding`, or None) maps token and label strings to the
     embedding and readout rows; compiled, trained and loaded models carry it.
     """
 
@@ -222,10 +222,10 @@ class Transformer(nn.Module):
     ) -> list[list[str]]:
         """Labels (strings) of every token of ``sentences`` (lists of token strings).
 
-        Encodes with :attr:`encoding`, pads, masks and batches (at most ``max_tokens`` padded tokens per
+        Encodes with `encoding`, pads, masks and batches (at most ``max_tokens`` padded tokens per
         batch, sentences of similar length together), runs the model in evaluation mode without gradients
         and decodes the argmax. ``unknown`` is the unknown-word policy of
-        :meth:`uatlab.data.Encoding.encode_sentences` (default: the unknown-word token if the encoding has
+        `uatlab.data.Encoding.encode_sentences` (default: the unknown-word token if the encoding has
         one, else an error naming the word).
 
         Raises:

@@ -7,10 +7,10 @@ Every operation widens the ball just enough to keep that guarantee, so a compari
 Float64 inputs and weights are binary numbers, hence exact ``arb`` points; only exp, log, division
 and square roots add radius.
 
-The precision is python-flint's global ``flint.ctx.prec`` (bits); :func:`working_precision`
+The precision is python-flint's global ``flint.ctx.prec`` (bits); `working_precision`
 sets and restores it. Decimal digits and bits are related by bits = ⌈digits · log2(10)⌉.
 
-Row convention as in :mod:`uatlab.models`: a sequence is a list of n tokens, each a list of d
+Row convention as in `uatlab.models`: a sequence is a list of n tokens, each a list of d
 numbers; weights keep the paper's shapes, W_Q, W_K, W_V (h, s, d) and W_O (h, d, s)::
 
     out_k = x_k + Σ_i W_O^i Σ_j softmax_j( (W_K^i x_j)·(W_Q^i x_k) ) W_V^i x_j

@@ -17,11 +17,11 @@ anywhere in the family differ by more than 2 log n + 3. Then for any i, j whose 
     |boltz(a^(i)) − boltz(a^(j))| > (log n)^2 e^{−2r}            (natural log)
 
 Notation map (paper → uatlab): a^(i) → row ``i`` of an (m, n) array; r → ``r``; the family's
-δ-separation → :attr:`Lemma1Hypotheses.min_gap`.
+δ-separation → `Lemma1Hypotheses.min_gap`.
 
-Three evaluations are provided: :func:`boltz` (float, numpy or torch, batched over the last axis,
-differentiable under torch), :func:`boltz_exact` (python-flint ``arb`` balls: rigorous enclosures, or
-mpmath) and :func:`boltz_grad` (the closed-form gradient).
+Three evaluations are provided: `boltz` (float, numpy or torch, batched over the last axis,
+differentiable under torch), `boltz_exact` (python-flint ``arb`` balls: rigorous enclosures, or
+mpmath) and `boltz_grad` (the closed-form gradient).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
 
 
 def require_lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
-    """Like :func:`lemma1_hypotheses` but raise :class:`InputError` listing every violated hypothesis."""
+    """Like `lemma1_hypotheses` but raise `InputError` listing every violated hypothesis."""
     h = lemma1_hypotheses(vectors, r)
     if not h.holds:
         raise InputError("Lemma 1's hypotheses do not hold: " + "; ".join(h.violations))

@@ -11,7 +11,7 @@ mapping for the sequences (for some δ > 0) exactly when that smallest distance 
 with equal keys may coincide; for a permutation-equivariant layer they do.
 
 Notation map (paper → uatlab): q(X^(i))_{:,k} → ``outputs[i, k]``; the key (V^(i), x^(i)_k) →
-:meth:`uatlab.theory.separatedness.Separatedness.context_keys`.
+`uatlab.theory.separatedness.Separatedness.context_keys`.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class ContextualMargin:
 
 
 def contextual_margin_of_outputs(outputs: Any, sep: Separatedness, chunk: int | None = None) -> ContextualMargin:
-    """(r, δ) of precomputed outputs (N, n, d_out) for inputs analysed by :func:`tokenwise_separatedness`.
+    """(r, δ) of precomputed outputs (N, n, d_out) for inputs analysed by `tokenwise_separatedness`.
 
     Exact pairwise distances in chunks of rows: O((Nn)^2 d) time, about 32 MB of memory by default.
     """
@@ -111,12 +111,12 @@ def contextual_margin(
     """Evaluate ``layer`` on the sequences and measure the (r, δ) it achieves as a contextual mapping.
 
     Args:
-        layer: maps a (N, n, d) tensor to (N, n, d_out), e.g. :class:`uatlab.models.MultiHeadSelfAttention`.
+        layer: maps a (N, n, d) tensor to (N, n, d_out), e.g. `uatlab.models.MultiHeadSelfAttention`.
             Inputs are passed in the layer's parameter dtype when it has parameters, else float64.
         sequences: (N, n, d) array/tensor or list of (n, d) sequences.
 
     Returns:
-        :class:`ContextualMargin`; ``worst_pair`` names the colliding positions when δ = 0.
+        `ContextualMargin`; ``worst_pair`` names the colliding positions when δ = 0.
     """
     X = as_sequences(sequences)  # (N, n, d), float64, validated
     sep = tokenwise_separatedness(X)

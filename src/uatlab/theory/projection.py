@@ -11,7 +11,7 @@ a union bound over the M(M−1)/2 pairs a random draw succeeds with probability 
 check all pairs at once (vectorised) and resample on failure.
 
 Notation map (paper → uatlab): P → ``points`` (M, d) (paper A uses P = V ∪ {0}); the constant
-sqrt(8/(πd))/M^2 → :attr:`ProjectionDirection.constant`; w → :attr:`ProjectionDirection.w`.
+sqrt(8/(πd))/M^2 → `ProjectionDirection.constant`; w → `ProjectionDirection.w`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class ProjectionSearchError(UatlabError):
 
 @dataclass(frozen=True)
 class ProjectionDirection:
-    """A direction found by :func:`find_projection_direction`.
+    """A direction found by `find_projection_direction`.
 
     Attributes:
         w: (d,) unit vector.
@@ -69,7 +69,7 @@ def find_projection_direction(
         points: (M, d) distinct points (include the origin yourself if you need P = V ∪ {0}).
         seed: an int seed or a numpy Generator (deterministic on every platform).
         max_tries: retry limit (directions sampled in all).
-        constant: required ratio; default :func:`projection_constant` (d, M).
+        constant: required ratio; default `projection_constant` (d, M).
         batch: directions checked at once (vectorised; the first success in draw order is returned).
 
     Raises:

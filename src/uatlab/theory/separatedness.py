@@ -12,7 +12,7 @@ also assumes **no duplicate token within a sequence**; a positional encoding (x_
 far-apart E_k) lifts that restriction.
 
 Notation map (paper → uatlab): X^(i) ∈ R^{d×n} (columns) → ``sequences[i]`` of shape (n, d) (rows);
-V → :attr:`Separatedness.vocabulary` (|V|, d); V^(i) → :attr:`Separatedness.vocab_sets` [i]
+V → `Separatedness.vocabulary` (|V|, d); V^(i) → `Separatedness.vocab_sets` [i]
 (a frozenset of vocabulary ids); the token at (i, k) has id ``token_ids[i][k]``.
 
 "Distinct" means not exactly equal (bitwise on float64 values, with −0.0 = 0.0).
@@ -155,7 +155,7 @@ def tokenwise_separatedness(
         allow_duplicates: if False, a repeated token within a sequence raises (Theorem 2's hypothesis).
 
     Raises:
-        InputError: malformed input (see :func:`as_sequences`), a token with norm ≤ the claimed r_min or
+        InputError: malformed input (see `as_sequences`), a token with norm ≤ the claimed r_min or
             > r_max (naming it), two distinct tokens not farther apart than the claimed eps (naming the
             pair and their distance), or a duplicate when ``allow_duplicates`` is False.
     """
@@ -212,9 +212,9 @@ def tokenwise_separatedness(
 
 
 def require_no_duplicates(sep_or_duplicates: Separatedness | Any) -> None:
-    """Raise :class:`InputError` naming the first repeated token (Theorem 2 forbids them).
+    """Raise `InputError` naming the first repeated token (Theorem 2 forbids them).
 
-    Accepts a :class:`Separatedness` or its ``duplicates`` list.
+    Accepts a `Separatedness` or its ``duplicates`` list.
     """
     dups = sep_or_duplicates.duplicates if isinstance(sep_or_duplicates, Separatedness) else sep_or_duplicates
     if dups:

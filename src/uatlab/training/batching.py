@@ -2,9 +2,9 @@
 
 Ids: token id 0 is ``<unk>`` (unknown words at evaluation) and also fills padded positions (they
 are masked as keys and ignored by the loss, so their embedding never matters). Label id
-:data:`IGNORE` (-100) marks padding in the targets.
+`IGNORE` (-100) marks padding in the targets.
 
-Batch order is a pure function of ``(seed, epoch)`` (:func:`epoch_batches`): a resumed run that
+Batch order is a pure function of ``(seed, epoch)`` (`epoch_batches`): a resumed run that
 skips the first k batches of an epoch sees exactly the batches an uninterrupted run would.
 """
 
@@ -31,7 +31,7 @@ def fit_encoding(data: SequenceDataset) -> Encoding:
 
 def encode(data: SequenceDataset, vocab: Encoding, role: str = "training") -> EncodedData:
     """Encode ``data``; unknown words become the encoding's unknown-word token (id 0 if it has none, which
-    the trainer warns about); an unknown label is an :class:`InputError`.
+    the trainer warns about); an unknown label is an `InputError`.
 
     Raises:
         InputError: naming the file:line, sequence, position and label when a label is missing from

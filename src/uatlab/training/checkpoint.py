@@ -3,7 +3,7 @@
 A checkpoint holds the model config and weights, the optimizer state, the training config, the
 vocabulary, the position in the run (completed epochs, batches done in the current epoch, global
 step), the history of per-epoch metrics and the torch RNG state. The learning-rate schedule is a
-pure function of the step (:func:`uatlab.training.trainer.learning_rate`), so it needs no state.
+pure function of the step (`uatlab.training.trainer.learning_rate`), so it needs no state.
 
 Files are written to a temporary file in the same folder and renamed (``os.replace``), so a
 SIGKILL during a save leaves the previous checkpoint intact.
@@ -43,7 +43,7 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`.
+    """Read a checkpoint written by `save_checkpoint`.
 
     Raises:
         CheckpointError: if the file is missing, truncated or corrupt, or not a uatlab checkpoint.

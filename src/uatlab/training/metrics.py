@@ -78,7 +78,7 @@ def entity_f1(gold: list[list[str]], pred: list[list[str]]) -> float | None:
 def evaluate(
     model: torch.nn.Module, data: EncodedData, label_names: tuple[str, ...], with_f1: bool = True
 ) -> EvalResult:
-    """One full pass over ``data``: see :class:`EvalResult`."""
+    """One full pass over ``data``: see `EvalResult`."""
     preds, total_loss = predict(model, data)
     right = 0
     whole = 0

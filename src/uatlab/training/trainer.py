@@ -1,12 +1,12 @@
 """Training uatlab Transformers on labelled token sequences (token classification).
 
-The model is :class:`uatlab.models.Transformer` with a token embedding, a learned positional
+The model is `uatlab.models.Transformer` with a token embedding, a learned positional
 encoding, L blocks F^(FF)∘F^(SA) of rank-r attention (paper A: r = 1, one head) and a linear
 readout. The loss is the mean cross-entropy over real tokens (padding excluded).
 
 Determinism and resumption: the model is initialised from ``seed``; batch order is a function of
-(seed, epoch) (:func:`uatlab.training.batching.epoch_batches`); the learning rate is a function of
-the global step (:func:`learning_rate`); the checkpoint stores weights, optimizer state, the
+(seed, epoch) (`uatlab.training.batching.epoch_batches`); the learning rate is a function of
+the global step (`learning_rate`); the checkpoint stores weights, optimizer state, the
 position (epoch, batch) and the history. Nothing else is random (no dropout), so a run resumed
 from any checkpoint reaches the same weights and metrics as an uninterrupted run (on the same
 machine and thread count; CPU kernels are deterministic for a fixed thread count).
@@ -127,7 +127,7 @@ def learning_rate(step: int, total_steps: int, cfg: TrainConfig) -> float:
 
 @dataclass
 class TrainResult:
-    """What ``uatlab train --json`` prints (see :meth:`summary`)."""
+    """What ``uatlab train --json`` prints (see `summary`)."""
 
     status: str  # 'completed', 'ceiling', 'time budget', 'interrupted'
     epochs: int
@@ -213,7 +213,7 @@ def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
 def _load_init(path: str) -> tuple[Transformer, Encoding]:
     """A model saved by ``uatlab compile`` or ``uatlab train`` plus its token/label encoding.
 
-    The encoding is read from the model file (:func:`uatlab.models.io.load`) or from a sidecar
+    The encoding is read from the model file (`uatlab.models.io.load`) or from a sidecar
     ``<model>.encoding.json`` with ``tokens`` and ``labels`` lists in id order.
     """
     model = load(path)

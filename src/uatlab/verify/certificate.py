@@ -9,7 +9,7 @@ dtypes is refused), and an "evaluation" is any implementation of the model's for
 summation order / blocking / FMA use, a residual add fused into the preceding matrix product, with or
 without padding masks, whose exp errs by at most ``exp_ulps`` ulp in the normal range (see "Assumptions"
 below). The proof is a forward error analysis (Higham's model, see
-:mod:`uatlab.numerics.float_bounds`):
+`uatlab.numerics.float_bounds`):
 
 1. The **exact model** is the network evaluated in real arithmetic on the stored weights (a low-rank
    weight W = A B is the exact product of its stored factors).
@@ -38,12 +38,12 @@ Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bou
 * residual adds ``x + Σ_i w_i t_i (+ b)`` (after attention and after each FF): the larger of the separate
   evaluation (the sum of n terms, then one more add: ``γ_n S + u(|x| + |y|)``) and the fused one (a GEMM
   whose accumulator starts at x, e.g. ``torch.addmm(x, a, W2ᵀ)``: one sum of n + 1 terms, ``γ_{n+1}(|x| + S)``),
-  S = Σ|w_i t_i| + |b| (see :meth:`_BoundedModel._residual`);
+  S = Σ|w_i t_i| + |b| (see `_BoundedModel._residual`);
 * ReLU is 1-Lipschitz; a unit whose pre-activation satisfies ``ẑ + 2 r(z) ≤ 0`` is exactly 0 in every
   run and is skipped (it contributes neither value nor rounding). A unit with ``ẑ − 2 r(z) > 0`` is the
   identity in every run: the ON units together are linear in the input, so their propagated input error
   is ``|W2_on W1_on| r`` (a ramp's two units cancel the error of h exactly) and only their own rounding
-  goes through ``|W2|`` (:meth:`_BoundedModel._on_units_linear_error`, used when ≤ 4 input coordinates
+  goes through ``|W2|`` (`_BoundedModel._on_units_linear_error`, used when ≤ 4 input coordinates
   carry an error). The output sum counts, per output coordinate, only live units with W2[c, i] ≠ 0.
 * gradual underflow: every product that can be non-zero adds ETA (the smallest subnormal) to its radius;
   softmax rows are flagged unless every exp(s − max) and every weight exp(·)/Σ (Σ ≤ n) stays normal; a
@@ -64,7 +64,7 @@ of O(q·d·tokens). Units where the check fails are evaluated densely. Models wi
 (e.g. trained ones) use the dense path throughout.
 
 Assumptions (each reported in the certificate's ``assumptions``; those that can be checked in the running
-process are checked by :func:`environment_checks` and reported in ``environment``):
+process are checked by `environment_checks` and reported in ``environment``):
 
 * IEEE 754 binary arithmetic in the parameters' dtype, round to nearest (checked: a tie rounds to even);
 * gradual underflow: subnormals are neither flushed to zero nor treated as zero on input (checked: a
@@ -72,7 +72,7 @@ process are checked by :func:`environment_checks` and reported in ``environment`
 * float32 matrix products at full precision, no TF32/bf16 reduced-precision modes (checked:
   ``torch.get_float32_matmul_precision() == 'highest'``);
 * exp errs by at most ``exp_ulps`` ulp for results in the normal range (a parameter; not checkable
-  exhaustively: it is a property of the evaluator's exp kernel, see :mod:`uatlab.numerics.float_bounds`);
+  exhaustively: it is a property of the evaluator's exp kernel, see `uatlab.numerics.float_bounds`);
 * no compiler rewrites beyond the orders, FMAs and fused residuals covered above (``torch.compile`` may
   change the formula, e.g. recompute softmax algebraically; not covered and not checkable from the model).
 """
@@ -118,7 +118,7 @@ RADIUS_SAFETY = 1.0 + 2.0**-30
 
 @dataclass
 class Certificate:
-    """The outcome of :func:`certify`: which tokens are proven correct in every evaluation of the model.
+    """The outcome of `certify`: which tokens are proven correct in every evaluation of the model.
 
     All counts are tokens unless named otherwise. A token is *certified* when the certified lower bound of
     its margin ``min_{o ≠ c} (L_c − L_o)`` (c its label) is > 0 for every evaluation allowed by
@@ -147,7 +147,7 @@ class Certificate:
         uncertified_examples: up to ``max_examples`` tokens not certified, with their lower margins.
         assumptions: the assumptions the proof rests on, in words.
         environment: run-time checks of the checkable assumptions in this process
-            (:func:`environment_checks`); ``environment["ok"]`` is False if one fails.
+            (`environment_checks`); ``environment["ok"]`` is False if one fails.
         torch_spot_check: PyTorch's own forward on a few sequences (a veto, not part of the proof).
         margins: per sequence (data order), a float64 array with every token's certified lower margin
             (−inf where a softmax row could leave the normal range); None when not kept
@@ -193,7 +193,7 @@ class Certificate:
         return out
 
     def to_json(self, margins: bool = False, indent: int | None = None) -> str:
-        """The certificate as JSON text (see :meth:`to_dict`)."""
+        """The certificate as JSON text (see `to_dict`)."""
         return json.dumps(self.to_dict(margins=margins), indent=indent, allow_nan=False)
 
 
@@ -770,9 +770,9 @@ class _BoundedModel:
         evaluated in blocks of consecutive codes: one product of the block's tokens with the block's unit
         range, each token restricted to its own code's units (the others contribute exact zeros).
 
-        The result equals :meth:`_ff_units` per code: every sum over units only gains exact zero terms, and the
-        per-call quantities of :meth:`_ff_tail` (the error-carrying coordinates Jr with their ≤
-        LINEAR_ON_MAX_COORDS test, and γ of the unit count in :meth:`_on_units_linear_error`) are taken per code.
+        The result equals `_ff_units` per code: every sum over units only gains exact zero terms, and the
+        per-call quantities of `_ff_tail` (the error-carrying coordinates Jr with their ≤
+        LINEAR_ON_MAX_COORDS test, and γ of the unit count in `_on_units_linear_error`) are taken per code.
         """
         cum = np.r_[0, np.cumsum(ends - starts)].tolist()
         lo_l, hi_l = lo_u.tolist(), hi_u.tolist()
@@ -962,16 +962,16 @@ def certify(
         model: any uatlab Transformer with a token embedding and a readout (softmax attention).
         data: the labelled sequences to check.
         encoding: token/label ids; default: ``model.encoding`` (set by the compiler and by loading a
-            compiled model with :func:`uatlab.constructions.paper_a.cor1_memorizer.load_compiled`).
+            compiled model with `uatlab.constructions.paper_a.cor1_memorizer.load_compiled`).
         chunk_tokens: tokens processed at a time (memory ~ 1 kB per token).
         progress: callback(done_sequences, total_sequences).
         max_examples: uncertified tokens listed in the certificate.
         exp_ulps: the assumed error of the evaluator's exp, in ulps (normal range); see
-            :mod:`uatlab.numerics.float_bounds` for measured kernels.
+            `uatlab.numerics.float_bounds` for measured kernels.
         keep_margins: keep every token's certified lower margin (``Certificate.margins``; 8 bytes a token).
 
     Returns:
-        A :class:`Certificate`; ``certified`` is True iff every token that a perfect model can get right
+        A `Certificate`; ``certified`` is True iff every token that a perfect model can get right
         (the ceiling: majority label per identical input) is proven correct.
 
     Raises:
@@ -1003,7 +1003,7 @@ def certify_chunks(
     exp_ulps: float = DEFAULT_EXP_ULPS,
     keep_margins: bool = False,
 ) -> Certificate:
-    """:func:`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory unless
+    """`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory unless
     ``keep_margins``)."""
     t0 = time.perf_counter()
     bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read
@@ -1156,6 +1156,6 @@ def logit_bounds(
     """Reference logits, radii and uncertifiable-row flags for token ids (B, n) of one length.
 
     For every run of ``model`` in its parameters' dtype and every token: |L_run − L_exact| ≤ radius, and the
-    float64 reference obeys the same bound (the quantities :func:`certify` compares).
+    float64 reference obeys the same bound (the quantities `certify` compares).
     """
     return _BoundedModel(model, exp_ulps).forward_bounds(np.asarray(ids, dtype=np.int64))

@@ -7,8 +7,8 @@ three stages. Tokens are columns x_k ∈ [0, 1)^d of X ∈ R^{d×n}; δ is the g
 …, δ^{-d+1}), and l_k = uᵀ x_k is a token's scalar code (a multiple of δ in [0, δ^{-d+1})).
 
 Notation map (Yun et al. → here): δ → ``delta``; G_δ = {0, δ, …, 1−δ}^d → ``grid``; u → ``u``;
-ψ(·; b) and Ψ(·; b) (selective shift) → :class:`HardmaxShiftLayer`; the final "global shift" →
-:class:`GlobalShiftLayer`; g_v (value mapping) → :class:`BumpLayer`.
+ψ(·; b) and Ψ(·; b) (selective shift) → `HardmaxShiftLayer`; the final "global shift" →
+`GlobalShiftLayer`; g_v (value mapping) → `BumpLayer`.
 
 Stage 1, quantisation (Lemma 5, d/δ feed-forward layers). Layer (i, k) maps the coordinate z_i from
 [kδ, (k+1)δ) to kδ with three ReLUs (piecewise linear, slope 1 then −s on a band of width η):
@@ -35,7 +35,7 @@ coordinate keeps the ids readable by later layers, same count of layers.)
 
 Bound it satisfies: on every sequence of n distinct grid tokens, the output equals the label of
 (token, set of tokens) exactly (hardmax and ReLU are exact in rational arithmetic); verified by
-:func:`verify_exact` on every such sequence.
+`verify_exact` on every such sequence.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ Construction (d = 1, tokens x_k ∈ [0, 1), positions k = 0..n−1):
   occupy disjoint unit intervals of the box [0, n];
 * the target f(X)_k = x_k · x_0 (the product with the FIRST token) is not equivariant; on encoded
   inputs it equals the equivariant map f̃(Z)_k = frac(z_k) · frac(min_j z_j) (min_j z_j is the
-  position-0 token), which :func:`uatlab.constructions.paper_a.prop1_universal_approximator.build_universal_approximator`
+  position-0 token), which `uatlab.constructions.paper_a.prop1_universal_approximator.build_universal_approximator`
   approximates with a grid of G = n·g cells on [0, n] (g cells per unit, aligned with the integers,
   so no cell straddles two positions);
 * without a positional encoding no equivariant model can do better than
   ½ max_{X,P} max_k |f(XP)_k − (f(X)P)_k| (for equivariant F: |F(XP) − f(XP)| + |F(X)P − f(X)P| ≥
-  |f(XP) − f(X)P|), which :func:`equivariant_lower_bound` estimates (1/2 at X = (1⁻, 0, …)).
+  |f(XP) − f(X)P|), which `equivariant_lower_bound` estimates (1/2 at X = (1⁻, 0, …)).
 
 Bound: off the mis-quantised band the error is that of the quantised target, ≤ sup over a cell of
 |f̃ − f̄| ≤ 2·(1/(2g)) + (1/(2g))² for the product of two numbers in [0, 1) (each factor moves ≤ 1/(2g)).

@@ -19,7 +19,7 @@ ramp width of the staircase → ``ramp``; W^(K)ᵀW^(Q) = c·w wᵀ → ``W_Q = 
    With the skip connection, F_1(x) = x + W2 ReLU(W1 x + b1) + b2 must equal v(x), so one more unit
    −ReLU(x − lo) = lo − x (valid on the domain) cancels the skip. Width 2(G−1) + 1 per coordinate.
    Exact except on the *mis-quantised region* {x : |x − θ_k| < η/2 for some k, some coordinate},
-   of relative measure ≤ n·d·(G−1)·η/(hi − lo); it is reported by :func:`measure_approximation`.
+   of relative measure ≤ n·d·(G−1)·η/(hi − lo); it is reported by `measure_approximation`.
 
 2. F^(SA) (contextual mapping, paper A Theorem 2 with a data-dependent scale). With a(t) = wᵀt, the
    single rank-1 head gives token k the scalar s_k = Σ_j softmax_j(c a_k a_j) a_j (a Boltzmann-type
@@ -32,7 +32,7 @@ ramp width of the staircase → ``ramp``; W^(K)ᵀW^(Q) = c·w wᵀ → ``W_Q = 
    computed in float64 with a rounding estimate κ = 8u (S_max + n + 4)(1 + wo) a_max (u = 2^-53,
    S_max = c a_max²: exp of a score with |score| ≤ S_max has relative error ≤ (S_max + 2)u, the
    normalised weighted sum adds ≤ (n + 2)u relative), c must give min gap > 4κ, and then the
-   **exact** certificate :func:`certify_ids_exact` encloses every id in a ball (python-flint arb,
+   **exact** certificate `certify_ids_exact` encloses every id in a ball (python-flint arb,
    128 bits) and proves all ids distinct over the whole grid. Finally the float64 Transformer itself is
    run on every grid sequence (``grid_check_max_error``).
 
@@ -48,7 +48,7 @@ and d_p(f, g) ≤ d_p(f, f̄) + (measure of the mis-quantised region)^{1/p}·(ra
 
 Comparison: Yun et al.'s construction on the same grid needs δ^{−d} + 1 = G^d + 1 attention
 layers (selective shift), d/δ quantisation FF layers and ~n·G^{dn}/n! value-mapping FF layers; here 1
-attention layer and 2 FF layers (:func:`yun_comparison`).
+attention layer and 2 FF layers (`yun_comparison`).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ W_O^i (d×s) as in paper A):
    n ≥ 4 is needed on a ray (three distinct positive numbers are determined by min, max and sum).
 
 Softmax with the same weights sees the whole set (each head computes boltz(α t_k T)/(α t_k) rather
-than max/min/mean, Lemma 1), so it separates the pair: :func:`check_hardmax_collision` and
-:func:`hardmax_collision_trials` report that δ.
+than max/min/mean, Lemma 1), so it separates the pair: `check_hardmax_collision` and
+`hardmax_collision_trials` report that δ.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def hardmax_counterexample_inputs(d: int, n: int = 4, direction: Any = None, sca
 def batched_self_attention(
     X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor, W_O: torch.Tensor, kind: str
 ) -> torch.Tensor:
-    """Paper A's F^(SA) for a batch of weight draws at once (same formula as :class:`MultiHeadSelfAttention`).
+    """Paper A's F^(SA) for a batch of weight draws at once (same formula as `MultiHeadSelfAttention`).
 
     Args:
         X: (B, n, d) inputs.
@@ -181,7 +181,7 @@ def hardmax_collision_trials(
 ) -> dict[str, Any]:
     """Draw ``trials`` random layers per head count; count hardmax collisions and softmax separations.
 
-    Weights are Gaussian like :class:`MultiHeadSelfAttention`'s init (std weight_scale/√d for W_Q, W_K,
+    Weights are Gaussian like `MultiHeadSelfAttention`'s init (std weight_scale/√d for W_Q, W_K,
     W_V and weight_scale/√s for W_O), full rank, float64, drawn from ``torch.Generator().manual_seed(seed)``
     independently per head count. All trials of a head count run as one batched computation.
 

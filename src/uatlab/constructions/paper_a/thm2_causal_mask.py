@@ -1,17 +1,17 @@
 """Theorem 2 of paper A with a causal mask, certified in exact (arb ball) arithmetic, and its float64 collapse.
 
 Paper A (Kajitsuka & Sato, ICLR 2024), Theorem 2 builds one rank-1 softmax head F (weights of
-:func:`uatlab.constructions.paper_a.thm2_contextual_mapping.build_theorem2_layer`, unchanged). With a causal mask token
+`uatlab.constructions.paper_a.thm2_contextual_mapping.build_theorem2_layer`, unchanged). With a causal mask token
 k attends only to its prefix x_1..x_k, so F_causal(X)_k = F(X_{1:k})_k: the literal layer applied to the
 prefix, read at its last token. The context of token k is then (the SET of its prefix, x_k): the layer is
 still permutation-equivariant inside the prefix, so two prefixes with the same set and the same last
 token must get the same output (a check, not an assumption: their enclosures are merged).
 
-Certificate (:func:`certify_causal`): every ordered sequence of n distinct tokens and every prefix of it
+Certificate (`certify_causal`): every ordered sequence of n distinct tokens and every prefix of it
 is evaluated in arb; it proves that outputs of DIFFERENT contexts are more than 0 apart (reporting the
 smallest certified separation δ_causal) and that max ‖F‖ ≤ r = r_max + ε/4. Lemma 1's bound is stated for
 sets of equal size n; prefixes have sizes 1..n, so δ_theorem(n) is reported beside δ_causal, not asserted.
-The float64 evaluation of the same weights (:func:`float64_causal_collapse`) counts contexts whose
+The float64 evaluation of the same weights (`float64_causal_collapse`) counts contexts whose
 outputs coincide within float64's noise floor.
 """
 

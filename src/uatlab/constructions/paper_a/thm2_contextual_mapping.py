@@ -11,7 +11,7 @@ head F^(SA) is an (r, δ)-contextual mapping with
 Construction (s = 1; notation map paper → uatlab in brackets):
 
 * step 1: a unit w with |wᵀ(p − p')| ≥ sqrt(8/(πd))/(|V|+1)^2 ‖p − p'‖ on P = V ∪ {0}
-  (:func:`uatlab.theory.find_projection_direction`) [``w``];
+  (`uatlab.theory.find_projection_direction`) [``w``];
 * step 2: W_K = wᵀ, W_Q = c wᵀ, so W_Kᵀ W_Q = c w wᵀ and the score of key j for query k is
   c a_j a_k with a(x) = wᵀx; every logit gap c |a_k| |a_j − a_j'| ≥ 2 log n + 3 (Lemma 1's gap)
   and every logit |c a_j a_k| ≤ c r_max^2 (Lemma 1's r) [``W_K``, ``W_Q``, ``c``];
@@ -29,11 +29,11 @@ bound is re-checked), c is rounded *up* to 26 bits (c_used ≥ c: the gap condit
 binary64, so W_Q = c_used·wᵀ and W_O = o·w hold exactly. δ_theorem below is the paper's formula with
 the exact real c; the certificate checks the stored weights directly.
 
-**Verification** (:func:`certify_theorem2`): every ordered sequence of n distinct vocabulary tokens is
-pushed through the literal layer in ``arb`` ball arithmetic (:func:`uatlab.numerics.arb.arb_attention`);
+**Verification** (`certify_theorem2`): every ordered sequence of n distinct vocabulary tokens is
+pushed through the literal layer in ``arb`` ball arithmetic (`uatlab.numerics.arb.arb_attention`);
 the certificate proves (a) max ‖F‖ ≤ r, (b) every same-token/different-set pair of outputs is more
 than δ_theorem (and 0) apart, (c) every different-token pair is too (triangle inequality with the
-certified displacement). :func:`theorem2_literal` finds the smallest precision at which the
+certified displacement). `theorem2_literal` finds the smallest precision at which the
 certificate passes (doubling, then bisection) and evaluates the same weights in float64.
 """
 
@@ -146,7 +146,7 @@ class Theorem2Construction:
     """The literal Theorem-2 layer and its constants.
 
     Attributes:
-        layer: float64 :class:`MultiHeadSelfAttention` (h = 1, s = 1, rank 1, softmax) holding the weights.
+        layer: float64 `MultiHeadSelfAttention` (h = 1, s = 1, rank 1, softmax) holding the weights.
         weights: the paper's matrices as float64 arrays: W_Q, W_K, W_V (1, d) and W_O (d, 1).
         vocabulary: (|V|, d) tokens; n, eps, r_min, r_max: the theorem's parameters.
         w: (d,) projection direction (26-bit entries, ‖w‖ ≤ 1); projection_ratio: its worst pair ratio
@@ -194,10 +194,10 @@ def build_theorem2_layer(
     """Build the literal Theorem-2 layer for a vocabulary (see the module docstring for every step).
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` the float64
-        :class:`MultiHeadSelfAttention`; ``guarantee`` the theorem's r and log10 δ of the
-        (r, δ)-contextual mapping (δ underflows float64); ``detail`` the :class:`Theorem2Construction`
-        (vocabulary, weights, constants) that :func:`uatlab.verify.theorem2.certify_theorem2` checks.
+        `uatlab.constructions.contract.Construction`: ``model`` the float64
+        `MultiHeadSelfAttention`; ``guarantee`` the theorem's r and log10 δ of the
+        (r, δ)-contextual mapping (δ underflows float64); ``detail`` the `Theorem2Construction`
+        (vocabulary, weights, constants) that `uatlab.verify.theorem2.certify_theorem2` checks.
 
     Args:
         vocabulary: (|V|, d) distinct tokens, norms in (r_min, r_max], pairwise distances > eps.

@@ -28,9 +28,9 @@ Den = Bd(ε)Bd(−ε) = (M+N)²(1+γ), 0 ≤ γ ≤ γ_max = [2MN(cosh εS − 1
 
 so the error of one GD step is ≤ (η/N) × this: O(N/M) from the sink and O(ε²S²) from the curvature of exp.
 In float64 the difference R(ε) − R(−ε) loses ~u/(εS) relative accuracy (u = 2^-53), so ε cannot be too
-small: the error against ε is U-shaped (measured by :func:`gd_sweep`).
+small: the error against ε is U-shaped (measured by `gd_sweep`).
 
-Layer parametrisation (:class:`~uatlab.models.attention_only.AttentionOnlyLayer`, residual on):
+Layer parametrisation (`uatlab.models.attention_only.AttentionOnlyLayer`, residual on):
 lifted token z = (x (d), r, 1, sink flag, query flag); the query flag comes from the positional bias of
 the last position (C = 60 pushes the query out of the keys: a positional encoding); the sink is the one
 appended anchor token (a sequence-wise operation, as in paper B Thm 3.4). Head ± has W_Q z = (±ε x, ln M, 1),

@@ -1,7 +1,7 @@
 """In-context ridge regression with paper B's attention-only gradient-descent layers (App. B), by appended anchors.
 
 Paper B (Hu et al. 2025, App. B; v1 Sec. 4) runs gradient descent in context with softmax attention-only
-layers (:func:`uatlab.constructions.paper_b.appB_incontext_gd.build_incontext_gd`, least squares). Ridge
+layers (`uatlab.constructions.paper_b.appB_incontext_gd.build_incontext_gd`, least squares). Ridge
 with a given λ reduces to it exactly by appending d anchor tokens, the same kind of operation as paper B's
 appended interpolation anchors (Thm 3.4):
 

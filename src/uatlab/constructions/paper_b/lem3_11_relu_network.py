@@ -14,12 +14,12 @@ positively homogeneous and ReLU(y) = Range_[0,K](y) whenever y ≤ K::
 
 Head h = (j, c, σ), σ ∈ {+, −}, gets K_h = max_i κ^σ_{(i,c),j} U_j and, at query token i, the
 normalised input y'_{i,h} = κ^σ_{(i,c),j} u_j / K_h. All heads share m anchor tokens on [0, 1] (the
-truncated-linear construction of :mod:`uatlab.constructions.paper_b.thm3_truncated_linear` with a = 0, b = 1), and
+truncated-linear construction of `uatlab.constructions.paper_b.thm3_truncated_linear` with a = 0, b = 1), and
 W_O^h = σ·K_h writes into output coordinate c. Summing the heads gives Σ_j W2[(i,c),j] ReLU(u_j);
 the per-position output bias b2 is added as a positional encoding on the output.
 
 So the network compiles into **one** attention layer. What it needs beyond a standard Transformer
-(reported in :attr:`CompiledReluNetwork.nonstandard`; paper B's reviewer R3 flags the same thing):
+(reported in `CompiledReluNetwork.nonstandard`; paper B's reviewer R3 flags the same thing):
 
 * a linear map **across the sequence** (``seq_map``): y'_{i,h} depends on every token of X, with
   position-dependent coefficients; no token-wise layer can form it;
@@ -186,7 +186,7 @@ def compile_relu_network(
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into one softmax attention layer (see module docstring).
 
     Args:
-        net: a :class:`ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
+        net: a `ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
         n, d: sequence shape (needed for a torch module).
         domain: inputs X ∈ [lo, hi]^{n×d} (compact box; the hidden ranges are computed on it).
         eps: target sup error per output coordinate; the anchor count is chosen so the proven bound ≤ eps.
@@ -300,7 +300,7 @@ def compile_relu_network(
 
 
 def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Construction:
-    """The :class:`Construction` of a compiled ReLU network (its ``detail`` is ``compiled``)."""
+    """The `Construction` of a compiled ReLU network (its ``detail`` is ``compiled``)."""
     facts = {
         "paper": PAPER_B,
         "theorem": theorem,
@@ -350,7 +350,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 #
 # Hidden unit j = g·(n−1) + k is placed at token k < n−1, channel g (G = ⌈J/(n−1)⌉ groups); the last token
 # s = n−1 of every group holds no unit: the "sink" token used by layer 2. Layer 1 has G heads, head g is
-# the sequence-wise truncated-linear construction of :mod:`uatlab.constructions.paper_b.thm3_truncated_linear` with
+# the sequence-wise truncated-linear construction of `uatlab.constructions.paper_b.thm3_truncated_linear` with
 # a = 0, b = 1, m anchors appended to the sequence, and query input y'_{k,g} = u_{j(g,k)} / U_{j(g,k)} (0 for
 # empty / dropped slots). Forming y'_{k,g} needs the whole sequence: ``seq_map`` (a linear map across
 # positions). Its output at token k, channel g is r̂_{k,g} ≈ r_{j(g,k)}. By the truncated-linear bound
@@ -386,7 +386,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 #                               + Σ_{h→c} [ n κ_min^h (1 + ε₁) + Z^h ε₀ + float₂^h ]    (floors, sink, rounding)
 #
 # with float₂^h = Z^h (1 + ε₁)(e^{2η} − 1 + 4nu), η = 4u·max|S^h| (an estimate of the softmax rounding, u the
-# unit roundoff, not a proof; float₁ is the estimate of :func:`plan_interpolation`). The reported ``bound`` is
+# unit roundoff, not a proof; float₁ is the estimate of `plan_interpolation`). The reported ``bound`` is
 # the maximum over (i, c).
 #
 # Non-standard maps this construction needs (listed in ``nonstandard``; paper B's reviewer R3 flags them):
@@ -426,7 +426,7 @@ def compile_relu_network_two_layer(
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into two softmax attention layers (module docstring).
 
     Args:
-        net: a :class:`ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
+        net: a `ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
         n, d: sequence shape (needed for a torch module).
         domain: inputs X ∈ [lo, hi]^{n×d}.
         eps: target sup error per output coordinate (the anchor count is chosen so the proven bound ≤ eps).

@@ -2,7 +2,7 @@
 
 Paper B (Hu et al. 2025, arXiv 2504.15956, Sec. 3.3 and App. G.5) computes f(X) = W2 ReLU(W1 vec X + b1) + b2
 with two attention layers, but its first layer uses a linear map ACROSS positions and appended anchor tokens
-(:mod:`uatlab.constructions.paper_b.lem3_11_relu_network`). Here both layers are standard: every linear map acts
+(`uatlab.constructions.paper_b.lem3_11_relu_network`). Here both layers are standard: every linear map acts
 on each token separately, the softmax runs over the n keys of the sequence, a positional encoding P is
 added to the embedded input once, each layer has a residual connection, and a token-wise readout follows:
 

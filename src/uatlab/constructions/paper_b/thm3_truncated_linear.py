@@ -73,7 +73,7 @@ so Δ/2 ≤ ε/2). The construction refuses (PrecisionError) when β·S_max over
 
 Notation map (paper B → here): p (precision / number of interpolation points) → ``anchors`` m per
 head; H → ``heads``; β → ``beta``; A (token-wise with bias) → ``in_proj`` + ``pos_bias``; A
-(sequence-wise) → ``seq_map`` + ``anchors`` of :class:`~uatlab.models.attention_only.AttentionOnlyLayer`.
+(sequence-wise) → ``seq_map`` + ``anchors`` of `uatlab.models.attention_only.AttentionOnlyLayer`.
 """
 
 from __future__ import annotations
@@ -338,16 +338,16 @@ def build_truncated_linear_attention(
         eps / anchors: target sup error, or anchors per head (exactly one).
         heads: H heads, each interpolating one of H equal sub-intervals (error ∝ 1/(mH)).
         mode: "token" (anchors = positions, positional bias; needs n ≥ m) or "sequence" (m appended anchor tokens).
-        beta: inverse temperature (default from the accuracy target, see :func:`plan_interpolation`).
+        beta: inverse temperature (default from the accuracy target, see `plan_interpolation`).
         dtype: "float64" or "float32".
         n_tokens: sequence length n (default: rows of w, or m in token mode when w is shared).
         d_out, out_channel: size of the output tokens and the coordinate holding the value (others are 0).
         y_bound: |w_iᵀx_i + t_i| ≤ y_bound on the inputs of interest (for the rounding estimate).
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` the attention-only layer,
+        `uatlab.constructions.contract.Construction`: ``model`` the attention-only layer,
         ``guarantee`` the proven sup-error bounds inside [a, b] and in the clamp region, ``detail`` the
-        :class:`TruncatedLinearAttention` (plan, target, the value channel as a callable).
+        `TruncatedLinearAttention` (plan, target, the value channel as a callable).
 
     Raises:
         InputError: bad shapes, per-token w in token mode, too few positions for the anchors, bad mode.

@@ -90,7 +90,7 @@ class SoftmaxPoolingModel(nn.Module):
 def build_softmax_pooling(net: ReluNetwork, beta: float) -> Construction:
     """The DC pieces of every output coordinate (module docstring); β sets the bound (log K_P + log K_N)/β.
 
-    Returns a :class:`Construction`: ``guarantee["sup_error_bound"]`` = max_o (log K_P + log K_N)/β,
+    Returns a `Construction`: ``guarantee["sup_error_bound"]`` = max_o (log K_P + log K_N)/β,
     ``facts["pieces"]`` the number of affine pieces.
     """
     if not (beta > 0 and math.isfinite(beta)):

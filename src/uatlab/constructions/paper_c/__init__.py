@@ -1,9 +1,9 @@
 """Kajitsuka & Sato, ICLR 2025 ("On the Optimal Memorization Capacity of Transformers"): next-token memorization.
 
-- :mod:`.next_token_memorizer`: the construction (one rank-1 averaging attention layer gives a sequence id,
+- `.next_token_memorizer`: the construction (one rank-1 averaging attention layer gives a sequence id,
   a deep integer ReLU network reads the label out of packed words); derivation and bound in its docstring.
-- :mod:`.layout`: sizes (digits per word, words per bank, tables) and the regime's bit budget.
-- :mod:`.circuit_stages`, :mod:`.relu_circuit`: the integer ReLU gadgets and their exact evaluation.
-- :mod:`.retrieval`: the three-table retrieval structure that stores the labels.
-- :mod:`.model`: the torch module (float regimes).
+- `.layout`: sizes (digits per word, words per bank, tables) and the regime's bit budget.
+- `.circuit_stages`, `.relu_circuit`: the integer ReLU gadgets and their exact evaluation.
+- `.retrieval`: the three-table retrieval structure that stores the labels.
+- `.model`: the torch module (float regimes).
 """

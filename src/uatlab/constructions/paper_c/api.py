@@ -1,8 +1,8 @@
-"""``compile_next_token``: next-token data → :class:`~uatlab.constructions.contract.Construction`.
+"""``compile_next_token``: next-token data → `uatlab.constructions.contract.Construction`.
 
 Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers" (ICLR 2025), next-token
 memorization; the construction, its derivation and its bound are in
-:mod:`uatlab.constructions.paper_c.next_token_memorizer`.
+`uatlab.constructions.paper_c.next_token_memorizer`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The feed-forward stages of the next-token memorizer, as integer ReLU circuits.
 
-Each function appends layers to a :class:`~uatlab.constructions.paper_c.relu_circuit.Circuit` and
-returns the registers it produces as :class:`Lin` expressions over the last layer. Every stage is exact
+Each function appends layers to a `uatlab.constructions.paper_c.relu_circuit.Circuit` and
+returns the registers it produces as `Lin` expressions over the last layer. Every stage is exact
 on integer inputs in its stated range; the invariant proved beside each is what the certificate relies
 on (it re-checks the values on the data anyway).
 

@@ -6,7 +6,7 @@ Notation (ours ↔ Kajitsuka & Sato, ICLR 2025, next-token memorization; Vardi, 
 - h ∈ [0, h_max): the sequence id written by the attention layer (the paper's "sequence id" from the
   averaging self-attention layer).
 - Three retrieval tables of K_t slots (t = 1, 2, 3; K_t pairwise coprime, ≈ 1.23 N / 3), entries in
-  Z_C (see :mod:`uatlab.constructions.paper_c.retrieval`). The slot of a sequence in table t is
+  Z_C (see `uatlab.constructions.paper_c.retrieval`). The slot of a sequence in table t is
   s_t = h mod K_t, written s_t = o_t + D·(r_t + m·b_t): offset o_t in the word, word r_t in the bank,
   bank b_t. By the Chinese remainder theorem any two slots (s_t, s_u) are uniform on K_t × K_u when h is
   uniform on a range ≥ 8·K_t K_u; we take 8·K_1K_2K_3 (all three independent) where the regime allows it,
@@ -155,7 +155,7 @@ def choose_layout(
 
 
 def largest_n(C: int, n: int, regime: str, slack: float = RETRIEVAL_SLACK) -> int:
-    """The largest N for which :func:`choose_layout` finds a layout (bisection over N)."""
+    """The largest N for which `choose_layout` finds a layout (bisection over N)."""
     lo, hi = 1, 2
     while _fits(hi, C, n, regime, slack) and hi < 10**12:
         lo, hi = hi, hi * 2

@@ -9,7 +9,7 @@ Forward pass, for token ids (B, n):
 4. logits_c = 2c·y − c²  (B, C)
 
 All weights are integers (or 0/1 and n') below 2^53, so in float64 the forward pass is exact on the
-compiled data (see :mod:`uatlab.verify.next_token` for the certificate).
+compiled data (see `uatlab.verify.next_token` for the certificate).
 """
 
 from __future__ import annotations

@@ -29,21 +29,21 @@ In float64 every product (1/n')ν and every partial sum is a dyadic rational wit
 (n' is a power of two, h < 2^50), so (1) holds exactly in floating point too.
 
 **Feed-forward network (deep, integer weights).** Three retrieval tables T_1, T_2, T_3 over Z_C (see
-:mod:`~uatlab.constructions.paper_c.retrieval`) with label(h) = T_1[s_1(h)] + T_2[s_2(h)] + T_3[s_3(h)]
+`uatlab.constructions.paper_c.retrieval`) with label(h) = T_1[s_1(h)] + T_2[s_2(h)] + T_3[s_3(h)]
 mod C, the slots s_t(h) being mixed-radix digits of h. Tables are packed D slots per word (base-C
 digits), m words per bank. The network:
 
-1. digits of h (:func:`~uatlab.constructions.paper_c.circuit_stages.mixed_radix_digits`): offset o_t,
+1. digits of h (`uatlab.constructions.paper_c.circuit_stages.mixed_radix_digits`): offset o_t,
    word r_t, bank b_t per table;
-2. word selection (:func:`~uatlab.constructions.paper_c.circuit_stages.select_words`): S_t = W_t[b_t][r_t];
+2. word selection (`uatlab.constructions.paper_c.circuit_stages.select_words`): S_t = W_t[b_t][r_t];
    the words are the weights of one layer: this is where the labels live, ≈ D·log2 C bits per weight;
-3. digit extraction (:func:`~uatlab.constructions.paper_c.circuit_stages.extract_digit`): y_t = digit o_t
+3. digit extraction (`uatlab.constructions.paper_c.circuit_stages.extract_digit`): y_t = digit o_t
    of S_t (bit extraction, one layer per bit);
-4. y = (y_1 + y_2 + y_3) mod C (:func:`~uatlab.constructions.paper_c.circuit_stages.sum_mod`);
+4. y = (y_1 + y_2 + y_3) mod C (`uatlab.constructions.paper_c.circuit_stages.sum_mod`);
 5. readout (linear, rank 1): logit_c = 2c·y − c², so logit_y − logit_c = (y − c)² ≥ 1 for c ≠ y.
 
 **Bound.** Parameters ≈ 3·(8·banks + banks·m + D·(17⌈log2 C⌉ + 9)) + O(log h) + 2C
-(:mod:`~uatlab.constructions.paper_c.layout`); with unbounded words the optimum is D, banks = Θ(√N),
+(`uatlab.constructions.paper_c.layout`); with unbounded words the optimum is D, banks = Θ(√N),
 i.e. Õ(√N) parameters of Õ(√N) bits each (the paper's bound, exact arithmetic). With float64 words
 D ≤ ⌊50/log2 C⌋ and the count is linear in N at ≈ 1.23·N·log2 C / 50 · (1 + 7/m) parameters, a
 constant factor above the floor N·log2 C / 53 that no float64 network can beat.

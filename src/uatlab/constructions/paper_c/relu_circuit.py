@@ -15,15 +15,15 @@ carried explicitly (a carried value x ≥ 0 passes as ReLU(x) = x, at the cost o
 
 Two evaluations are provided:
 
-- :func:`evaluate_exact`: integer arithmetic (numpy int64 where a per-unit bound proves no overflow,
+- `evaluate_exact`: integer arithmetic (numpy int64 where a per-unit bound proves no overflow,
   Python ints otherwise). This is exact: the circuit's mathematical value on the data.
-- :func:`float_exactness_bound`: for each unit, max over the data of Σ_i |W_{k,i} u_i| + |b_k|. If every
+- `float_exactness_bound`: for each unit, max over the data of Σ_i |W_{k,i} u_i| + |b_k|. If every
   such bound, every weight and every bias is ≤ 2^53, then evaluating the circuit in IEEE float64 in
   *any* summation order gives exactly the integer values (every partial sum is an integer of magnitude
   ≤ 2^53, hence representable, hence every rounding is exact). This is the float64 certificate.
 
 Parameters are counted as the number of nonzero weights plus nonzero biases (the stored numbers); a
-dense implementation of the same layers would store more (see :meth:`Circuit.dense_size`).
+dense implementation of the same layers would store more (see `Circuit.dense_size`).
 """
 
 from __future__ import annotations

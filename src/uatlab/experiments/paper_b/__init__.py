@@ -2,14 +2,14 @@
 
 Stages, one module each:
 
-* :mod:`.data` — truncated-linear (ramp) targets at parity and corrected; the random ReLU seq2seq target;
-* :mod:`.models` — the repository's architecture (``ExtendedMappingA`` + biased multi-head attention),
+* `.data` — truncated-linear (ramp) targets at parity and corrected; the random ReLU seq2seq target;
+* `.models` — the repository's architecture (``ExtendedMappingA`` + biased multi-head attention),
   attn_map.py's manual key/value model, the two-layer seq2seq model and its feed-forward baseline;
-* :mod:`.closed_form` — the interpolation construction written into the trained model class;
-* :mod:`.train` / :mod:`.stacked` — fixed-epoch and converged training (one model, or one stacked
+* `.closed_form` — the interpolation construction written into the trained model class;
+* `.train` / `.stacked` — fixed-epoch and converged training (one model, or one stacked
   model per seed group);
-* :mod:`.sweeps`, :mod:`.heatmap`, :mod:`.seq2seq` — trial functions for the executor;
-* :mod:`.runner` — CSV, summary and figures (:mod:`.plots`) of each experiment.
+* `.sweeps`, `.heatmap`, `.seq2seq` — trial functions for the executor;
+* `.runner` — CSV, summary and figures (`.plots`) of each experiment.
 """
 
 from uatlab.experiments.paper_b.closed_form import closed_form_model, write_interpolation_weights

@@ -1,16 +1,16 @@
 """Paper B's interpolation construction (Theorems 3.4 and 3.9) written into the *same* model class that is
 trained, so that trained and constructed models are compared at equal parameter counts.
 
-The construction, its β and its proven bound are :mod:`uatlab.constructions.paper_b.thm3_truncated_linear`
-(:func:`~uatlab.constructions.paper_b.thm3_truncated_linear.plan_interpolation`); this module only places the
+The construction, its β and its proven bound are `uatlab.constructions.paper_b.thm3_truncated_linear`
+(`uatlab.constructions.paper_b.thm3_truncated_linear.plan_interpolation`); this module only places the
 same anchors, scores and values into the parameters of
-:class:`~uatlab.experiments.paper_b.models.TruncatedAttentionModel`, whose map A is a per-position
+`uatlab.experiments.paper_b.models.TruncatedAttentionModel`, whose map A is a per-position
 modulation (so per-token w_i work token-wise) and whose heads share two anchor channels. Head h covers
 ``[a_h, a_h + (m−1)Δ]``, ``Δ = (b − a)/(H(m − 1))``; query ``β(2y, −1)`` against key
 ``(kΔ, 2a_h·kΔ + (kΔ)²) = (kΔ, kΔ(L_k + L_0))`` scores anchor k by minus its squared distance to y; the value is
 ``L_k = a_h + kΔ`` and the output bias ``a − Σ_h a_h`` completes the telescoping sum.
 
-Notation map (paper → :class:`~uatlab.experiments.paper_b.models.TruncatedAttentionModel`):
+Notation map (paper → `uatlab.experiments.paper_b.models.TruncatedAttentionModel`):
 
     w_i, t_i            → modulation[i, :d], modulation[i, d]  (token_proj = identity on x, bias 1 on channel d)
     y_i = w_iᵀx_i + t_i → Σ_{j≤d} z_i[j]        (read by W_Q)
@@ -128,7 +128,7 @@ def interpolation_plan(
 def closed_form_model(
     model: TruncatedAttentionModel, target: TruncatedLinearTarget, x_fit: torch.Tensor, y_fit: torch.Tensor
 ) -> dict[str, float]:
-    """Write the construction with the βΔ² of :data:`SHARPNESS_GRID` that fits ``(x_fit, y_fit)`` best (sup norm).
+    """Write the construction with the βΔ² of `SHARPNESS_GRID` that fits ``(x_fit, y_fit)`` best (sup norm).
 
     βΔ² is the construction's one free constant; it is chosen on the training inputs, and the
     caller evaluates on held-out data.

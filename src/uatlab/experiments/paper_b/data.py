@@ -3,13 +3,13 @@
 Two generators, both re-implemented from the description in the spec
 (ATTENTION_ONLY_APPROXIMATION.md §6.4-6.6), not copied:
 
-* :func:`truncated_linear_data`: the per-token ramp target of Definition 3.1,
+* `truncated_linear_data`: the per-token ramp target of Definition 3.1,
   ``y_i = Range_[a,b](w_i·x_i + t_i)`` with ``x_i ~ U[-5,5]^d``, ``w ~ N(0,1)^{n×d}``,
   ``t ~ N(0,1)^n``. ``parity=True`` consumes the torch RNG in the repository's order (re-seed, X,
   w, t, then a 800/200 ``random_split``), so a parity trial sees the same draws as truncated.py.
   The corrected mode draws the target (w, t) from a *fixed* target seed and chooses [a, b] so that
-  a requested fraction of the targets is clipped (:func:`range_for_clipped_fraction`).
-* :func:`relu_seq2seq_target` / :func:`relu_seq2seq_data`: the random one-hidden-layer ReLU
+  a requested fraction of the targets is clipped (`range_for_clipped_fraction`).
+* `relu_seq2seq_target` / `relu_seq2seq_data`: the random one-hidden-layer ReLU
   sequence-to-sequence target of seq2seq_data.py, ``Y = reshape(W2 ReLU(W1 vec X + b1) + b2)``
   with ``X ~ U[0,1]^{n×d}``, generated for whatever length ``n`` a run needs.
 

@@ -1,12 +1,12 @@
 """attn_map.py of paper B's repository: attention maps for several |b−a|, trained beside closed form.
 
 Trained (parity): seed 1234 per r; d = 10, n = p = 30 (no extra tokens), 1000 samples
-split 800/200; :class:`~.models.ManualKeyValueAttentionModel` (hidden 11, β = 25, key coordinate and
+split 800/200; `.models.ManualKeyValueAttentionModel` (hidden 11, β = 25, key coordinate and
 one value channel fixed to the anchor grid ``L = linspace(a, b, 30)``); Adam 1e-3, batch 32, 100
 epochs; the maps of the first test samples. The value channel that holds the target is drawn with
 Python's ``random.randint(0, 10)`` after seeding, as in the repository.
 
-Closed form (Thm 3.9, token-wise A: the 30 tokens are the anchors): :func:`.closed_form.write_interpolation_weights`
+Closed form (Thm 3.9, token-wise A: the 30 tokens are the anchors): `.closed_form.write_interpolation_weights`
 on a model with no anchor tokens, one head, for the *same* target and samples. Its map puts query
 i's weight on the key k whose level ``L_k`` is nearest to ``y_i = w_i·x_i + t_i`` (clamped to [a, b]).
 """
@@ -34,7 +34,7 @@ HEATMAP_RANGES = (0.5, 1.5, 3.0)
 
 
 class _ChannelView(torch.nn.Module):
-    """Puts the target channel of a multi-channel model first (for :func:`evaluate_truncated`)."""
+    """Puts the target channel of a multi-channel model first (for `evaluate_truncated`)."""
 
     def __init__(self, model: torch.nn.Module, channel: int) -> None:
         super().__init__()

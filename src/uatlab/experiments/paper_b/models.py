@@ -32,7 +32,7 @@ from uatlab.errors import InputError
 
 @dataclass(frozen=True)
 class TruncatedAttentionConfig:
-    """Sizes of :class:`TruncatedAttentionModel` (one A map + one multi-head attention layer)."""
+    """Sizes of `TruncatedAttentionModel` (one A map + one multi-head attention layer)."""
 
     n: int = 50  # sequence length (data tokens)
     d: int = 10  # input dimension
@@ -204,7 +204,7 @@ class FeedForwardTransformerBaseline(TwoLayerAttentionModel):
 
     Layout: A → MHA₁ → FF₁ → MHA₂ → FF₂ → first n rows → [per-position scale] → readout, with
     FF(z) = z + W₂ReLU(W₁z + b₁) + b₂ replacing A₂. The feed-forward width ``ff`` is chosen by
-    :func:`uatlab.experiments.paper_b.seq2seq.ff_width_for_budget` so that the parameter count
+    `uatlab.experiments.paper_b.seq2seq.ff_width_for_budget` so that the parameter count
     matches the attention-only model's.
     """
 

@@ -1,7 +1,7 @@
 """seq2seq.py of paper B's repository, at parity and corrected, with baselines.
 
 Target (seq2seq_data.py): a random one-hidden-layer ReLU network on the flattened
-sequence, n = 20 tokens, d = 5, 10 hidden units, X ~ U[0,1] (:func:`.data.relu_seq2seq_problem`,
+sequence, n = 20 tokens, d = 5, 10 hidden units, X ~ U[0,1] (`.data.relu_seq2seq_problem`,
 the repository's own draws at n = 20, generated here for whatever n a run needs).
 
 * ``mode="parity"``: the repository's heads experiment: width 32, p = n (no anchor tokens), head size
@@ -161,10 +161,10 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
 def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
     """The closed forms on the same target, evaluated on the same test set as the trained models.
 
-    * ``mode="closed-form"``: :func:`uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network`, one softmax
+    * ``mode="closed-form"``: `uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network`, one softmax
       attention layer with ``n_anchors`` anchor tokens and a sequence-wise input map (paper B Sec. 3.3; not a
       standard Transformer layer).
-    * ``mode="closed-form-2layer"``: :func:`uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer`,
+    * ``mode="closed-form-2layer"``: `uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer`,
       two attention layers (truncated-linear heads, then an exact positional combination) with ``n_anchors``
       layer-1 anchors: the architecture the trained attention-only model has, in closed form.
 

@@ -1,4 +1,4 @@
-"""Train S independent copies of :class:`~.models.TruncatedAttentionModel` (one per seed) in one pass.
+"""Train S independent copies of `.models.TruncatedAttentionModel` (one per seed) in one pass.
 
 A sweep point is run for all its seeds at once: the S models' parameters are stacked along a
 leading axis and the forward pass uses batched matrix products, so the per-step Python/autograd
@@ -7,7 +7,7 @@ overhead (which dominates these ~6k-parameter models on a CPU) is paid once inst
 The result equals S separate runs:
 
 * each seed's data, initialisation and shuffling order are drawn exactly as the single run draws
-  them (:func:`prepare_seed` runs the same code with the same generator, then the epochs' batch
+  them (`prepare_seed` runs the same code with the same generator, then the epochs' batch
   orders are taken from a real ``DataLoader(shuffle=True)``, which consumes the generator the same way);
 * the loss is the *sum* of the S per-seed mean-squared errors, so seed s's gradient is exactly
   the gradient of its own loss;
@@ -81,7 +81,7 @@ class StackedTruncatedAttention(torch.nn.Module):
         return out[:, :, : c.n]
 
     def unstack(self, s: int) -> TruncatedAttentionModel:
-        """Seed s's model as an ordinary :class:`TruncatedAttentionModel`."""
+        """Seed s's model as an ordinary `TruncatedAttentionModel`."""
         model = TruncatedAttentionModel(self.config)
         with torch.no_grad():
             named = dict(model.named_parameters())

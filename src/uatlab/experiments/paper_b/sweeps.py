@@ -11,11 +11,11 @@ Corrected (``mode="corrected"``):
 * [a, b] chosen so that a controlled fraction of the targets is clipped (25 %), the measured
   fraction reported per run (in the range sweep the width is swept instead and the fraction reported);
 * the target (w, t) and the samples fixed across seeds: the spread is optimisation variance only;
-* trained to convergence (:mod:`uatlab.experiments.paper_b.train`), with the figures at epoch 50
+* trained to convergence (`uatlab.experiments.paper_b.train`), with the figures at epoch 50
   recorded beside the converged ones;
 * a fresh 2000-sample test set.
 
-Every trial also writes the closed-form construction (:mod:`.closed_form`) into a model of the same
+Every trial also writes the closed-form construction (`.closed_form`) into a model of the same
 class and configuration (hence the same parameter count) and evaluates it on the same test set.
 """
 
@@ -358,7 +358,7 @@ def run_truncated_trial(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str, Any]:
-    """Errors of :func:`uatlab.constructions.paper_b.thm3_truncated_linear.build_truncated_linear_attention`.
+    """Errors of `uatlab.constructions.paper_b.thm3_truncated_linear.build_truncated_linear_attention`.
 
     The library's sequence-wise construction (Thm 3.4) with the same anchors and heads, float64,
     its own β; its parameter count is its number of non-zero parameters. NaN when it refuses

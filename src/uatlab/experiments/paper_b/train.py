@@ -73,7 +73,7 @@ def train_epoch(model: nn.Module, loader: DataLoader, opt: torch.optim.Optimizer
 class PlateauStop:
     """The convergence criterion of the module docstring, in one place.
 
-    :meth:`update` takes each epoch's validation loss: a value below ``best·(1 − rel_tol)`` resets the
+    `update` takes each epoch's validation loss: a value below ``best·(1 − rel_tol)`` resets the
     count, any other epoch adds one (a smaller value is still kept as the best weights); after
     ``patience`` such epochs the run has converged. A non-finite loss stops the run, not converged.
     """

@@ -1,9 +1,9 @@
 """Paper A, Corollary 1: memorize a labelled data set with one rank-1 softmax attention layer and a ReLU
 feed-forward layer, compiled for floating point and certified.
 
-Modules: :mod:`.layout` (residual stream and codes), :mod:`.contexts` (Boltzmann attention output h and its
-grouping), :mod:`.select` (query scales β), :mod:`.assemble` (the weights E, P, W_Q, W_K, W_V, W_O, W1, W2,
-with their derivation), :mod:`.api` (compile entry points and the report).
+Modules: `.layout` (residual stream and codes), `.contexts` (Boltzmann attention output h and its
+grouping), `.select` (query scales β), `.assemble` (the weights E, P, W_Q, W_K, W_V, W_O, W1, W2,
+with their derivation), `.api` (compile entry points and the report).
 """
 
 from uatlab.constructions.paper_a.cor1_memorizer.api import (

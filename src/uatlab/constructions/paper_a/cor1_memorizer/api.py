@@ -1,8 +1,8 @@
 """Compile a labelled sequence data set into a one-layer, one-head, rank-1 softmax Transformer and certify it
-(paper A, Corollary 1; the construction is in :mod:`~uatlab.constructions.paper_a.cor1_memorizer.assemble`).
+(paper A, Corollary 1; the construction is in `uatlab.constructions.paper_a.cor1_memorizer.assemble`).
 
-Two inputs, one code path: an in-memory :class:`~uatlab.data.SequenceDataset` (or its
-:class:`~uatlab.data.encoded.EncodedData`) and an on-disk :class:`~uatlab.data.token_store.TokenStore`
+Two inputs, one code path: an in-memory `uatlab.data.SequenceDataset` (or its
+`uatlab.data.encoded.EncodedData`) and an on-disk `uatlab.data.token_store.TokenStore`
 (out of core: h is computed chunk by chunk and the token records are partitioned by word into buckets; each
 bucket is grouped alone and reduced to the points the feed-forward layer needs). Both give the same model
 bit for bit.
@@ -99,7 +99,7 @@ def _compile_tables(
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
 
-    Word groups: one β for all positions (:func:`_choose_beta`). (word, position) groups with β auto: the
+    Word groups: one β for all positions (`_choose_beta`). (word, position) groups with β auto: the
     query scale b_k is chosen per position k among the (β, shift) candidates. The h of a token at position k
     depends on b_k only (the keys do not depend on β) and every FF unit serves one position, so the choice
     decomposes over positions: per position, fewest tokens next to a boundary gap below
@@ -218,7 +218,7 @@ def compile_encoded(
     labels: str = "auto",
     progress: ProgressFn | None = None,
 ) -> tuple[Transformer, dict]:
-    """Compile already-encoded in-memory data (with input keys, see :class:`EncodedData`); returns (model, report).
+    """Compile already-encoded in-memory data (with input keys, see `EncodedData`); returns (model, report).
 
     ``group``: gate the FF units on the word (``"word"``) or on (word, position) (``"word-pos"``, needs an
     m-hot ``code``); ``"auto"``: word-pos in float32, word in float64.
@@ -272,11 +272,11 @@ def compile_store(
     ff: str = "knots",
     labels: str = "auto",
 ) -> tuple[Transformer, dict]:
-    """Compile a data set held in an on-disk :class:`~uatlab.data.token_store.TokenStore` (out of core).
+    """Compile a data set held in an on-disk `uatlab.data.token_store.TokenStore` (out of core).
 
     h is computed chunk by chunk for every query-scale candidate and the token records are partitioned by
     word into buckets; each bucket is grouped on its own and reduced to the points the model needs
-    (:func:`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
+    (`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
     """
     group, pool = check_request(dtype, beta, group, ff, labels)
     if store.sequences == 0:
@@ -437,7 +437,7 @@ def compile_dataset(
 def certify_with_progress(
     model: Transformer, data: SequenceDataset, progress: ProgressFn | None, exp_ulps: float = DEFAULT_EXP_ULPS
 ) -> Certificate:
-    """:func:`~uatlab.verify.certificate.certify`, reporting stage ``"certify"`` to ``progress``."""
+    """`uatlab.verify.certificate.certify`, reporting stage ``"certify"`` to ``progress``."""
     cb = None if progress is None else (lambda n, total: progress("certify", n, total))
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
@@ -462,7 +462,7 @@ def compile_memorizer(
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
     Args:
-        data: labelled token sequences in memory, or a :class:`~uatlab.data.token_store.TokenStore` that has
+        data: labelled token sequences in memory, or a `uatlab.data.token_store.TokenStore` that has
             read them (out of core: memory bounded by the chunk, the largest bucket and the model).
         dtype: "float64" or "float32" (the dtype the certificate proves).
         causal: attention over the prefix only (labels may depend on the prefix only); a TokenStore must
@@ -472,8 +472,8 @@ def compile_memorizer(
         d_model: model width (default: the smallest that works; larger pads with unused coordinates).
         code: word codes of the feed-forward gate: "binary", "M-hot" (e.g. "3-hot") or "auto".
         group: feed-forward units per word or per (word, position): "word", "word-pos" or "auto".
-        ff: "knots" (paper A's interpolant, one ReLU per slope change, :mod:`.knots`; never above paper A's
-            count) or "ramps" (two ReLUs per label change, :mod:`.assemble`).
+        ff: "knots" (paper A's interpolant, one ReLU per slope change, `.knots`; never above paper A's
+            count) or "ramps" (two ReLUs per label change, `.assemble`).
         labels: label code of the knots FF: "ordinal", "one-hot" or "auto" (float64 ordinal, float32 one-hot).
         certify: compute the floating-point certificate.
         progress: callback ``(stage, done, total)``, called for every stage (attention, grouping,
@@ -483,7 +483,7 @@ def compile_memorizer(
             records again (for example ``lambda: iter_conll(path)``); the certificate streams them in chunks.
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` (``model.encoding`` maps strings
+        `uatlab.constructions.contract.Construction`: ``model`` (``model.encoding`` maps strings
         to ids), ``certificate``, ``facts`` the compile report (parameter counts against paper A's, conflicts,
         bits of precision relied on, stage times), ``guarantee`` the certified token count and smallest
         certified logit margin.
@@ -547,13 +547,13 @@ def compile_memorizer(
 
 
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
-    """:func:`uatlab.models.io.save` with the compile report (without the conflict lists) as the facts."""
+    """`uatlab.models.io.save` with the compile report (without the conflict lists) as the facts."""
     facts = {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")}
     return save(model, path, facts=facts)
 
 
 def load_compiled(path: str | os.PathLike) -> Transformer:
-    """:func:`uatlab.models.io.load` (any uatlab model; ``model.encoding`` is set if the file stores one)."""
+    """`uatlab.models.io.load` (any uatlab model; ``model.encoding`` is set if the file stores one)."""
     return load(path)
 
 

@@ -1,14 +1,14 @@
 r"""Weight assembly of the Corollary-1 memorizer (paper A, Kajitsuka & Sato, ICLR 2024): embedding E,
 positional encoding P, the rank-1 attention W_Q, W_K, W_V, W_O and the feed-forward W1, b1, W2, each with
-its derivation and the bound it satisfies beside it in :func:`build_model`.
+its derivation and the bound it satisfies beside it in `build_model`.
 
-The compiled model is an ordinary :class:`uatlab.models.Transformer` (token embedding, 'given' positional
+The compiled model is an ordinary `uatlab.models.Transformer` (token embedding, 'given' positional
 encoding, ONE block F^(FF)∘F^(SA) with ONE head whose W_Q, W_K, W_V, W_O have rank 1, a linear readout)
 that classifies every token whose label is not an inherent conflict correctly. It keeps paper A's mechanism
 (Theorem 2: rank-1 scores, value = key direction, the Boltzmann operator as contextual mapping; Corollary 1:
 a feed-forward layer reads the context off h) but chooses codes and the feed-forward layer for floating
 point: the paper's literal weights need ~10^24 bits at CoNLL scale. The residual-stream coordinates are in
-:mod:`.layout`; h and its grouping in :mod:`.contexts`; the choice of β in :mod:`.select`.
+`.layout`; h and its grouping in `.contexts`; the choice of β in `.select`.
 
 Notation map (paper A → ours)::
 
@@ -282,7 +282,7 @@ def build_model(
         # unit — so the query scale is chosen per position instead (``beta='auto'``): b_k = β(1 + j/2^m) with β a
         # power of two and j = (k + s·2^m/3) mod 2^m, s ∈ {0, 1, 2}, picking for each position the candidate with
         # the fewest label-boundary gaps below ~6 times a rough bound on h's error, then the largest smallest gap
-        # (:func:`_compile_tables`). The h of a token at position k depends on b_k only, and every unit
+        # (`_compile_tables`). The h of a token at position k depends on b_k only, and every unit
         # serves one position, so the choices do not interact.
         attn.W_K.set_factors(one, unit(lay.key))  # a = x_KEY           (1, 1, d)
         attn.W_V.set_factors(one, unit(lay.key))  # value = key (paper A: W_V = w^T)

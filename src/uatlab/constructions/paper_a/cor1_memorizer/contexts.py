@@ -59,7 +59,7 @@ def boltzmann_context(
 
 def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch_tokens: int) -> np.ndarray:
     """h of one sequence (keys = values ``a``, (n,); query scales ``b``, (n,)), ``batch_tokens // n`` queries
-    at a time: the same per-row arithmetic as :func:`boltzmann_context`, in O(batch_tokens + n) memory."""
+    at a time: the same per-row arithmetic as `boltzmann_context`, in O(batch_tokens + n) memory."""
     n = len(a)
     h = np.empty(n, dtype=np.float64)
     block = max(1, batch_tokens // n)
@@ -90,8 +90,8 @@ def context_columns(alpha: np.ndarray, max_len: int, pool: list[tuple[float, int
 class Occurrences:
     """Tokens sorted by (group, h), grouped into distinct (group, h) points with majority labels.
 
-    A group is a word (``group == word``) or a (word, position) pair (see :func:`context_groups`). After
-    :func:`reduce_occurrences` only the points the feed-forward layer needs are kept (each group's lowest
+    A group is a word (``group == word``) or a (word, position) pair (see `context_groups`). After
+    `reduce_occurrences` only the points the feed-forward layer needs are kept (each group's lowest
     point and both sides of every label boundary); ``distinct`` still counts all of them.
     """
 
@@ -207,8 +207,8 @@ def reduce_occurrences(occ: Occurrences) -> Occurrences:
     boundary.
 
     Between two kept points of a group that are not a boundary pair, every dropped point has the same label
-    (a label change would be a boundary), so :func:`label_boundaries`, the first and the last point per group,
-    all that :func:`build_model` and the knot interpolant (:mod:`.knots`) read, are unchanged. Memory then
+    (a label change would be a boundary), so `label_boundaries`, the first and the last point per group,
+    all that `build_model` and the knot interpolant (`.knots`) read, are unchanged. Memory then
     scales with the model, not the data.
     """
     if len(occ.h) == 0:

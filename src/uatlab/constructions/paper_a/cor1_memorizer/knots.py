@@ -4,8 +4,8 @@ Paper: Kajitsuka & Sato, ICLR 2024 ("paper A"), Corollary 1 (memorization by F^(
 single-head attention) and its parameter count 4(s + d) + d(2nN + d); the feed-forward recipe is paper A's
 §6 interpolant g(z) = t_(1) + Σ_m (s_m − s_{m−1}) ReLU(z − z_(m)) through sorted context ids, applied per
 word (or per (word, position)) on the Boltzmann context h, with units only where the slope changes. The
-attention layer, the codes α, π, b and the grouping of tokens are those of :mod:`.layout`,
-:mod:`.contexts` and :mod:`.select` (unchanged); this module replaces how :mod:`.assemble` turns the grouped
+attention layer, the codes α, π, b and the grouping of tokens are those of `.layout`,
+`.contexts` and `.select` (unchanged); this module replaces how `.assemble` turns the grouped
 points into feed-forward weights (``ff="ramps"`` keeps that construction: two ReLUs per label change).
 
 Notation map (paper A §6 → here): context id q_m → the token's context h (one scalar, the CTX coordinate);
@@ -50,7 +50,7 @@ label gets one virtual point, hence ≤ M units. In all q ≤ P ≤ nN, where P 
 Paper A counts 4(s + d) + d(2nN + d). So ours ≤ paper A's ⇔ 2qd + Cd ≤ 2dnN + d² ⇔ 2q + C ≤ 2nN + d.
 With q ≤ nN this holds whenever C ≤ d (always with one-hot labels); otherwise the residual stream is padded (zero coordinates) to
 d = max(d, 2q + C − 2nN) *before building*, which restores it. So every compile is at most paper A's count
-for its own (s, d, n, N); :func:`paper_a_budget_dim` does the check.
+for its own (s, d, n, N); `paper_a_budget_dim` does the check.
 
 **Gates** (unchanged in kind from the memorizer, on fewer coordinates). Binary ±1: W1 has G c(w) on the
 code coordinates and −G k − z̃ on ONE; an own token receives G k − G k + h − z̃ = h − z̃, any other word
@@ -171,7 +171,7 @@ def base_labels(occ, V: int, C: int, by_pos: bool) -> np.ndarray:
 def knot_units(occ, base: np.ndarray, codes: np.ndarray, h_v: float, GK: float, dtype: str) -> KnotUnits:
     """Units of the interpolants of every group (module docstring, Theorem), with error feedback.
 
-    ``occ``: :class:`~uatlab.constructions.paper_a.cor1_memorizer.contexts.Occurrences` sorted by (group, h), possibly reduced, but
+    ``occ``: `uatlab.constructions.paper_a.cor1_memorizer.contexts.Occurrences` sorted by (group, h), possibly reduced, but
     holding each group's lowest and highest point and both sides of every label change; ``codes`` (C, L) label codes; ``h_v`` the virtual
     point ((word, position) groups; ignored for word groups, whose base is their first label); ``GK`` the
     binary gate's G·k (0 for m-hot), which shares the ONE weight with the knot.

@@ -99,7 +99,7 @@ def positional_codes(max_len: int, beta: float, seed: int) -> tuple[np.ndarray, 
 
 def query_scales(max_len: int, beta: float, shift: int = 0) -> np.ndarray:
     """b_k = β(1 + ((k + shift·2^m/S) mod 2^m)/2^m), S = QUERY_SHIFTS, 2^m ≥ max_len: in [β, 2β) with m + 1
-    significant bits (exact in float32); shift 0 is :func:`positional_codes`' b."""
+    significant bits (exact in float32); shift 0 is `positional_codes`' b."""
     m = max(1, math.ceil(math.log2(max(max_len, 2))))
     kk = (np.arange(max_len) + (shift * 2**m) // QUERY_SHIFTS) % 2**m
     return beta * (1.0 + kk / 2.0**m)

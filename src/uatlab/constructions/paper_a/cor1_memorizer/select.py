@@ -105,7 +105,7 @@ def position_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per (candidate, position) of one table with (word, position) groups: the number of tokens next to a
     label boundary whose gap is below ``RISKY_RELATIVE_GAP·r_h``, and the smallest gap relative to r_h
-    (r_h = :func:`h_error_estimate`). Both add up over tables (buckets) holding disjoint groups."""
+    (r_h = `h_error_estimate`). Both add up over tables (buckets) holding disjoint groups."""
     K = len(pool)
     risky, ratio = np.zeros((K, max_len)), np.full((K, max_len), np.inf)
     grp = context_groups(table.word, table.pos, max_len)
