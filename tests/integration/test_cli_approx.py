@@ -100,3 +100,15 @@ def test_relu_network_two_layers_is_smaller_and_bounded(capsys, tmp_path):
     code = main(common + ["--layers", "3"])
     err = capsys.readouterr().err
     assert code == 2 and "layers must be 1 or 2" in err
+
+
+def test_incontext_command_rows_and_errors(capsys, tmp_path):
+    args = ["approx", "incontext", "--task", "relu-features", "--steps", "5,40", "--train-steps", "20"]
+    data = _run_json(capsys, args + ["--test-tasks", "8", "--context", "8", "--out", str(tmp_path)])
+    models = [r["model"] for r in data["rows"]]
+    assert models[:3] == ["construction k=5", "construction k=40", "trained attention-only"]
+    cons = data["rows"][:2]
+    assert cons[1]["rel_sup"] < cons[0]["rel_sup"]
+    assert (tmp_path / "incontext.csv").is_file()
+    assert main(["approx", "incontext", "--task", "lasso", "--out", str(tmp_path)]) == 2
+    assert "lasso" in capsys.readouterr().err

@@ -17,6 +17,9 @@ NEW_IDS = {
     "A.thm2.causal-exact",
     "B.approx.one-layer-softmax-pooling",
     "B.approx.incontext-ridge",
+    "B.approx.incontext-relu-features",
+    "B.exp.incontext-trained-attention",
+    "B.approx.one-standard-layer-limit",
 }
 
 

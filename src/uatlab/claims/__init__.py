@@ -26,6 +26,8 @@ CLAIM_MODULES: list[str] = [
     "uatlab.claims.baselines",
     "uatlab.claims.equivariance",
     "uatlab.claims.next_token",
+    "uatlab.claims.incontext",
+    "uatlab.claims.paper_b_one_layer",
 ]
 
 _loaded = False

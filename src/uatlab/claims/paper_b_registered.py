@@ -461,6 +461,6 @@ def _incontext_ridge(ctx: ClaimContext) -> ClaimResult:
             )
         ],
         key_figure="network_vs_closed_form",
-        note="relative to max |closed-form prediction|; step η = 1/(L + λ); the nonlinear case and a trained "
-        "attention-only model beside it are not built",
+        note="relative to max |closed-form prediction|; step η = 1/(L + λ); the nonlinear case is "
+        "B.approx.incontext-relu-features, the trained attention-only model B.exp.incontext-trained-attention",
     )

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
 from uatlab.cli.experiment import experiment
-from uatlab.cli.options import one_of
+from uatlab.cli.options import finite, one_of
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
@@ -207,6 +207,13 @@ def attention_seq2seq(
     workers: int = WORKERS,
     json_out: bool = JSON,
     stored_only: bool = STORED,
+    seeds: int | None = typer.Option(None, "--seeds", min=1, max=64, help="Run only the first N seeds of the scale."),
+    max_seconds: float | None = typer.Option(
+        None,
+        "--max-seconds",
+        help="Wall-time cap per trained trial (seconds; the best validation epoch is kept).",
+        callback=finite(0, 1e7, lo_open=True),
+    ),
 ) -> None:
     """Two attention-only layers on a random ReLU seq2seq target vs feed-forward, mean and least squares."""
     from uatlab.experiments.paper_b.runner import run_seq2seq
@@ -217,7 +224,14 @@ def attention_seq2seq(
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")
     check_output_dir(out)
     data = run_seq2seq(
-        scale, out, SEQ2SEQ_MODES if mode == "all" else (mode,), executor, workers, stored_only=stored_only
+        scale,
+        out,
+        SEQ2SEQ_MODES if mode == "all" else (mode,),
+        executor,
+        workers,
+        stored_only=stored_only,
+        n_seeds=seeds,
+        max_seconds=max_seconds,
     )
     if json_out:
         print_json(data)

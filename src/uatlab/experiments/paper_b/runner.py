@@ -213,13 +213,18 @@ def run_seq2seq(
     workers: int = 1,
     progress: bool = True,
     stored_only: bool = False,
+    n_seeds: int | None = None,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
-    """seq2seq.py at parity and corrected, the feed-forward baseline, the mean and least-squares baselines."""
+    """seq2seq.py at parity and corrected, the feed-forward baseline, the mean and least-squares baselines.
+
+    ``n_seeds`` / ``max_seconds``: see `uatlab.experiments.paper_b.seq2seq.seq2seq_trials`.
+    """
     from uatlab.experiments.paper_b.plots import plot_seq2seq
     from uatlab.experiments.paper_b.seq2seq import SEQ2SEQ_CSV_COLUMNS, run_seq2seq_any, seq2seq_trials
     from uatlab.experiments.paper_b.sweeps import summarise_columns
 
-    trials = seq2seq_trials(scale, modes)
+    trials = seq2seq_trials(scale, modes, n_seeds=n_seeds, max_seconds=max_seconds)
     rows, res = execute(
         trials, run_seq2seq_any, out, executor, workers, progress, desc="attention-seq2seq", stored_only=stored_only
     )

@@ -204,8 +204,13 @@ def run_seq2seq_any(params: dict[str, Any]) -> dict[str, Any]:
     return run_compiled_trial(params) if params["mode"] in CLOSED_FORM_MODES else run_seq2seq_trial(params)
 
 
-def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[Trial]:
+def seq2seq_trials(
+    scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES, n_seeds: int | None = None, max_seconds: float | None = None
+) -> list[Trial]:
     """The seq2seq trials; ids ``[quick-]<mode>-H=<heads>-seed=<seed>`` (default and full share ids).
+
+    ``n_seeds`` keeps the first that many seeds of the scale; ``max_seconds`` overrides the wall-time cap of
+    the corrected trials (their ids then end in ``-cap=<seconds>``, so capped and uncapped results never mix).
 
     Corrected runs (attention-only and feed-forward) stop by the convergence criterion
     (validation MSE not improved by 1 % for ``patience`` epochs) or at a wall-time cap
@@ -249,6 +254,16 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
         }
     else:
         raise InputError(f"unknown scale {scale!r}")
+    if n_seeds is not None:
+        if n_seeds < 1:
+            raise InputError(f"n_seeds must be a positive integer, got {n_seeds}")
+        seeds, p_seeds = seeds[:n_seeds], p_seeds[:n_seeds]
+    cap = ""
+    if max_seconds is not None:
+        if not (max_seconds > 0 and math.isfinite(max_seconds)):
+            raise InputError(f"max_seconds must be a positive number, got {max_seconds}")
+        corrected = {**corrected, "max_seconds": float(max_seconds)}
+        cap = f"-cap={max_seconds:g}"
     prefix = "quick-" if scale == "quick" else ""
     trials = []
     for mode in modes:
@@ -289,7 +304,8 @@ def seq2seq_trials(scale: str, modes: tuple[str, ...] = SEQ2SEQ_MODES) -> list[T
                     **common,
                     **p,
                 }
-                trials.append(Trial(id=f"{prefix}{mode}-H={H}-seed={seed}", params=params))
+                suffix = cap if mode != "parity" else ""
+                trials.append(Trial(id=f"{prefix}{mode}-H={H}-seed={seed}{suffix}", params=params))
     return trials
 
 

@@ -1,0 +1,66 @@
+"""Paper B (Hu et al. 2025, Sec. 3.3): what one STANDARD attention layer cannot do on the benchmark ReLU nets.
+
+The check computes the facts of `uatlab.experiments.paper_b.one_layer_standard` (a certified lower bound
+on the sup error of every one-layer standard form with data-independent scores) and measures the standard
+two-layer compiler on the same nets.
+"""
+
+from __future__ import annotations
+
+from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+
+PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
+
+
+@register_claim(
+    id="B.approx.one-standard-layer-limit",
+    statement="On the benchmark ReLU nets (n=20, d=5, 10 hidden units, X in [0,1]) one STANDARD attention layer "
+    "cannot run paper B's interpolation on a hidden unit (each unit depends on all 20 tokens, a query is "
+    "affine in one), and a one-layer standard form whose scores ignore the data is affine: its sup error is "
+    "provably ≥ 1% of the output range (midpoint-defect lower bound over an LP upper bound on the range), "
+    "while the standard two-layer form measures below that lower bound and below 1%.",
+    paper=PAPER_B,
+    theorem="Sec. 3.3 (two-layer universality): why the second standard layer",
+)
+def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
+    from uatlab.constructions.paper_b.lem3_11_relu_network import random_relu_network
+    from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
+    from uatlab.experiments.measure import measure_compiled
+    from uatlab.experiments.paper_b.one_layer_standard import one_layer_limits
+
+    nets = 1 if ctx.quick else 5
+    rows = []
+    for k in range(nets):
+        net = random_relu_network(20, 5, 10, seed=ctx.seed + k)
+        lim = one_layer_limits(net, pairs=400 if ctx.quick else 2000, seed=ctx.seed + k)
+        two = measure_compiled(
+            compile_relu_network_standard(net, anchors=257).detail,
+            samples=8 if ctx.quick else 100,
+            seed=ctx.seed + 1000 + k,
+        )
+        rows.append({**lim, "two_layer_sup_error": two["sup_error"], "two_layer_rel_sup": two["relative_sup_error"]})
+    ok = all(
+        r["min_tokens_per_hidden_unit"] >= 2
+        and r["rel_sup_lower_bound"] > 0.01
+        and r["two_layer_sup_error"] < r["affine_sup_error_lower_bound"]
+        and r["two_layer_rel_sup"] < 0.01
+        for r in rows
+    )
+    return ClaimResult(
+        verdict="pass" if ok else "fail",
+        figures={
+            "nets": nets,
+            "min_tokens_per_hidden_unit": min(r["min_tokens_per_hidden_unit"] for r in rows),
+            "one_layer_data_free_rel_sup_lower_bound": float(f"{min(r['rel_sup_lower_bound'] for r in rows):.3g}"),
+            "one_layer_data_free_sup_error_lower_bound": [
+                float(f"{r['affine_sup_error_lower_bound']:.4g}") for r in rows
+            ],
+            "output_range_upper_bound": [float(f"{r['output_range_upper_bound']:.4g}") for r in rows],
+            "two_layer_standard_sup_error": [float(f"{r['two_layer_sup_error']:.4g}") for r in rows],
+            "two_layer_standard_rel_sup": [float(f"{r['two_layer_rel_sup']:.3g}") for r in rows],
+        },
+        key_figure="one_layer_data_free_rel_sup_lower_bound",
+        note="lower bound relative to an UPPER bound on the box's output range; the two-layer relative error is "
+        "relative to the sampled outputs' range (as in the standard-layers table); one-layer forms with "
+        "data-dependent scores are not covered",
+    )

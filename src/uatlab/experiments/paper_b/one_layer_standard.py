@@ -1,0 +1,119 @@
+"""Why paper B's ReLU-network compiler needs a second STANDARD attention layer (Hu et al. 2025, Sec. 3.3).
+
+A standard attention layer (token-wise linear maps, softmax over the n keys, positional encoding P)
+computes, at position i::
+
+    out_i = R (x_i W_E + P_i) + Σ_h W_O^h Σ_k softmax_k(q^h_i · k^h_k) (x_k W_E + P_k) W_V^h,
+    q^h_i = (x_i W_E + P_i) W_Q^h,   k^h_k = (x_k W_E + P_k) W_K^h                              (*)
+
+Two facts, both proved here and checked by `one_layer_limits`:
+
+1. **Paper B's interpolation cannot act on a hidden unit in one standard layer.** The mechanism of Thm 3.4 /
+   3.9 scores −β(y − L_k)² with y in the QUERY; by (*) every query is affine in ONE token (x_i and its
+   position), while a hidden unit u_j = Σ_k W1[j, k]·x_k + b1_j of the benchmark nets depends on every
+   token with position-dependent weights. So y = u_j must first be gathered into the tokens — one
+   layer (the exact gather of `uatlab.constructions.paper_b.lem3_11_standard_attention`) — or formed
+   by a linear map across positions (the non-standard ``seq_map``).
+2. **Without data in the scores, one standard layer is affine in X.** If the scores do not depend on the
+   data (only on positions: the gather layer's case), the softmax weights are constants and (*) is an
+   affine function of X, whatever the number of heads. Its sup error over the box is then at least the
+   midpoint defect of f: for box points A, B and t ∈ (0, 1), every affine a has
+   f(P_t) − (1−t)f(A) − t f(B) = e(P_t) − (1−t)e(A) − t e(B) with e = f − a, so
+   max|e| ≥ |f(P_t) − (1−t)f(A) − t f(B)| / 2 (P_t = (1−t)A + tB). The largest defect over sampled
+   (A, B, t) and output coordinates is a rigorous lower bound; divided by an UPPER bound on the output
+   range over the box (a linear program with the triangle relaxation of each ReLU, so at least the true
+   range), it bounds the relative sup error from below.
+
+What stays open: a one-layer standard form whose scores do depend on the data (the softmax normaliser is
+then the only place where different tokens meet non-additively: for query i the key weights factor as
+κ_k(z_i)·exp(β(z_i)ᵀx_k), one data direction β per head and query). We neither build one at 1 % nor prove
+that none exists; the measured price of the route that works is the second layer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, hidden_unit_ranges
+
+
+def output_range_upper_bound(net: ReluNetwork, lo: float = 0.0, hi: float = 1.0) -> float:
+    """An upper bound on max_o sup f_o − min_o inf f_o over the box [lo, hi]^{n·d}.
+
+    Linear programs over (x, h) with the triangle relaxation of h_j = ReLU(u_j): h ≥ 0, h ≥ u,
+    h ≤ U(u − L)/(U − L) (for L < 0 < U), h ≤ max(U, 0); every true (x, ReLU(u)) is feasible, so each LP
+    optimum bounds the true extreme from outside (HiGHS, two LPs per output coordinate).
+    """
+    from scipy.optimize import linprog
+
+    L, U = hidden_unit_ranges(net, lo, hi)
+    J, p = net.W1.shape
+    rows, rhs = [], []
+    for j in range(J):
+        r = np.zeros(p + J)
+        r[:p], r[p + j] = net.W1[j], -1.0  # u_j − h_j ≤ −b1_j
+        rows.append(r)
+        rhs.append(-net.b1[j])
+        if L[j] < 0 < U[j]:
+            s = U[j] / (U[j] - L[j])
+            r = np.zeros(p + J)
+            r[:p], r[p + j] = -s * net.W1[j], 1.0  # h_j − s u_j ≤ s (b1_j − L_j)
+            rows.append(r)
+            rhs.append(s * (net.b1[j] - L[j]))
+    A_ub, b_ub = np.array(rows), np.array(rhs)
+    bounds = [(lo, hi)] * p + [(0.0, max(float(u), 0.0)) for u in U]
+    top, bottom = -np.inf, np.inf
+    for o in range(net.W2.shape[0]):
+        c = np.r_[np.zeros(p), net.W2[o]]
+        up = linprog(-c, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        down = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        if up.status != 0 or down.status != 0:
+            raise RuntimeError(f"range LP failed for output {o}: {up.message} / {down.message}")
+        top, bottom = max(top, -up.fun + net.b2[o]), min(bottom, down.fun + net.b2[o])
+    return float(top - bottom)
+
+
+def affine_error_lower_bound(
+    net: ReluNetwork, pairs: int = 1000, ts: int = 19, seed: int = 0, lo: float = 0.0, hi: float = 1.0
+) -> dict[str, Any]:
+    """max over sampled (A, B, t, o) of |f_o(P_t) − (1−t)f_o(A) − t f_o(B)| / 2 (module docstring, fact 2).
+
+    Half of the pairs are antipodal box corners (A, 1 − A), half uniform points.
+    """
+    rng = np.random.default_rng(seed)
+    n, d = net.n, net.d
+    half = max(1, pairs // 2)
+    corners = lo + (hi - lo) * rng.integers(0, 2, (half, n * d)).astype(np.float64)
+    sets = [(corners, lo + hi - corners), (rng.uniform(lo, hi, (half, n * d)), rng.uniform(lo, hi, (half, n * d)))]
+    best = {"lower_bound": 0.0}
+    for A, B in sets:
+        fa, fb = (net(P.reshape(-1, n, d)).reshape(len(P), -1) for P in (A, B))  # (half, n·d)
+        for t in np.linspace(0, 1, ts + 2)[1:-1]:
+            ft = net(((1 - t) * A + t * B).reshape(-1, n, d)).reshape(len(A), -1)
+            defect = np.abs(ft - (1 - t) * fa - t * fb) / 2
+            k = int(np.argmax(defect))
+            if defect.flat[k] > best["lower_bound"]:
+                best = {"lower_bound": float(defect.flat[k]), "output": k % defect.shape[1], "t": float(t)}
+    return best
+
+
+def one_layer_limits(net: ReluNetwork, pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Facts 1 and 2 of the module docstring for one benchmark net, measured (see the module docstring)."""
+    t0 = time.process_time()
+    n, d = net.n, net.d
+    per_token = np.abs(net.W1.reshape(net.W1.shape[0], n, d)).sum(-1)  # (J, n)
+    tokens_per_unit = (per_token > 0).sum(1)  # (J,)
+    low = affine_error_lower_bound(net, pairs=pairs, seed=seed)
+    r_ub = output_range_upper_bound(net)
+    return {
+        "min_tokens_per_hidden_unit": int(tokens_per_unit.min()),
+        "sequence_length": n,
+        "affine_sup_error_lower_bound": low["lower_bound"],
+        "output_range_upper_bound": r_ub,
+        "rel_sup_lower_bound": low["lower_bound"] / r_ub,
+        "pairs": pairs,
+        "cpu_seconds": time.process_time() - t0,
+    }
