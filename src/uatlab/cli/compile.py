@@ -128,7 +128,10 @@ def compile_cmd(
         "auto", "--group", help="FF units per word or per (word, position): word, word-pos or auto (float32: word-pos)."
     ),
     ff: str = typer.Option(
-        "knots", "--ff", help="FF rule: knots (one ReLU per slope change, no biases) or ramps (two per label change)."
+        "knots",
+        "--ff",
+        help="FF rule: knots (one ReLU per slope change, no biases), ramps (two per label change), or deep (one "
+        "averaging rank-1 attention layer and a deep integer ReLU network, Kajitsuka & Sato 2025).",
     ),
     labels: str = typer.Option(
         "auto",
@@ -176,8 +179,17 @@ def compile_cmd(
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32 for --task token, got {dtype!r}")
     _check_exp_ulp(exp_ulp)
-    if ff not in ("knots", "ramps"):
-        raise InputError(f"--ff must be knots or ramps, got {ff!r}")
+    if ff not in ("knots", "ramps", "deep"):
+        raise InputError(f"--ff must be knots, ramps or deep, got {ff!r}")
+    if ff == "deep":
+        if causal:
+            raise InputError("--ff deep: --causal is not supported (the deep construction reads whole sentences)")
+        check_input_file(data)
+        out_deep = out if out != Path("model.safetensors") else Path("model.deep.npz")
+        check_output_file(out_deep, [data])
+        with OutputLock(out_deep):
+            _compile_deep(data, fmt, dtype, out_deep, seed, no_certify, json_out, threads)
+        return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
     beta_value = _parse_beta(beta)
@@ -209,6 +221,21 @@ def compile_cmd(
             json_out,
             threads,
         )
+
+
+def _compile_deep(
+    data: Path, fmt: str, dtype: str, out: Path, seed: int, no_certify: bool, json_out: bool, threads: str
+) -> None:
+    from uatlab.cli.seq2seq_deep import compile_deep_file
+
+    thread_settings = _threads(threads)
+    fig = compile_deep_file(_records(data, fmt), data, dtype, out, seed, certify=not no_certify)
+    fig["threads"] = thread_settings
+    if json_out:
+        print_json(fig)
+        return
+    _print_figures(f"uatlab compile {data.name} ({dtype}, --ff deep)", fig)
+    console.print(f"saved {out} in {fig['seconds']:.1f} s total", highlight=False)
 
 
 CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured

@@ -19,9 +19,37 @@ import torch
 from torch import nn
 
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
+from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.errors import PrecisionError
 
 _MANTISSA = {torch.float64: 53, torch.float32: 24}
+
+
+Layers = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def circuit_layers(circuit: Circuit, dtype: torch.dtype) -> Layers:
+    """Each layer of an integer circuit in coordinate form: unit rows[e] += weights[e] * input[cols[e]]."""
+    out: Layers = []
+    for layer in circuit.layers:
+        rows = torch.repeat_interleave(torch.arange(layer.width), torch.tensor(np.diff(layer.ptr)))
+        out.append(
+            (
+                rows,
+                torch.tensor(layer.cols),
+                torch.tensor(layer.weights, dtype=dtype),
+                torch.tensor(layer.bias, dtype=dtype),
+            )
+        )
+    return out
+
+
+def apply_circuit(layers: Layers, u: torch.Tensor) -> torch.Tensor:
+    """The circuit's last layer (width, B) for inputs u (n_inputs, B): ReLU(W u + b), layer after layer."""
+    for rows, cols, w, b in layers:
+        out = b[:, None].repeat(1, u.shape[1])  # (width, B)
+        u = torch.relu(out.index_add_(0, rows, w[:, None] * u[cols]))
+    return u
 
 
 class NextTokenModel(nn.Module):
@@ -37,18 +65,7 @@ class NextTokenModel(nn.Module):
         att = memo.attention_weights()
         for name, w in att.items():
             self.register_buffer(name, torch.tensor(w, dtype=dtype))
-        # each layer in coordinate form: unit rows[e] += weights[e] * input[cols[e]]
-        self._layers: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        for layer in memo.circuit.layers:
-            rows = torch.repeat_interleave(torch.arange(layer.width), torch.tensor(np.diff(layer.ptr)))
-            self._layers.append(
-                (
-                    rows,
-                    torch.tensor(layer.cols),
-                    torch.tensor(layer.weights, dtype=dtype),
-                    torch.tensor(layer.bias, dtype=dtype),
-                )
-            )
+        self._layers = circuit_layers(memo.circuit, dtype)
         c = torch.arange(memo.C, dtype=dtype)
         self.register_buffer("readout_w", 2 * c)  # (C,)
         self.register_buffer("readout_b", -(c * c))  # (C,)
@@ -74,11 +91,7 @@ class NextTokenModel(nn.Module):
         return x[:, -1, :] + (a @ v)[:, 0, :] @ self.W_O.T  # (B, 3)
 
     def label_value(self, tokens: torch.Tensor) -> torch.Tensor:
-        u = self.stream(tokens).T  # (3, B)
-        for rows, cols, w, b in self._layers:
-            out = b[:, None].repeat(1, u.shape[1])  # (width, B)
-            u = torch.relu(out.index_add_(0, rows, w[:, None] * u[cols]))
-        return u[0]  # (B,)
+        return apply_circuit(self._layers, self.stream(tokens).T)[0]  # (B,)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         y = self.label_value(tokens)  # (B,)

@@ -1,0 +1,48 @@
+"""``compile_seq2seq_deep``: labelled sentences → `uatlab.constructions.contract.Construction`.
+
+Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers" (ICLR 2025), sequence-to-sequence
+memorization with one self-attention layer and a deep feed-forward network; the construction, its
+derivation and its bound are in `uatlab.constructions.paper_c.seq2seq_memorizer`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from uatlab.constructions.contract import Construction
+from uatlab.constructions.paper_c.seq2seq_memorizer import PAPER, THEOREM, compile_seq2seq
+
+
+def compile_seq2seq_deep(
+    sentences: list[np.ndarray],
+    labels: list[np.ndarray],
+    V: int,
+    C: int,
+    regime: str = "float64",
+    seed: int = 0,
+    certify: bool = True,
+) -> Construction:
+    """Compile sentences (token ids in [0, V)) with a label per token (in [0, C)) and certify it.
+
+    regime: 'float64' or 'float32' (every weight and intermediate value an integer ≤ 2^53 / 2^24; raises
+    PrecisionError before building when the keys do not fit). ``detail`` is the exact memorizer and
+    ``certificate`` a `uatlab.verify.seq2seq_deep.Seq2SeqCertificate`.
+    """
+    from uatlab.constructions.paper_c.seq2seq_model import Seq2SeqDeepModel
+    from uatlab.verify.seq2seq_deep import certify_seq2seq
+
+    memo, data, report = compile_seq2seq(sentences, labels, V=V, C=C, regime=regime, seed=seed)
+    model = Seq2SeqDeepModel(memo, torch.float64 if regime == "float64" else torch.float32)
+    cert = certify_seq2seq(memo, data) if certify else None
+    guarantee = {
+        "min_logit_margin": 1.0,
+        "certified_tokens": float(cert.certified_tokens) if cert else float("nan"),
+    }
+    facts = dict(memo.facts) | {
+        "paper": PAPER,
+        "theorem": THEOREM,
+        "parameters": memo.parameters["non_embedding"],
+        "seconds_compile": report["seconds_total"],
+    }
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=memo)

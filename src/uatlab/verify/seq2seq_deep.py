@@ -1,0 +1,104 @@
+"""Certificate for the seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025, sequence-to-sequence memorization).
+
+For every ceiling token (its label is the majority label of its input: the sentence and the position) the
+certificate proves that the model's prediction equals the label, in the model's dtype:
+
+1. **Attention (exact).** Every key is 1 (second coordinate), so all logits are equal and the softmax
+   weights are exactly 1/n' (exp(0) = 1, n' a power of two); the head writes S = n'·Σ_i ν_i / n' and the
+   token id k_j = μ_j + S (an integer), recomputed here with int64 arithmetic (k < h_max ≤ 2^50).
+2. **Feed-forward (exact).** The integer circuit is evaluated exactly on every distinct (k, v[word]) pair:
+   y_ret; the prediction is y = y_ret + v − 1.
+3. **Readout.** logit_c = 2c·y − c², so logit_y − logit_c = (y − c)² ≥ 1: the argmax is y with margin ≥ 1.
+4. **Floating point.** If every weight and bias, every id (< h_max), and, for every unit and every point,
+   Σ_i |W_ki u_i| + |b_k| is ≤ 2^p (p = 53 for float64, 24 for float32), every partial sum of the forward
+   pass is an integer (attention: a dyadic with numerator ≤ h_max) of magnitude ≤ 2^p in any summation
+   order, hence exact: the floating-point forward pass equals the exact one. The readout's
+   |2c·(y_ret + v)| + 2c + c² ≤ 2^p is checked too. Assumes exp(0) = 1 exactly in the float library.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from uatlab.constructions.paper_c.relu_circuit import float_exactness_bound
+from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqData, Seq2SeqMemorizer
+
+MANTISSA_BITS = {"float64": 53, "float32": 24}
+
+
+@dataclass
+class Seq2SeqCertificate:
+    regime: str
+    tokens: int
+    ceiling_tokens: int
+    certified_tokens: int  # ceiling tokens proven correct (0 when a floating-point condition fails)
+    correct_tokens: int  # ceiling tokens right in exact arithmetic
+    min_margin: int  # min over correct ceiling tokens of logit_label − max other logit (exact)
+    float_bound_bits: int  # bits of the largest Σ|w u| + |b|
+    mantissa_bits: int
+    certified: bool  # every ceiling token proven
+    reason: str
+    seconds: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def token_ids_and_words(memo: Seq2SeqMemorizer, data: Seq2SeqData) -> tuple[np.ndarray, np.ndarray]:
+    """(T,) exact token ids k and (T,) v[word] of every token of the data."""
+    k_sent = memo.token_ids(data.ids)  # (U, n')
+    k = k_sent[data.sentence_of[data.token_sentence], data.token_pos]
+    return k.astype(np.int64), memo.v[data.token_word].astype(np.int64)
+
+
+def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 16384) -> Seq2SeqCertificate:
+    """Certify that ``memo`` predicts every ceiling token of ``data`` in its regime (module docstring)."""
+    t0 = time.perf_counter()
+    regime = memo.layout.regime
+    p = MANTISSA_BITS[regime]
+    k, v = token_ids_and_words(memo, data)
+    pairs, inv = np.unique(np.stack([k, v], axis=1), axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    ys, worst = [], 0
+    for i in range(0, len(pairs), chunk):  # chunks bound the memory: every layer is (width, chunk)
+        w, _, (y,) = float_exactness_bound(memo.circuit, [pairs[i : i + chunk, 0], pairs[i : i + chunk, 1]])
+        worst = max(worst, int(w))
+        ys.append(np.asarray([int(t) for t in y], dtype=np.int64))
+    y_ret = np.concatenate(ys)[inv]
+    y = y_ret + v - 1
+    ceiling = data.ceiling
+    lab = data.token_label
+    right = ceiling & (y == lab)
+    correct = int(right.sum())
+    C = memo.C
+    # margin of a right token: min over c ≠ y of (y − c)² = 1 (a neighbour class exists since C ≥ 2)
+    min_margin = 1 if correct else 0
+    reasons = []
+    if correct != int(ceiling.sum()):
+        reasons.append(f"{int(ceiling.sum()) - correct} ceiling tokens predicted wrong")
+    bound_bits = int(worst).bit_length()
+    if bound_bits > p:
+        reasons.append(f"a unit sums terms up to 2^{bound_bits} > 2^{p}: {regime} may round")
+    if memo.circuit.max_weight_bits() > p:
+        reasons.append(f"a weight has {memo.circuit.max_weight_bits()} bits > {p}")
+    if int(memo.h_max).bit_length() > p or memo.context & (memo.context - 1) or int(k.max()) >= memo.h_max:
+        reasons.append("attention sum not exact in floating point")
+    if int(memo.v.max()) >= 2**p or (2 * (C - 1) * (C + int(memo.v.max())) + 2 * C + C * C) > 2**p:
+        reasons.append("readout not exact in floating point")
+    float_ok = not [r for r in reasons if "predicted wrong" not in r]
+    return Seq2SeqCertificate(
+        regime=regime,
+        tokens=len(lab),
+        ceiling_tokens=int(ceiling.sum()),
+        certified_tokens=correct if float_ok else 0,
+        correct_tokens=correct,
+        min_margin=min_margin,
+        float_bound_bits=bound_bits,
+        mantissa_bits=p,
+        certified=not reasons,
+        reason="; ".join(reasons) or "every ceiling token proven",
+        seconds=time.perf_counter() - t0,
+    )

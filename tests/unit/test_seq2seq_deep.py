@@ -1,0 +1,129 @@
+"""The seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025): exact, certified, float forward = exact."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from uatlab.constructions.paper_c.seq2seq_api import compile_seq2seq_deep
+from uatlab.constructions.paper_c.seq2seq_memorizer import choose_deep_layout, compile_seq2seq
+from uatlab.data.information import ceiling_mask
+from uatlab.errors import PrecisionError
+from uatlab.verify.seq2seq_deep import certify_seq2seq
+
+
+def _data(seed: int, N: int = 60, V: int = 15, C: int = 4):
+    """Random sentences (lengths 1..9) with labels that mostly follow the word, some random, some duplicates."""
+    rng = np.random.default_rng(seed)
+    word_label = rng.integers(0, C, size=V)
+    sents, labs = [], []
+    for _ in range(N):
+        s = rng.integers(0, V, size=int(rng.integers(1, 10)))
+        y = np.where(rng.random(len(s)) < 0.3, rng.integers(0, C, size=len(s)), word_label[s])
+        sents.append(s)
+        labs.append(y)
+    for i in range(5):  # identical sentences, conflicting labels on some tokens
+        sents.append(sents[i].copy())
+        labs.append(rng.integers(0, C, size=len(sents[i])))
+    return sents, labs, V, C
+
+
+def _ceiling(sents, labs) -> np.ndarray:
+    keys = [hash((tuple(s.tolist()), j)) for s in sents for j in range(len(s))]
+    return ceiling_mask(np.asarray(keys, dtype=np.int64), np.concatenate(labs))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_certified_at_the_ceiling_and_float64_forward_agrees(seed: int) -> None:
+    sents, labs, V, C = _data(seed)
+    con = compile_seq2seq_deep(sents, labs, V, C)
+    cert = con.certificate
+    ceiling = _ceiling(sents, labs)
+    assert cert.ceiling_tokens == int(ceiling.sum()) < sum(len(s) for s in sents)  # conflicts were made
+    assert cert.certified and cert.certified_tokens == cert.ceiling_tokens
+    pred = np.concatenate([con.model(torch.tensor(s)[None]).argmax(-1)[0].numpy() for s in sents])
+    lab = np.concatenate(labs)
+    assert (pred[ceiling] == lab[ceiling]).all()
+    # the counts: dense ≥ nonzero, and the dense figure is attention + every layer's width × (inputs + 1) + readout
+    p = con.detail.parameters
+    widths = [2] + [L.width for L in con.detail.circuit.layers]
+    assert p["feed_forward_dense"] == sum(w * (v + 1) for v, w in zip(widths[:-1], widths[1:], strict=True))
+    assert p["non_embedding"] >= p["non_embedding_nonzero"] > 0
+
+
+def test_ambiguous_words_only_are_keys() -> None:
+    sents, labs, V, C = _data(3)
+    memo, data, _ = compile_seq2seq(sents, labs, V, C)
+    amb = data.ceiling & (memo.v[data.token_word] == 0)
+    inputs = set(zip(data.sentence_of[data.token_sentence[amb]].tolist(), data.token_pos[amb].tolist(), strict=True))
+    assert memo.facts["keys"] <= len(inputs) + 1
+    # a word with one label among its ceiling tokens carries it in v (1 + label); ambiguous words carry 0
+    for w in range(V):
+        ys = set(data.token_label[data.ceiling & (data.token_word == w)].tolist())
+        assert memo.v[w] == (1 + ys.pop() if len(ys) == 1 else 0)
+
+
+def test_certificate_fails_when_a_word_is_changed() -> None:
+    sents, labs, V, C = _data(4)
+    memo, data, _ = compile_seq2seq(sents, labs, V, C)
+    assert certify_seq2seq(memo, data).certified
+    layer = memo.circuit.layers[memo.circuit.depth - 1]  # the last layer: y = digit − C'·(…)
+    layer.bias[0] += 1
+    cert = certify_seq2seq(memo, data)
+    assert not cert.certified and cert.correct_tokens < cert.ceiling_tokens
+
+
+def test_float32_small_and_refused_when_too_large() -> None:
+    sents, labs, V, C = _data(5, N=20)
+    con = compile_seq2seq_deep(sents, labs, V, C, regime="float32")
+    assert con.certificate.certified and con.model.nu.dtype == torch.float32
+    with pytest.raises(PrecisionError):
+        choose_deep_layout(200_000, 10, 128, "float32", 1.25)
+
+
+CONLL = "EU B-ORG\nrejects O\nGerman B-MISC\ncall O\n\nPeter B-PER\nBlackburn I-PER\n\nGerman B-MISC\nfarmers O\n\nEU O\ncall O\nPeter O\n"
+
+
+def test_cli_compile_ff_deep(tmp_path, capsys) -> None:
+    from uatlab.cli import main
+
+    data = tmp_path / "d.txt"
+    data.write_text(CONLL, encoding="utf-8")
+    out = tmp_path / "m.npz"
+    assert main(["compile", str(data), "--ff", "deep", "--out", str(out), "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["certified_at_ceiling"] and fig["certified_tokens"] == fig["ceiling_tokens"] == 11
+    # "EU" and "Peter" have two labels each: their tokens are the keys; bits per parameter by Σ H(label | word)
+    assert fig["label_bits_given_word"] == pytest.approx(4.0)
+    assert fig["bits_per_param_non_embedding"] == pytest.approx(4.0 / fig["params_non_embedding"])
+    saved = np.load(out)
+    assert (
+        str(saved["format"]) == "uatlab-seq2seq-deep-v1" and len(json.loads(str(saved["layers"]))) == fig["ffn_depth"]
+    )
+
+
+def test_cli_ff_deep_refuses_causal(tmp_path, capsys) -> None:
+    from uatlab.cli import main
+
+    data = tmp_path / "d.txt"
+    data.write_text(CONLL, encoding="utf-8")
+    assert main(["compile", str(data), "--ff", "deep", "--causal", "--out", str(tmp_path / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "error: --ff deep: --causal is not supported" in err and "Traceback" not in err
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_deep_claim_passes_quick(tmp_path, monkeypatch) -> None:
+    from uatlab.claims.registry import ClaimContext, all_claims, run_claim
+
+    monkeypatch.delenv("UATLAB_CONLL_DIR", raising=False)
+    claim = {c.id: c for c in all_claims()}["C.seq2seq.memorization-deep"]
+    run = run_claim(claim, ClaimContext(quick=True, out_dir=tmp_path))
+    f = run.result.figures
+    assert run.result.verdict == "pass", run.result.note
+    assert f["certified_tokens"] == f["ceiling_tokens"] and f["ranks_QKVO"] == [1, 1, 1, 1]
+    assert f["bits_per_param_non_embedding"] == pytest.approx(f["label_bits_given_word"] / f["params_non_embedding"])
+    assert f["bits_per_param_non_embedding"] >= f["bits_per_param_target"] == 0.25
