@@ -59,6 +59,51 @@ def _threads(option: str) -> dict[str, Any]:
         raise InputError(str(exc)) from None
 
 
+def _mapper(executor: str, workers: int, threads: int):
+    """--executor/--workers as an ordered map (None: in this process)."""
+    import functools
+
+    from uatlab.experiments.executor import map_ordered
+
+    if executor not in ("local", "ray"):
+        raise InputError(f"--executor must be local or ray, got {executor!r}")
+    if workers < 1:
+        raise InputError(f"--workers must be ≥ 1, got {workers}")
+    if executor == "local" and workers == 1:
+        return None
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise InputError("--executor ray needs Ray: pip install 'uatlab[ray]'") from None
+    return functools.partial(map_ordered, executor=executor, workers=workers, threads=threads)
+
+
+def _fingerprint(path: Path) -> tuple[int, str] | None:
+    """(size, BLAKE2b of the bytes) of an input file: the passes that read it again check it is unchanged."""
+    import hashlib
+
+    if not path.is_file():
+        return None  # the reader names the problem
+    h = hashlib.blake2b(digest_size=16)
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+    return path.stat().st_size, h.hexdigest()
+
+
+def _check_unchanged(path: Path, fingerprint: tuple[int, str] | None, out: Path) -> None:
+    now = _fingerprint(path)
+    if fingerprint is not None and now != fingerprint:
+        if now is None:
+            raise InputError(f"{path} disappeared while it was being compiled; nothing was written to {out}")
+        what = "size" if now[0] != fingerprint[0] else "content (BLAKE2b)"
+        raise InputError(
+            f"{path} changed while it was being compiled ({what} differs from the first pass: "
+            f"{fingerprint[0]} → {now[0]} bytes); nothing was written to {out}; re-run on a file that does not change"
+        )
+
+
 def _print_figures(title: str, fig: dict[str, Any]) -> None:
     rows = {
         k: v
@@ -153,6 +198,19 @@ def compile_cmd(
     threads: str = typer.Option(
         "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where the passes over chunks and buckets run: local (process pool) or ray.",
+        callback=one_of("local", "ray"),
+    ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=4096,
+        help="Worker processes (local: 1 = this process; ray: CPUs of a local Ray instance).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token",
@@ -220,6 +278,8 @@ def compile_cmd(
             keep_work,
             json_out,
             threads,
+            executor,
+            workers,
         )
 
 
@@ -308,6 +368,8 @@ def _compile(
     keep_work: bool,
     json_out: bool,
     threads: str,
+    executor: str = "local",
+    workers: int = 1,
 ) -> None:
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
@@ -316,6 +378,13 @@ def _compile(
     from uatlab.models.io import save
 
     thread_settings = _threads(threads)
+    mapper = _mapper(executor, workers, thread_settings["threads"])
+    fingerprint = _fingerprint(data)
+
+    def again():  # the certificate reads the records a second time: refused if the file changed meanwhile
+        _check_unchanged(data, fingerprint, out)
+        return _records(data, fmt)
+
     t0 = time.perf_counter()
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
@@ -343,13 +412,15 @@ def _compile(
             certify=not no_certify,
             progress=bars,
             exp_ulps=exp_ulp,
-            records=lambda: _records(data, fmt),
+            records=again,
+            mapper=mapper,
         )
     cert = con.certificate
     t = time.perf_counter()
     fig = dict(con.facts)
     fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
     fig["chunk_tokens"] = chunk_tokens
+    _check_unchanged(data, fingerprint, out)
     save(con.model, out, facts={k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")})
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:
@@ -358,6 +429,7 @@ def _compile(
     fig["model_file_bytes"] = out.stat().st_size
     fig["seconds"] = time.perf_counter() - t0
     fig["threads"] = thread_settings
+    fig["executor"] = {"executor": executor, "workers": workers}
     if cert is not None and not cert.certified:
         fig["uncertified_examples"] = cert.uncertified_examples
         fig["note"] = (
@@ -385,6 +457,19 @@ def certify_cmd(
         "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
     ),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where the passes over chunks run: local (process pool) or ray.",
+        callback=one_of("local", "ray"),
+    ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=4096,
+        help="Worker processes (local: 1 = this process; ray: CPUs of a local Ray instance).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
@@ -398,13 +483,14 @@ def certify_cmd(
     thread_settings = _threads(threads)
     check_input_file(model_path, "model file")
     check_input_file(data)
+    mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
     records = _length_checked(_records(data, fmt), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
-        cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp)
+        cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
     fig = cert.to_dict()
     if not fig.get("tokens"):
         raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
@@ -412,6 +498,7 @@ def certify_cmd(
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0
     fig["threads"] = thread_settings
+    fig["executor"] = {"executor": executor, "workers": workers}
     if json_out:
         print_json(fig)
         return

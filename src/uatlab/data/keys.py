@@ -7,9 +7,15 @@ per pair. Keys count inherent conflicts (identical inputs, different labels) wit
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
+# distinct words remembered per process: a word seen before (in this pass or an earlier one, e.g. the
+# certificate's pass after compile's read) is not hashed again; past this many words the least recent go
+TOKEN_HASH_CACHE = 1 << 20
 
+
+@functools.lru_cache(maxsize=TOKEN_HASH_CACHE)
 def _token_hash(tok: str) -> int:
     return int.from_bytes(hashlib.blake2b(tok.encode("utf-8"), digest_size=8).digest(), "little")
 

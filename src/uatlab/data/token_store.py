@@ -86,6 +86,23 @@ def append_partitioned(rec: np.ndarray, bucket: np.ndarray, count: int, path_of:
                 rec[cuts[b] : cuts[b + 1]].tofile(fh)
 
 
+def chunk_records(
+    z: dict[str, Any], columns: Callable[[list[np.ndarray]], np.ndarray], num_columns: int
+) -> tuple[int, np.ndarray]:
+    """One chunk's token records with their columns (the map step of the bucket pass): (sequences, records)."""
+    cuts = np.cumsum(z["lengths"])[:-1]
+    word = np.split(z["word"], cuts)
+    table = TokenTable.from_sequences(
+        word, np.split(z["label"], cuts), np.split(z["key"], cuts), z["first_sequence"], columns(word)
+    )
+    if table.h.shape[1] != num_columns:
+        raise ValueError(f"columns() returned {table.h.shape[1]} columns, expected {num_columns}")
+    rec = np.empty(len(table), dtype=record_dtype(num_columns))
+    for name in ("word", "label", "key", "seq", "pos", "length", "h"):
+        rec[name] = getattr(table, name)
+    return len(word), rec
+
+
 def record_dtype(columns: int) -> np.dtype:
     return np.dtype(
         [
@@ -366,6 +383,12 @@ class TokenStore:
         self.label_counts[: len(counts)] += counts
         self._save_manifest()
 
+    def _chunk_arrays(self) -> Iterator[dict[str, Any]]:
+        """The stored chunks as flat arrays (lengths, word, label, key) with their first sequence index."""
+        for c in self.m["chunks"]:
+            with np.load(self.dir / c["file"]) as z:
+                yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in ("lengths", "word", "label", "key")}}
+
     def chunks(self) -> Iterator[Chunk]:
         """The stored chunks in data order."""
         for c in self.m["chunks"]:
@@ -386,8 +409,12 @@ class TokenStore:
         num_columns: int,
         signature: dict[str, Any],
         progress: Callable[[int], None] | None = None,
+        mapper: Callable[[Callable[..., Any], Iterator[tuple]], Iterable[Any]] | None = None,
     ) -> int:
         """Compute ``columns(words_of_chunk) -> (T, K)`` per chunk and partition token records by word.
+
+        ``mapper(fn, items)`` runs the per-chunk work (`chunk_records`) elsewhere and yields the results
+        in chunk order (e.g. `uatlab.experiments.executor.map_ordered`); default: in this process.
 
         ``signature`` describes the columns (e.g. β candidates, seed); a finished pass with the same signature
         is reused. Returns the number of buckets.
@@ -401,17 +428,12 @@ class TokenStore:
         self._remove_buckets()
         bdir.mkdir(exist_ok=True)
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
-        dt = record_dtype(num_columns)
-        for ch in self.chunks():
-            table = TokenTable.from_sequences(ch.word, ch.label, ch.key, ch.first_sequence, columns(ch.word))
-            if table.h.shape[1] != num_columns:
-                raise ValueError(f"columns() returned {table.h.shape[1]} columns, expected {num_columns}")
-            rec = np.empty(len(table), dtype=dt)
-            for name in ("word", "label", "key", "seq", "pos", "length", "h"):
-                rec[name] = getattr(table, name)
+        items = ((z, columns, num_columns) for z in self._chunk_arrays())
+        recs = mapper(chunk_records, items) if mapper is not None else (chunk_records(*i) for i in items)
+        for sequences, rec in recs:  # in chunk order: every bucket file holds its tokens in data order
             append_partitioned(rec, rec["word"] % B, B, lambda b: bdir / f"bucket_{b:05d}.bin")
             if progress is not None:
-                progress(len(ch.word))
+                progress(sequences)
         self.m["buckets"] = {"count": B, "columns": num_columns, "signature": signature}
         self._save_manifest()
         return B

@@ -16,6 +16,7 @@ Results come back in the order of ``trials``.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import json
 import multiprocessing as mp
@@ -23,7 +24,7 @@ import os
 import re
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,119 @@ def _run_ray(batch, fn, finish) -> dict[str, str]:
         except Exception as exc:
             errors[t.id] = f"{type(exc).__name__}: {exc}"
     return errors
+
+
+# ------------------------------------------------------------------------------------------------
+# ordered maps (the passes of an out-of-core job: map over chunks, reduce per bucket)
+
+
+def _ray_module(workers: int | None = None):
+    try:
+        import ray
+    except ImportError:
+        raise UatlabError("--executor ray needs Ray: pip install 'uatlab[ray]'") from None
+    if not ray.is_initialized():
+        # RAY_ADDRESS set: join that cluster; else start a local instance with ``workers`` CPUs
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _apply_and_call(threads: int, fn: Callable[..., Any], args: tuple) -> Any:
+    from uatlab.threads import apply_threads
+
+    apply_threads(threads)
+    return fn(*args)
+
+
+def map_ordered(
+    fn: Callable[..., Any],
+    items: Iterable[tuple],
+    executor: str = "local",
+    workers: int = 1,
+    retries: int = 3,
+    window: int | None = None,
+    threads: int = 1,
+) -> Iterator[Any]:
+    """``fn(*item)`` for every item, results yielded **in the order of** ``items`` (so a reduction over them
+    is the same whatever runs where).
+
+    * ``executor="local"``, ``workers=1``: in this process; ``workers>1``: a spawned process pool.
+    * ``executor="ray"``: Ray tasks (``fn`` and the items travel through Ray's object store, so workers need
+      no shared file system). A task whose worker process dies is re-run by Ray up to ``retries`` times;
+      an exception raised by ``fn`` is not retried (it is an error in the data or the code) and propagates.
+
+    At most ``window`` items (default ``2·workers``) are in flight, so memory stays bounded when ``items``
+    is a lazy stream of large chunks. Each worker limits its BLAS and torch to ``threads`` threads.
+    """
+    if executor not in ("local", "ray"):
+        raise UatlabError(f"unknown executor {executor!r}: use 'local' or 'ray'")
+    if workers < 1:
+        raise UatlabError(f"workers must be ≥ 1, got {workers}")
+    window = window or 2 * workers
+    if executor == "local" and workers == 1:
+        for item in items:
+            yield fn(*item)
+        return
+    if executor == "local":
+        pool = _shared_pool(workers)
+        pending: list[cf.Future] = []
+        for item in items:
+            pending.append(pool.submit(_apply_and_call, threads, fn, item))
+            if len(pending) >= window:
+                yield _pool_result(pending.pop(0), workers)
+        while pending:
+            yield _pool_result(pending.pop(0), workers)
+        return
+    ray = _ray_module(workers)
+    remote = ray.remote(max_retries=retries, retry_exceptions=False, num_cpus=1)(_apply_and_call)
+    fn_ref = ray.put(fn)
+    refs: list = []
+    for item in items:
+        refs.append(remote.remote(threads, fn_ref, tuple(ray.put(a) if _large(a) else a for a in item)))
+        if len(refs) >= window:
+            yield _ray_result(ray, refs.pop(0))
+    while refs:
+        yield _ray_result(ray, refs.pop(0))
+
+
+def _large(a: Any) -> bool:
+    import numpy as np
+
+    return isinstance(a, np.ndarray) and a.nbytes > 1 << 20
+
+
+_POOLS: dict[int, cf.ProcessPoolExecutor] = {}
+
+
+def _shared_pool(workers: int) -> cf.ProcessPoolExecutor:
+    """One spawned pool per size for the whole process (its workers import numpy and torch once, not per pass)."""
+    pool = _POOLS.get(workers)
+    if pool is None:
+        pool = _POOLS[workers] = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        if len(_POOLS) == 1:
+            atexit.register(_shutdown_pools)
+    return pool
+
+
+def _shutdown_pools() -> None:
+    for pool in _POOLS.values():
+        pool.shutdown(cancel_futures=True)
+    _POOLS.clear()
+
+
+def _pool_result(fut: cf.Future, workers: int) -> Any:
+    try:
+        return fut.result()
+    except cf.process.BrokenProcessPool:
+        _POOLS.pop(workers, None)
+        raise UatlabError("a worker process died (killed or out of memory); use --executor ray to retry") from None
+
+
+def _ray_result(ray, ref) -> Any:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:  # fn raised: re-raise the original exception
+        raise exc.as_instanceof_cause() from None
+    except ray.exceptions.WorkerCrashedError:
+        raise UatlabError("a Ray worker died more often than the task retries allow") from None

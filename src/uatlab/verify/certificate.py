@@ -83,6 +83,7 @@ import itertools
 import json
 import math
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -1002,15 +1003,20 @@ def certify_chunks(
     spot_check_flops: float = 3e8,
     exp_ulps: float = DEFAULT_EXP_ULPS,
     keep_margins: bool = False,
+    mapper: Callable[[Callable[..., Any], Iterable[tuple]], Iterable[Any]] | None = None,
 ) -> Certificate:
     """`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory unless
-    ``keep_margins``)."""
+    ``keep_margins``).
+
+    ``mapper(fn, items)`` runs ``fn(*item)`` per chunk and yields the results in order (e.g.
+    `uatlab.experiments.executor.map_ordered` on Ray); default: in this process. Each chunk's result
+    is reduced in data order, and the spot check's budget is split over the chunks in advance, so the
+    certificate does not depend on where the chunks ran."""
     t0 = time.perf_counter()
     bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read
     enc = _encoding_of(model, encoding)
     if bm.cfg.num_labels != len(enc.label_to_id):
         raise InputError(f"the model has {bm.cfg.num_labels} labels but its encoding lists {len(enc.label_to_id)}")
-    context = "prefix" if bm.cfg.causal else "sequence"
     counter = CeilingCounter()  # (input key, label) pairs → ceiling, spilled to disk past 4M tokens
     certified_tokens = correct = 0
     min_margin, min_at = np.inf, None
@@ -1018,79 +1024,36 @@ def certify_chunks(
     examples: list[dict[str, Any]] = []
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
     n_seq = n_tok = 0
-    # budget for the PyTorch spot check (multiply-adds of the dense forward pass)
+    # budget for the PyTorch spot check (multiply-adds of the dense forward pass), spent in data order
     cost_per_token = max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - bm.E.size)
-    spot_budget = int(spot_check_flops)
     spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
-    for start, chunk in chunks:
-        tok_ids = enc.encode_tokens(chunk, start=start)
-        lab_ids = enc.encode_labels(chunk, start=start)
-        n_seq += len(chunk)
-        n_tok += chunk.num_tokens
-        counter.add(
-            np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64),
-            np.concatenate(lab_ids) if lab_ids else np.zeros(0, np.int64),
-        )
-        lengths = np.array([len(t) for t in tok_ids])
-        for n in np.unique(lengths):
-            idx = np.flatnonzero(lengths == n)
-            ids = np.stack([tok_ids[i] for i in idx])  # (B, n)
-            ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
-            L, rL, bad = bm.forward_bounds(ids)
-            C = L.shape[-1]
-            Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
-            rc = np.take_along_axis(rL, ys[..., None], axis=-1)
-            lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
-            onehot = np.arange(C)[None, None, :] == ys[..., None]
-            lower = np.where(onehot, np.inf, lower).min(axis=-1)
-            lower = np.where(bad, -np.inf, lower)
+    setup = _ChunkSetup(uuid.uuid4().hex, model, enc, exp_ulps, cost_per_token, max_examples, keep_margins)
+    budgets = _spot_budgets(chunks, int(spot_check_flops), cost_per_token)
+    _SETUP_CACHE.clear()
+    _SETUP_CACHE[setup.token] = bm
+    if mapper is None:
+        parts = (_certify_chunk(setup, start, chunk, budget) for start, chunk, budget in budgets)
+    else:
+        parts = mapper(_certify_chunk, ((setup, start, chunk, budget) for start, chunk, budget in budgets))
+    try:
+        for part in parts:  # in data order: every reduction below is the sequential one
+            counter.add(part["keys"], part["labels"])
+            n_seq += part["sequences"]
+            n_tok += part["tokens"]
+            correct += part["correct"]
+            certified_tokens += part["certified"]
+            max_err = max(max_err, part["max_err"])
+            if part["min_at"] is not None and part["min_margin"] < min_margin:
+                min_margin, min_at = part["min_margin"], part["min_at"]
+            examples += part["examples"][: max(0, max_examples - len(examples))]
+            for k in spot:
+                spot[k] += part["spot"][k]
             if margins is not None:
-                for b, si in enumerate(idx):
-                    margins[start + int(si)] = lower[b].copy()
-            pred = L.argmax(axis=-1)
-            correct += int((pred == ys).sum())
-            ok = lower > 0
-            if spot_budget > 0:  # PyTorch's own forward on a few sequences: certified tokens must be right
-                take = max(1, min(len(idx), spot_budget // (n * cost_per_token)))
-                with torch.no_grad():
-                    run = model(torch.from_numpy(ids[:take])).argmax(-1).numpy()
-                spot["tokens"] += int(take * n)
-                spot["certified"] += int(ok[:take].sum())
-                spot["certified_but_wrong"] += int((ok[:take] & (run != ys[:take])).sum())
-                spot["torch_agrees_with_reference"] += int((run == pred[:take]).sum())
-                spot_budget -= take * n * cost_per_token
-            certified_tokens += int(ok.sum())
-            max_err = max(max_err, float(rL.max()))
-            if ok.any():
-                b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
-                if lower[b, k] < min_margin:
-                    min_margin = float(lower[b, k])
-                    si = int(idx[b])
-                    min_at = {
-                        "sequence": start + si,
-                        "position": int(k),
-                        "token": chunk.tokens[si][k],
-                        "line": chunk.lines[si],
-                        "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
-                    }
-            if len(examples) < max_examples and not ok.all():
-                for b, k in zip(*np.nonzero(~ok), strict=True):
-                    if len(examples) >= max_examples:
-                        break
-                    si = int(idx[b])
-                    examples.append(
-                        {
-                            "sequence": start + si,
-                            "position": int(k),
-                            "token": chunk.tokens[si][k],
-                            "label": chunk.labels[si][k],
-                            "line": chunk.lines[si],
-                            "certified_margin_lower_bound": float(lower[b, k]),
-                            "softmax_range_exceeded": bool(bad[b, k]),
-                        }
-                    )
-        if progress is not None:
-            progress(n_seq, total or n_seq)
+                margins.update(part["margins"])
+            if progress is not None:
+                progress(n_seq, total or n_seq)
+    finally:
+        _SETUP_CACHE.clear()
     ceiling = counter.ceiling()
     counter.close()
     tokens = n_tok
@@ -1130,6 +1093,127 @@ def certify_chunks(
             "environment['float32_matmul_precision']; eager execution (torch.compile not covered, not checked)",
         ],
     )
+
+
+@dataclass
+class _ChunkSetup:
+    """What every chunk's certification needs besides the chunk (shipped with each task)."""
+
+    token: str  # names this certification run: a worker builds its bounded model once per token
+    model: Transformer
+    enc: Encoding
+    exp_ulps: float
+    cost_per_token: int
+    max_examples: int
+    keep_margins: bool
+
+
+# per process: the bounded model of the current run (by _ChunkSetup.token)
+_SETUP_CACHE: dict[str, _BoundedModel] = {}
+
+
+def _spot_budgets(
+    chunks: Iterable[tuple[int, SequenceDataset]], budget: int, cost_per_token: int
+) -> Iterator[tuple[int, SequenceDataset, int]]:
+    """Each chunk with the spot-check budget left when it starts (as if the chunks ran one after another)."""
+    for start, chunk in chunks:
+        yield start, chunk, budget
+        lengths = np.array([len(t) for t in chunk.tokens])
+        for n, count in zip(*np.unique(lengths, return_counts=True), strict=True):
+            if budget > 0:
+                take = max(1, min(int(count), budget // (int(n) * cost_per_token)))
+                budget -= take * int(n) * cost_per_token
+
+
+def _bounded_model(setup: _ChunkSetup) -> _BoundedModel:
+    bm = _SETUP_CACHE.get(setup.token)
+    if bm is None:  # in a worker: once per process and run
+        _SETUP_CACHE.clear()
+        bm = _SETUP_CACHE[setup.token] = _BoundedModel(setup.model, setup.exp_ulps)
+    return bm
+
+
+def _certify_chunk(setup: _ChunkSetup, start: int, chunk: SequenceDataset, spot_budget: int) -> dict[str, Any]:
+    """Certify one chunk (sequences ``start``…): its counts, smallest margin, examples, keys and labels."""
+    bm = _bounded_model(setup)
+    model, enc = setup.model, setup.enc
+    context = "prefix" if bm.cfg.causal else "sequence"
+    tok_ids = enc.encode_tokens(chunk, start=start)
+    lab_ids = enc.encode_labels(chunk, start=start)
+    out: dict[str, Any] = {
+        "sequences": len(chunk),
+        "tokens": chunk.num_tokens,
+        "correct": 0,
+        "certified": 0,
+        "max_err": 0.0,
+        "min_margin": np.inf,
+        "min_at": None,
+        "examples": [],
+        "keys": np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64),
+        "labels": np.concatenate(lab_ids) if lab_ids else np.zeros(0, np.int64),
+        "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
+        "margins": {} if setup.keep_margins else None,
+    }
+    spot, examples, margins = out["spot"], out["examples"], out["margins"]
+    lengths = np.array([len(t) for t in tok_ids])
+    for n in np.unique(lengths):
+        idx = np.flatnonzero(lengths == n)
+        ids = np.stack([tok_ids[i] for i in idx])  # (B, n)
+        ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
+        L, rL, bad = bm.forward_bounds(ids)
+        C = L.shape[-1]
+        Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
+        rc = np.take_along_axis(rL, ys[..., None], axis=-1)
+        lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
+        onehot = np.arange(C)[None, None, :] == ys[..., None]
+        lower = np.where(onehot, np.inf, lower).min(axis=-1)
+        lower = np.where(bad, -np.inf, lower)
+        if margins is not None:
+            for b, si in enumerate(idx):
+                margins[start + int(si)] = lower[b].copy()
+        pred = L.argmax(axis=-1)
+        out["correct"] += int((pred == ys).sum())
+        ok = lower > 0
+        if spot_budget > 0:  # PyTorch's own forward on a few sequences: certified tokens must be right
+            take = max(1, min(len(idx), spot_budget // (int(n) * setup.cost_per_token)))
+            with torch.no_grad():
+                run = model(torch.from_numpy(ids[:take])).argmax(-1).numpy()
+            spot["tokens"] += int(take * n)
+            spot["certified"] += int(ok[:take].sum())
+            spot["certified_but_wrong"] += int((ok[:take] & (run != ys[:take])).sum())
+            spot["torch_agrees_with_reference"] += int((run == pred[:take]).sum())
+            spot_budget -= take * int(n) * setup.cost_per_token
+        out["certified"] += int(ok.sum())
+        out["max_err"] = max(out["max_err"], float(rL.max()))
+        if ok.any():
+            b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
+            if lower[b, k] < out["min_margin"]:
+                out["min_margin"] = float(lower[b, k])
+                si = int(idx[b])
+                out["min_at"] = {
+                    "sequence": start + si,
+                    "position": int(k),
+                    "token": chunk.tokens[si][k],
+                    "line": chunk.lines[si],
+                    "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
+                }
+        if len(examples) < setup.max_examples and not ok.all():
+            for b, k in zip(*np.nonzero(~ok), strict=True):
+                if len(examples) >= setup.max_examples:
+                    break
+                si = int(idx[b])
+                examples.append(
+                    {
+                        "sequence": start + si,
+                        "position": int(k),
+                        "token": chunk.tokens[si][k],
+                        "label": chunk.labels[si][k],
+                        "line": chunk.lines[si],
+                        "certified_margin_lower_bound": float(lower[b, k]),
+                        "softmax_range_exceeded": bool(bad[b, k]),
+                    }
+                )
+    return out
 
 
 def stream_chunks(

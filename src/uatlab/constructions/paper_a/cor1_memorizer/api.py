@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,40 @@ def encoding_of(store: TokenStore) -> Encoding:
     return Encoding(dict(store.token_to_id), dict(store.label_to_id))
 
 
+# mapper(fn, items): fn(*item) for every item, results in the order of items, wherever they run
+# (e.g. uatlab.experiments.executor.map_ordered on Ray); the default runs them here
+Mapper = Callable[[Callable[..., Any], Iterable[tuple]], Iterable[Any]]
+
+
+def _in_process(fn: Callable[..., Any], items: Iterable[tuple]) -> Iterator[Any]:
+    return (fn(*item) for item in items)
+
+
+def group_bucket(
+    table: TokenTable,
+    columns: list[int] | np.ndarray,
+    id2tok: list[str],
+    id2lab: list[str],
+    lines: np.ndarray,
+    by_position: int | None,
+) -> list[Occurrences]:
+    """The reduce step of one word bucket: its occurrences grouped and reduced, for each h column in
+    ``columns`` (a list of column indices), or with each token's column chosen by its position (an array)."""
+    if isinstance(columns, np.ndarray):
+        hs = [table.h[np.arange(len(table)), columns[table.pos]]]
+    else:
+        hs = [table.h[:, c] for c in columns]
+    return [reduce_occurrences(group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position)) for h in hs]
+
+
+def _counted(items: Iterable[Any], step: Callable[[int], None] | None) -> Iterator[Any]:
+    """The items, reporting one progress step as each is consumed."""
+    for item in items:
+        if step:
+            step(1)
+        yield item
+
+
 def _compile_tables(
     tables: Callable[[], Iterable[TokenTable]],
     vocab: Encoding,
@@ -95,6 +129,7 @@ def _compile_tables(
     labels: str = "auto",
     progress: ProgressFn | None = None,
     num_tables: int | None = None,
+    mapper: Mapper | None = None,
 ) -> tuple[Transformer, dict]:
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
@@ -107,6 +142,7 @@ def _compile_tables(
     decides.
     """
     t = time.perf_counter()
+    mapper = mapper or _in_process
     id2tok, id2lab = list(vocab.token_to_id), list(vocab.label_to_id)
     V = len(id2tok)
     by_position = max_len if group == "word-pos" else None
@@ -124,16 +160,10 @@ def _compile_tables(
             risky += r
             ratio = np.minimum(ratio, q)
         choice = np.array([min(range(len(pool)), key=lambda c: (risky[c, k], -ratio[c, k], c)) for k in range(max_len)])
-        parts = []
+        # pass 2: group with each token's chosen column, wherever the mapper runs it (results in bucket order)
         step = _stage(progress, "group contexts", num_tables)
-        for table in tables():  # pass 2: group with each token's chosen column
-            if step:
-                step(1)
-            h = table.h[np.arange(len(table)), choice[table.pos]]
-            parts.append(
-                reduce_occurrences(group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position))
-            )
-        occ = merge_occurrences(parts)
+        items = ((table, choice, id2tok, id2lab, lines, by_position) for table in _counted(tables(), step))
+        occ = merge_occurrences([part[0] for part in mapper(group_bucket, items)])
         b = np.array([scales[c][k] for k, c in enumerate(choice)])
         beta: float | str = "per-position"
         counts: dict[str, int] = {}
@@ -148,16 +178,17 @@ def _compile_tables(
     else:
         per: list[list[Occurrences]] = [[] for _ in pool]
         step = _stage(progress, "group contexts", num_tables)
-        for table in tables():
-            info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
-            if step:
-                step(1)
-            for c in range(len(pool)):
-                per[c].append(
-                    reduce_occurrences(
-                        group_occurrences(table, table.h[:, c], id2tok, id2lab, lines, by_position=by_position)
-                    )
+
+        def items():  # label information per table here, the grouping wherever the mapper runs it
+            for table in _counted(tables(), step):
+                info_parts.append(
+                    label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab))
                 )
+                yield table, list(range(len(pool))), id2tok, id2lab, lines, by_position
+
+        for parts in mapper(group_bucket, items()):  # in bucket order
+            for c, part in enumerate(parts):
+                per[c].append(part)
         occs = [merge_occurrences(p) for p in per]
         if len(pool) > 1:
             i, beta_scores = choose_beta(occs, [p[0] for p in pool], V, code, dtype)
@@ -271,12 +302,17 @@ def compile_store(
     group: str = "auto",
     ff: str = "knots",
     labels: str = "auto",
+    mapper: Mapper | None = None,
 ) -> tuple[Transformer, dict]:
     """Compile a data set held in an on-disk `uatlab.data.token_store.TokenStore` (out of core).
 
     h is computed chunk by chunk for every query-scale candidate and the token records are partitioned by
     word into buckets; each bucket is grouped on its own and reduced to the points the model needs
     (`reduce_occurrences`), so memory scales with the chunk, the largest bucket and the model.
+
+    ``mapper`` runs the map over chunks (h per token) and the reduce per word bucket elsewhere (e.g. on Ray,
+    `uatlab.experiments.executor.map_ordered`); results are combined in chunk and bucket order, so the
+    model is the same bytes wherever they ran.
     """
     group, pool = check_request(dtype, beta, group, ff, labels)
     if store.sequences == 0:
@@ -293,7 +329,9 @@ def compile_store(
         "causal": causal,
         "alpha_grid": float(alpha_grid(len(store.token_to_id))),
     }
-    store.bucketize(columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences))
+    store.bucketize(
+        columns, len(pool), signature, progress=_stage(progress, "attention", store.sequences), mapper=mapper
+    )
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(
         store.bucket_tables,
@@ -313,6 +351,7 @@ def compile_store(
         labels,
         progress,
         store.bucket_count,
+        mapper,
     )
     report["buckets"] = store.bucket_count
     report["label_counts"] = store.label_counts.tolist()
@@ -458,6 +497,7 @@ def compile_memorizer(
     ff: str = "knots",
     labels: str = "auto",
     records: Callable[[], Iterable[tuple[list[str], list[str], int]]] | None = None,
+    mapper: Mapper | None = None,
 ) -> Construction:
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
@@ -481,6 +521,10 @@ def compile_memorizer(
         exp_ulps: the error of the evaluator's exp the certificate assumes, in ulps.
         records: with a TokenStore and ``certify``: a function returning the ``(tokens, labels, line)``
             records again (for example ``lambda: iter_conll(path)``); the certificate streams them in chunks.
+        mapper: with a TokenStore: where the map over chunks (h per token), the reduce per word bucket and
+            the certificate's map over chunks run, ``mapper(fn, items)`` yielding ``fn(*item)`` in the order
+            of ``items`` (e.g. `uatlab.experiments.executor.map_ordered` on a process pool or Ray);
+            default: in this process. The model and certificate are the same wherever they ran.
 
     Returns:
         `uatlab.constructions.contract.Construction`: ``model`` (``model.encoding`` maps strings
@@ -509,11 +553,14 @@ def compile_memorizer(
             group=group,
             ff=ff,
             labels=labels,
+            mapper=mapper,
         )
         cert = None
         if certify:
             t = time.perf_counter()
-            cert = certify_chunks_with_progress(model, records(), data.source, data.sequences, progress, exp_ulps)
+            cert = certify_chunks_with_progress(
+                model, records(), data.source, data.sequences, progress, exp_ulps, mapper=mapper
+            )
             report["stage_seconds"]["certify"] = time.perf_counter() - t
         report["seconds"] = time.perf_counter() - t0
         fig = {**summarize(model, report, cert), "buckets": report["buckets"], "seconds": report["seconds"]}
@@ -564,7 +611,9 @@ def certify_chunks_with_progress(
     total: int | None,
     progress: ProgressFn | None,
     exp_ulps: float = DEFAULT_EXP_ULPS,
+    mapper: Mapper | None = None,
 ) -> Certificate:
-    """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``."""
+    """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``;
+    ``mapper``: where the chunks run (see `uatlab.verify.certificate.certify_chunks`)."""
     cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
-    return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps)
+    return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps, mapper=mapper)

@@ -9,6 +9,7 @@ label (ties: first seen) is assigned and the losers are counted and listed as co
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,11 +80,13 @@ def context_columns(alpha: np.ndarray, max_len: int, pool: list[tuple[float, int
     """A function words-of-some-sequences → (T, K) float64: h of every token for each query-scale candidate."""
     pi, _ = positional_codes(max_len, 1.0, seed)  # π does not depend on β
     scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
+    return functools.partial(_context_columns, alpha, pi, scales, causal)  # picklable: runs in worker processes
 
-    def columns(words: list[np.ndarray]) -> np.ndarray:
-        return np.stack([np.concatenate(boltzmann_context(words, alpha, pi, b, causal)) for b in scales], axis=1)
 
-    return columns
+def _context_columns(
+    alpha: np.ndarray, pi: np.ndarray, scales: list[np.ndarray], causal: bool, words: list[np.ndarray]
+) -> np.ndarray:
+    return np.stack([np.concatenate(boltzmann_context(words, alpha, pi, b, causal)) for b in scales], axis=1)
 
 
 @dataclass
