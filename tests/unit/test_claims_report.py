@@ -49,7 +49,17 @@ def _runs(tmp_path):
         ClaimResult("fail", figures={"error": 0.5}, figure_files=[str(fig)]),
         2.0,
     )
-    return [ok, bad], fig
+    flat = ClaimRun(
+        Claim("B.three", "A flat dict as key figure.", "Hu et al. 2025", "Thm 3.4", check=lambda c: None),
+        ClaimResult("pass", figures={"ablation": {"rank 1": 0.123456789, "rank 2": 1234.5678}}, key_figure="ablation"),
+        1.0,
+    )
+    nested = ClaimRun(
+        Claim("B.four", "A nested dict as key figure.", "Hu et al. 2025", "Thm 3.4", check=lambda c: None),
+        ClaimResult("pass", figures={"sweep": {"heads": {"slope": -0.987654321}}}, key_figure="sweep"),
+        1.0,
+    )
+    return [ok, bad, flat, nested], fig
 
 
 def test_sig_rounds_to_significant_figures():
@@ -58,6 +68,7 @@ def test_sig_rounds_to_significant_figures():
     assert sig(3.2e-12) == "3.200e-12"
     assert sig(0.999999998, 4) == "1"
     assert sig(12345678.9) == "1.235e+07"
+    assert sig(1234.5678) == "1,235"
 
 
 def test_nested_values_become_small_tables():
@@ -75,10 +86,15 @@ def test_report_is_self_contained_with_summary_first_and_anchored_toc(tmp_path):
     # the summary table comes before the first claim section; every TOC link has its anchor
     assert html.index('id="summary"') < html.index("<section")
     links = re.findall(r'<li><a href="#([^"]+)">', html)
-    assert len(links) == 2 and all(f'<section id="{a}">' in html for a in links)
+    assert len(links) == 4 and all(f'<section id="{a}">' in html for a in links)
     # verdicts coloured by class, the key figure in the summary, numbers rounded, no raw JSON dict
     assert '<span class="verdict pass">' in html and '<span class="verdict fail">' in html
-    assert "margin = 1" in html
+    summary = html[html.index('id="summary"') : html.index("<nav")]
+    assert "margin = 1" in summary
+    # a flat dict as key figure reads as one line, rounded; a nested one is a small table, rounded
+    assert "ablation: rank 1 = 0.123, rank 2 = 1,235" in summary
+    assert "{" not in summary and "0.123456789" not in html and "-0.987654321" not in html
+    assert '<th>heads</th><td><table class="nested"><tr><th>slope</th><td class=num>-0.9877</td>' in summary
     assert "0.35659749699999566" not in html and "0.3566" in html
     assert '{"1": 1000' not in html and '<table class="nested">' in html
     assert "Statement &lt;one&gt; &amp; more." in html  # escaped

@@ -20,11 +20,16 @@ Notation map (paper A → uatlab → TransformerLens), tokens as rows, h heads, 
     readout                 readout (C, d)                   unembed.W_U (d, C), unembed.b_U (C)
 
 Rank-r factors ``A @ B`` are exported as their product, the matrix uatlab itself multiplies by, so
-the exported model computes the same function; the logits differ only by rounding (summation order):
-in float64 at most 1e-16 to 1e-15 on small and trained models, 2.6e-9 on the memorizer compiled from
-CoNLL-2003 train, whose knot feed-forward layer has steep slopes in h that amplify last-bit differences
-of the attention output; both evaluations stay within the certificate's error bound.
-Feed-forward layers of different widths are padded with zero units (ReLU(0)·0 adds exactly 0).
+the exported model computes the same function. It also rounds the same way: the feed-forward weights
+are held in uatlab's memory layout (see `_store_mlp_weights_as_uatlab`), so TransformerLens calls the
+same BLAS products as uatlab. In float64 the logits of the memorizer compiled from CoNLL-2003 train are
+then bit-identical (max difference 0 over 1,000 sentences; 2.6e-9 with TransformerLens's own row-major
+``W_out``, whose different summation order the knot feed-forward layer's steep slopes amplify). One
+rounding difference remains when the attention scale is not 1: uatlab multiplies the scores by
+``score_scale``, TransformerLens divides them by ``attn_scale = 1/score_scale``; the two differ by a
+few units in the last place of a score, a few 1e-15 on the logits of trained models.
+Feed-forward layers of different widths are padded with zero units (ReLU(0)·0 adds exactly 0; the
+padded sums may still be blocked, hence rounded, differently).
 
 What has no TransformerLens counterpart is refused with `ExportError` naming it: hardmax
 attention, an F_1^(FF) before the first block (paper A, Proposition 1), a model without token
@@ -184,6 +189,28 @@ def _hooked_state(model: Transformer, hooked_cfg: dict[str, Any]) -> dict[str, t
     return state
 
 
+def _store_mlp_weights_as_uatlab(hooked) -> None:
+    """Hold every ``mlp.W_in``/``mlp.W_out`` in the memory layout of uatlab's ``nn.Linear`` weights.
+
+    TransformerLens multiplies by ``W_out`` (q, d) with ``torch.addmm``; uatlab's feed-forward
+    multiplies by the transpose of its ``output.weight`` (d, q), a row-major (d, q) array. Values are
+    equal, but BLAS picks its kernel (and with it the blocking of the sum over the q hidden units) by
+    the operands' layout: a row-major (q, d) ``W_out`` sums the same products in another order. On the
+    memorizer compiled from CoNLL-2003 train (q = 9,284, knot slopes up to ~10^6 per unit of h) that
+    reordering alone moved the logits by 2.6e-9 in float64. Holding ``W_out`` as the transposed view of
+    a row-major (d, q) array (and ``W_in`` as that of a row-major (q, d) array) makes TransformerLens
+    call the very product uatlab calls, so the two forward passes round identically. The parameters
+    keep their TransformerLens shapes, names and values; only their strides change.
+    """
+    from torch import nn
+
+    with torch.no_grad():
+        for block in hooked.blocks:
+            mlp = block.mlp
+            mlp.W_in = nn.Parameter(mlp.W_in.detach().T.contiguous().T)  # (d, q), strides (1, d) as W^(1)ᵀ
+            mlp.W_out = nn.Parameter(mlp.W_out.detach().T.contiguous().T)  # (q, d), strides (1, q) as W^(2)ᵀ
+
+
 def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], encoding: dict[str, Any]):
     _, HookedTransformer, HookedTransformerConfig = _import_transformer_lens()
     kwargs = dict(cfg_dict)
@@ -204,6 +231,7 @@ def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], enco
                     f"tensor {k}: shape {tuple(v.shape)} does not fit TransformerLens's {tuple(own[k].shape)}"
                 )
             hooked.get_parameter(k).copy_(v.to(own[k].dtype))
+    _store_mlp_weights_as_uatlab(hooked)
     hooked.eval()
     hooked.token_list = list(encoding.get("tokens", []))  # the vocabulary (tokenizer-free): id → token string
     hooked.label_list = list(encoding.get("labels", []))  # id → label of the unembedding's outputs

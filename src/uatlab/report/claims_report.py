@@ -40,6 +40,8 @@ def sig(v: Any, digits: int = 4) -> str:
             return str(v)
         if v == 0:
             return "0"
+        if 1e3 <= abs(v) < 1e6:  # whole units read better than 1.23e+03
+            return f"{round(v):,}"
         if 1e-4 <= abs(v) < 1e6:
             text = f"{v:.{digits}g}"
             return text if "e" not in text else f"{v:.{digits - 1}e}"
@@ -83,14 +85,48 @@ def render_value(v: Any, depth: int = 0) -> Markup:
     return escape(str(v))
 
 
-def key_figure(figures: dict[str, Any], preferred: str | None = None) -> tuple[str, str] | None:
-    """The figure shown in the summary table: ``preferred`` if given, else the first numeric one."""
-    if preferred and preferred in figures:
-        return preferred, sig(to_jsonable(figures[preferred]))
-    for k, v in figures.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and "second" not in k:
-            return k, sig(v)
+def short_text(v: Any, digits: int = 3, max_items: int = 4) -> str | None:
+    """A value as one short line with rounded numbers, or None if it is nested (dicts in dicts).
+
+    Scalars: `sig`. A dict of scalars: ``k = v, k = v`` (at most ``max_items``, then "… (N in all)").
+    A list of scalars: ``v, v, v``, cut likewise.
+    """
+    v = to_jsonable(v)
+    if _is_scalar(v):
+        return sig(v, digits)
+    if isinstance(v, dict) and all(_is_scalar(x) for x in v.values()):
+        parts = [f"{k} = {sig(x, digits)}" for k, x in list(v.items())[:max_items]]
+        more = f", … ({len(v)} in all)" if len(v) > max_items else ""
+        return ", ".join(parts) + more if parts else "—"
+    if isinstance(v, list) and all(_is_scalar(x) for x in v):
+        more = f", … ({len(v)} in all)" if len(v) > max_items else ""
+        return ", ".join(sig(x, digits) for x in v[:max_items]) + more
     return None
+
+
+def key_figure(figures: dict[str, Any], preferred: str | None = None) -> Markup | None:
+    """The summary table's cell: ``preferred`` if given, else the first numeric figure.
+
+    A scalar reads ``name = value``, a flat dict or list ``name: k = v, k = v``, numbers to 3
+    significant figures; a nested value is shown as a small table under its name.
+    """
+    name = preferred if preferred and preferred in figures else None
+    if name is None:
+        name = next(
+            (
+                k
+                for k, v in figures.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and "second" not in k
+            ),
+            None,
+        )
+    if name is None:
+        return None
+    value = to_jsonable(figures[name])
+    text = short_text(value)
+    if text is not None:
+        return escape(f"{name} = {text}" if _is_scalar(value) else f"{name}: {text}")
+    return Markup(f"{escape(name)}{render_value(figures[name])}")
 
 
 def embed_image(path: str | os.PathLike) -> str:
@@ -160,9 +196,21 @@ def render_html(runs: list[ClaimRun], quick: bool, seconds: float, generated: st
     )
 
 
+def _rounded(v: Any) -> Any:
+    """``v`` with every float rounded to 4 significant figures (for nested values in report.md)."""
+    if isinstance(v, float) and math.isfinite(v):
+        return float(f"{v:.4g}")
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
 def _md_value(v: object) -> str:
-    v = to_jsonable(v)
-    text = sig(v) if _is_scalar(v) else json.dumps(v)
+    text = short_text(v, digits=4, max_items=12)
+    if text is None:
+        text = json.dumps(_rounded(to_jsonable(v)))
     return text.replace("|", "\\|")
 
 
