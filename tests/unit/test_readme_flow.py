@@ -1,4 +1,4 @@
-"""The README's ten-line Python flow runs as written (on a small CoNLL file standing in for train.txt)."""
+"""The README's ten-line Python flow and the getting-started page's flow run as written."""
 
 import re
 from pathlib import Path
@@ -24,4 +24,14 @@ def test_readme_flow_runs_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     first = [line.split()[1] for line in lines[: lines.index("")]]
     assert str([first]) in out and "certified_tokens" in out
+    assert (tmp_path / "memorizer.safetensors").is_file()
+
+
+def test_getting_started_flow_runs_as_written(tmp_path, monkeypatch, capsys):
+    page = README.parent / "docs" / "getting-started.md"
+    code = re.search(r"```python\n(.*?)```", page.read_text(), re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "getting-started.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "[['B-PER', 'I-PER'], ['B-ORG', 'O', 'B-MISC', 'O']]" in out
     assert (tmp_path / "memorizer.safetensors").is_file()
