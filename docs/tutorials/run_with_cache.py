@@ -38,7 +38,8 @@ hooked = to_hooked_transformer(built.model)
 print(hooked.cfg.attention_dir, hooked.cfg.normalization_type, hooked.cfg.act_fn, hooked.cfg.d_mlp)
 
 # %% [markdown]
-# The logits agree with uatlab's to rounding:
+# The logits are uatlab's: the export keeps uatlab's weight layouts, so TransformerLens sums the same
+# products in the same order (the difference printed is 0 in float64):
 
 # %%
 sentence = ["George", "Washington", "spoke"]

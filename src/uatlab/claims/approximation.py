@@ -98,6 +98,7 @@ def _relu(ctx: ClaimContext) -> ClaimResult:
             "params": s.summary["params"],
             "mean_slope_vs_anchors": s.slopes.get("mean_sup_error_vs_anchors", math.nan),
         },
+        key_figure="max_relative_sup_error",
         figure_files=[str(fig)],
         note="needs a linear map across positions and appended anchor tokens (not in a standard Transformer)",
     )

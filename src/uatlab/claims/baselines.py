@@ -124,6 +124,7 @@ def _yun_vs_one_layer(ctx: ClaimContext) -> ClaimResult:
         verdict="pass" if ok else "fail",
         figures={"table": table, "yun_layers_vs_K_d1_n3": growth},
         figure_files=[str(fig)],
+        key_figure="yun_layers_vs_K_d1_n3",
         note="layers count attention and feed-forward layers; paper A literal = Theorem-2 layer (certified) + "
         "Cor. 1's FF, whose parameters are counted by its recipe (4(1+d) + 2(M−1)d + (M−1) + d), not built; "
         "bits relied on: Yun = log2(max id / min id gap), paper A = the certificate's digits · log2 10, "

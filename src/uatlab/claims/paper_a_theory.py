@@ -78,6 +78,7 @@ def check_theorem1(ctx: ClaimContext) -> ClaimResult:
             "softmax_delta_median": res["softmax_delta_median"],
         },
         figure_files=[str(path)],
+        key_figure="collisions",
         note=(
             "Inputs on one ray t·e (d = 4, full-rank head size 4, Gaussian weights). A collision is a float64 "
             "distance ≤ 64 ulp · max‖F‖ (0 in exact arithmetic; the measured maximum is reported)."
@@ -187,6 +188,7 @@ def check_lemma1(ctx: ClaimContext) -> ClaimResult:
             "n_range": "2..7",
         },
         figure_files=[str(path)],
+        key_figure="min_ratio_to_bound",
         note="Gaps at 2 log n + 3 + 1e-9 (30%) or + U(0, 2); mixed signs; exact arb evaluation.",
     )
 

@@ -48,6 +48,7 @@ def _two_layers(ctx: ClaimContext) -> ClaimResult:
             "heads_two_layer": s.rows[-1]["heads"],
             "mean_slope_vs_anchors": s.slopes.get("mean_sup_error_vs_anchors", math.nan),
         },
+        key_figure="max_relative_sup_error",
         figure_files=[str(fig)],
         note="layer 1 needs a linear map across positions and appended anchors; layer 2 uses a positional "
         "encoding only (see B.approx.standard-layers for the form without either)",

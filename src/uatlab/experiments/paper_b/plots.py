@@ -22,6 +22,13 @@ X_LABELS = {
 }
 
 
+X_SCALE = {  # one x scale per sweep, shared by both panels
+    "heads": ("log", {"base": 2}),
+    "anchors": ("log", {}),
+    "range": ("linear", {}),
+}
+
+
 def _band(ax, xs, mean, std, label, color, style="-o"):
     xs, mean, std = (np.asarray(v, dtype=float) for v in (xs, mean, std))
     ax.plot(xs, mean, style, color=color, label=label, lw=2)
@@ -36,7 +43,7 @@ def _series(summary: list[dict[str, Any]], mode: str, col: str):
 
 def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, fixed: dict[str, str]) -> Path:
     """Two panels: parity (repository metric, 50 epochs) and corrected (sup norm, converged), each with closed form."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6))  # legends below the axes
     ax = axes[0]
     xs, m, s = _series(summary, "parity", "test_mse_all_channels")
     if xs:
@@ -46,16 +53,20 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
         anchors = REPO_ANCHORS.get(sweep, {})
         if anchors:
             ax.plot(
-                list(anchors), [v[0] for v in anchors.values()], "kx", ms=10, mew=2, label="repository run (issue 6)"
+                list(anchors),
+                [v[0] for v in anchors.values()],
+                "kx",
+                ms=10,
+                mew=2,
+                label="reference run (truncated.py, mean of 11 seeds)",
             )
     ax.set_yscale("log")
-    if sweep == "heads":
-        ax.set_xscale("log", base=2)
+    ax.set_xscale(X_SCALE[sweep][0], **X_SCALE[sweep][1])
     ax.set_xlabel(X_LABELS[sweep])
     ax.set_ylabel("test MSE over all 32 output channels (target units²)")
     ax.set_title("Parity: truncated.py settings\n" + textwrap.fill(fixed.get("parity", ""), 75), fontsize=9)
     ax.grid(True, which="both", ls=":", lw=0.5)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)  # off the data
     ax = axes[1]
     xs, m, s = _series(summary, "corrected", "test_sup")
     if xs:
@@ -66,16 +77,13 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
         ax.plot(xs3, np.sqrt(m3), "-.d", color="#f4a582", label="trained: RMSE (√MSE) on the target channel")
         xs4, m4, _ = _series(summary, "corrected", "cf_sup")
         ax.plot(xs4, m4, "--s", color="#762a83", label="closed form, same parameter count: sup |error|")
-    if sweep == "heads":  # the same x scale as the left panel
-        ax.set_xscale("log", base=2)
-    else:
-        ax.set_xscale("log" if sweep != "range" else "linear")
+    ax.set_xscale(X_SCALE[sweep][0], **X_SCALE[sweep][1])  # the same x scale as the left panel
     ax.set_yscale("log")
     ax.set_xlabel(X_LABELS[sweep])
     ax.set_ylabel("error on the target channel (target units)")
     ax.set_title("Corrected: target channel, converged\n" + textwrap.fill(fixed.get("corrected", ""), 75), fontsize=9)
     ax.grid(True, which="both", ls=":", lw=0.5)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
