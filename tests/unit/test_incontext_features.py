@@ -66,6 +66,10 @@ def test_construction_predict_uses_the_network():
     x, y, q, _ = sample_tasks(spec, 4, np.random.default_rng(3))
     c = build_incontext_features(2, 8, spec.lam, steps=3, lr=gd_step_size(spec, x))
     base = c.detail.predict(x, y, q)
+    tok = np.zeros((4, 9, 3))
+    tok[:, :8, :2], tok[:, :8, 2], tok[:, 8, :2] = x, y, q
+    with torch.no_grad():
+        assert np.array_equal(c.model(torch.as_tensor(tok)).numpy(), base)  # the Construction's model is the network
     with torch.no_grad():
         c.detail.feature_layer.W_O.mul_(0.5)  # halve every feature: the prediction must move
     assert np.abs(c.detail.predict(x, y, q) - base).max() > 1e-3

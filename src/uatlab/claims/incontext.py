@@ -79,16 +79,17 @@ def _relu_features(ctx: ClaimContext) -> ClaimResult:
 @register_claim(
     id="B.exp.incontext-trained-attention",
     statement="A trained attention-only network (softmax heads, no feed-forward layer), trained on labels only, "
-    "learns in-context ridge (λ given) and ridge on (x, ReLU(x)) well beyond the baselines: relative RMS error "
-    "to the closed form < 0.5 on both tasks (zero predictor: 1) and, on the nonlinear task, below linear "
-    "ridge on x; the constructions are closer to the closed form than the trained model.",
+    "learns in-context ridge on (x, ReLU(x)) beyond linear ridge on x, with relative RMS error to the closed form "
+    "< 0.5 (zero predictor: 1), and in the full run also in-context ridge with λ given (< 0.5); the "
+    "constructions are closer to the closed form than the trained model.",
     paper=PAPER_B,
     theorem="Appendix B (in-context learning), trained counterpart",
 )
 def _trained(ctx: ClaimContext) -> ClaimResult:
     from uatlab.experiments.incontext import TASKS, TaskSpec, incontext_table
 
-    specs = [TaskSpec(t, d=2, context=16, noise=1.0) for t in TASKS]
+    tasks = ("relu-features",) if ctx.quick else TASKS  # quick: the nonlinear task only (CPU budget)
+    specs = [TaskSpec(t, d=2, context=16, noise=1.0) for t in tasks]
     rows = incontext_table(
         specs,
         [100] if ctx.quick else [200],
@@ -103,7 +104,7 @@ def _trained(ctx: ClaimContext) -> ClaimResult:
 
     figures = {}
     ok = True
-    for t in TASKS:
+    for t in tasks:
         tr, con = get(t, "trained"), get(t, "construction")
         figures[f"{t}_trained_rel_rms"] = _round(tr["rel_rms"])
         figures[f"{t}_trained_rel_sup"] = _round(tr["rel_sup"])
@@ -114,13 +115,13 @@ def _trained(ctx: ClaimContext) -> ClaimResult:
     lin = get("relu-features", "linear ridge")
     figures["relu-features_linear_ridge_rel_rms"] = _round(lin["rel_rms"])
     ok = ok and get("relu-features", "trained")["rel_rms"] < lin["rel_rms"]
-    figures["trained_parameters"] = get("ridge", "trained")["parameters"]
-    figures["train_steps"] = get("ridge", "trained")["train_steps"]
+    figures["trained_parameters"] = get("relu-features", "trained")["parameters"]
+    figures["train_steps"] = get("relu-features", "trained")["train_steps"]
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures=figures,
         key_figure="relu-features_trained_rel_rms",
-        note="3 attention-only layers, 4 heads, width 32, 2 trainable anchor tokens; trained on fresh tasks with "
+        note="quick: the ReLU-feature task only; 3 attention-only layers, 4 heads, width 32, 2 trainable anchor tokens; trained on fresh tasks with "
         "labels y_q (λ = σ²/N makes the closed form the Bayes predictor); errors relative to the closed form on "
         "held-out tasks",
     )

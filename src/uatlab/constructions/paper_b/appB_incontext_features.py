@@ -42,9 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from uatlab.constructions.contract import PAPER_B, Construction, count_parameters
-from uatlab.constructions.paper_b.appB_incontext_ridge import build_incontext_ridge, predict_ridge
+from uatlab.constructions.paper_b.appB_incontext_ridge import build_incontext_ridge
 from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE, InterpolationPlan, plan_interpolation
 from uatlab.errors import InputError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer
@@ -65,11 +66,42 @@ def feature_ridge_closed_form(
     return ridge_closed_form(relu_features(x_ctx, a, b), y_ctx, relu_features(x_q, a, b), lam)
 
 
+class FeatureRidgeNetwork(nn.Module):
+    """Tokens (x_i, y_i), i < N, then (x_q, 0) → ŷ_q: the feature layer, the ridge anchors appended, k GD layers.
+
+    (B, N+1, d+1) → (B,), float64. The ridge anchors √(Nλ)e_k (label 0) are appended after the feature layer
+    (paper B's sequence-wise A, as in `uatlab.constructions.paper_b.appB_incontext_ridge.augment`).
+    """
+
+    def __init__(self, feature_layer: AttentionOnlyLayer, gd: nn.Module, d: int, context: int, lam: float) -> None:
+        super().__init__()
+        self.feature_layer, self.gd, self.d, self.context = feature_layer, gd, d, context
+        p = 2 * d
+        self.register_buffer("ridge_anchors", math.sqrt(context * lam) * torch.eye(p, dtype=torch.float64))  # (p, p)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        B, n1, d1 = tokens.shape
+        d, N, p = self.d, self.context, 2 * self.d
+        if n1 != N + 1 or d1 != d + 1:
+            raise InputError(f"expected tokens of shape (batch, {N + 1}, {d + 1}), got {tuple(tokens.shape)}")
+        tokens = tokens.to(torch.float64)
+        z = torch.zeros(B, N + 1, p + 1, dtype=torch.float64)  # (x, φ slots, y)
+        z[..., :d] = tokens[..., :d]
+        z[:, :N, p] = tokens[:, :N, d]
+        phi = self.feature_layer(z)[..., :p]  # (B, N+1, p)
+        ctx_x = torch.cat([phi[:, :N], self.ridge_anchors.expand(B, p, p)], 1)  # (B, N+p, p)
+        ctx_y = torch.cat([tokens[:, :N, d], torch.zeros(B, p, dtype=torch.float64)], 1)  # (B, N+p)
+        ctx = torch.cat([ctx_x, ctx_y[..., None]], -1)  # (B, N+p, p+1)
+        query = torch.cat([phi[:, N:], torch.zeros(B, 1, 1, dtype=torch.float64)], -1)  # (B, 1, p+1)
+        out = self.gd(torch.cat([ctx, query], 1))  # (B, N+p+1, p+1)
+        return -out[:, -1, p]  # ŷ = −r_q
+
+
 @dataclass
 class InContextFeatureRidge:
     """The feature layer and the ridge GD network, with the numbers their bounds need."""
 
-    feature_layer: AttentionOnlyLayer
+    network: FeatureRidgeNetwork
     ridge: Construction
     plan: InterpolationPlan
     d: int
@@ -79,6 +111,10 @@ class InContextFeatureRidge:
     lr: float
     a: float
     b: float
+
+    @property
+    def feature_layer(self) -> AttentionOnlyLayer:
+        return self.network.feature_layer
 
     def features(self, x_ctx: np.ndarray, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The feature layer's φ̃ for the context and the query: (B, N, 2d), (B, 2d)."""
@@ -96,8 +132,17 @@ class InContextFeatureRidge:
 
     def predict(self, x_ctx: np.ndarray, y_ctx: np.ndarray, x_q: np.ndarray) -> np.ndarray:
         """ŷ_q of the whole network: feature layer, ridge anchors appended, k GD layers. (B,)."""
-        phi_ctx, phi_q = self.features(np.asarray(x_ctx, np.float64), np.asarray(x_q, np.float64))
-        return predict_ridge(self.ridge, phi_ctx, np.asarray(y_ctx, np.float64), phi_q, self.lam)
+        x_ctx, y_ctx, x_q = (np.asarray(a, np.float64) for a in (x_ctx, y_ctx, x_q))
+        B, N, d = x_ctx.shape
+        if d != self.d or N != self.context or x_q.shape != (B, d) or y_ctx.shape != (B, N):
+            raise InputError(
+                f"expected x_ctx (B, {self.context}, {self.d}), y_ctx (B, {self.context}), x_q (B, {self.d}); "
+                f"got {x_ctx.shape}, {y_ctx.shape}, {x_q.shape}"
+            )
+        tok = np.zeros((B, N + 1, d + 1))
+        tok[:, :N, :d], tok[:, :N, d], tok[:, N, :d] = x_ctx, y_ctx, x_q
+        with torch.no_grad():
+            return self.network(torch.as_tensor(tok)).numpy()
 
 
 def build_feature_layer(
@@ -187,7 +232,8 @@ def build_incontext_features(
         raise InputError(f"d, context and steps must be positive, got d={d}, context={context}, steps={steps}")
     layer, plan = build_feature_layer(d, context + 1, a, b, anchors, heads)
     ridge = build_incontext_ridge(2 * d, context, lam, steps=steps, lr=lr, eps=eps)
-    detail = InContextFeatureRidge(layer, ridge, plan, d, context, lam, steps, lr, a, b)
+    network = FeatureRidgeNetwork(layer, ridge.model, d, context, lam)
+    detail = InContextFeatureRidge(network, ridge, plan, d, context, lam, steps, lr, a, b)
     params = count_parameters(layer, nonzero=True) + int(ridge.facts["parameters"])
     facts = {
         "paper": PAPER_B,
@@ -203,4 +249,4 @@ def build_incontext_features(
         "lam": lam,
     }
     guarantee = {"feature_sup_error_bound": plan.bound}
-    return Construction(model=layer, guarantee=guarantee, facts=facts, detail=detail)
+    return Construction(model=network, guarantee=guarantee, facts=facts, detail=detail)
