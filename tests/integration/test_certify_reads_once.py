@@ -48,3 +48,26 @@ def test_certify_reads_the_data_once_and_hashes_each_word_once(tmp_path, capsys,
     assert fig["tokens"] == tokens and fig["certified_tokens"] == tokens
     assert len(opened) == 1  # one pass over the file
     assert counting.calls == len(words)  # each distinct word hashed once, not once per token
+
+
+def test_certificate_from_the_token_store_equals_the_streamed_one(tmp_path):
+    """The compile's certificate reads the store's encoded words and keys; it is the certificate of the records
+    streamed from the file (every field, margins included), with a chunk boundary inside the data."""
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
+    from uatlab.data.token_store import TokenStore
+    from uatlab.verify.certificate import certify_chunks, store_chunks, stream_chunks
+
+    data = tmp_path / "syn.jsonl"
+    write_synthetic(data, 150, 9, 60, 3, seed=11)
+    store = TokenStore(tmp_path / "work", str(data), "sequence", 400)
+    store.read(iter_jsonl(data), keys.input_keys)
+    con = compile_memorizer(store, certify=False)
+    model = con.model
+    streamed = list(stream_chunks(iter_jsonl(data), str(data), tokens_per_chunk=500))
+    stored = list(store_chunks(store, model.encoding, tokens_per_chunk=500))
+    assert [s for s, _ in stored] == [s for s, _ in streamed] and len(stored) == 3
+    a = certify_chunks(model, iter(streamed), keep_margins=True)
+    b = certify_chunks(model, iter(stored), keep_margins=True)
+    da, db = a.to_dict(margins=True), b.to_dict(margins=True)
+    da.pop("seconds"), db.pop("seconds")
+    assert da == db and a.tokens == 1350 and a.certified_tokens > 0

@@ -63,8 +63,6 @@ def _mapper(executor: str, workers: int, threads: int):
     """--executor/--workers as an ordered map (None: in this process)."""
     import functools
 
-    from uatlab.experiments.executor import map_ordered
-
     if executor not in ("local", "ray"):
         raise InputError(f"--executor must be local or ray, got {executor!r}")
     if workers < 1:
@@ -76,6 +74,8 @@ def _mapper(executor: str, workers: int, threads: int):
             import ray  # noqa: F401
         except ImportError:
             raise InputError("--executor ray needs Ray: pip install 'uatlab[ray]'") from None
+    from uatlab.experiments.executor import map_ordered  # imports tqdm: only when a pool or Ray is used
+
     return functools.partial(map_ordered, executor=executor, workers=workers, threads=threads)
 
 
@@ -311,13 +311,17 @@ def check_certify_memory(n: int, where: str) -> None:
 
 
 def _length_checked(records, data: Path, max_len: int | None = None):
-    """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify."""
+    """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify
+    (the memory is checked at each new longest sequence: a shorter one needs less)."""
+    longest = 0
     for tokens, labels, line in records:
         if max_len is not None and len(tokens) > max_len:
             raise InputError(
                 f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}"
             )
-        check_certify_memory(len(tokens), f"{data}:{line}")
+        if len(tokens) > longest:
+            check_certify_memory(len(tokens), f"{data}:{line}")
+            longest = len(tokens)
         yield tokens, labels, line
 
 
@@ -381,10 +385,6 @@ def _compile(
     mapper = _mapper(executor, workers, thread_settings["threads"])
     fingerprint = _fingerprint(data)
 
-    def again():  # the certificate reads the records a second time: refused if the file changed meanwhile
-        _check_unchanged(data, fingerprint, out)
-        return _records(data, fmt)
-
     t0 = time.perf_counter()
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
@@ -412,7 +412,6 @@ def _compile(
             certify=not no_certify,
             progress=bars,
             exp_ulps=exp_ulp,
-            records=again,
             mapper=mapper,
         )
     cert = con.certificate

@@ -219,12 +219,36 @@ def _plain(obj: Any) -> Any:
 class _Linear:
     W: np.ndarray  # (out, in)
     b: np.ndarray  # (out,)
-    absW: np.ndarray
+    stored_absW: np.ndarray | None  # |W|, or None: formed per slice (the gated layer's large FF)
     terms: np.ndarray  # (out,) number of possibly non-zero terms per row (weights + bias)
     gam: np.ndarray | None = None  # (out,) γ_terms(u) of the model's dtype, set by _BoundedModel
 
+    @property
+    def absW(self) -> np.ndarray:
+        """|W| (stored, or formed now: the same values)."""
+        return self.stored_absW if self.stored_absW is not None else np.abs(self.W)
 
-def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int) -> _Linear:
+    def abs_rows(self, sel) -> np.ndarray:
+        """|W[sel]| without forming |W|."""
+        return self.stored_absW[sel] if self.stored_absW is not None else np.abs(self.W[sel])
+
+    def abs_cols(self, sel) -> np.ndarray:
+        """|W[:, sel]| without forming |W|."""
+        return self.stored_absW[:, sel] if self.stored_absW is not None else np.abs(self.W[:, sel])
+
+    def abs_matvec(self, v: np.ndarray, block: int = 1 << 16) -> np.ndarray:
+        """|W| @ v without forming |W| when it is not stored: ``block`` rows (a tall W) or columns (a wide W) at a
+        time. The same sums up to the BLAS's summation order: used only where the float64 result carries its
+        own slack (which gated units are proven off) and for the coarse overflow check of ``_may_overflow``."""
+        if self.stored_absW is not None:
+            return self.stored_absW @ v
+        rows, cols = self.W.shape
+        if rows >= cols:
+            return np.concatenate([np.abs(self.W[s : s + block]) @ v for s in range(0, rows, block)])
+        return sum(np.abs(self.W[:, s : s + block]) @ v[s : s + block] for s in range(0, cols, block))
+
+
+def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int, store_abs: bool = True) -> _Linear:
     if layer is None:
         W = np.zeros((out_dim, in_dim))
         b = np.zeros(out_dim)
@@ -232,7 +256,7 @@ def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int) -> _Linear
         W = layer.weight.detach().to(torch.float64).numpy().copy()
         b = layer.bias.detach().to(torch.float64).numpy().copy() if layer.bias is not None else np.zeros(W.shape[0])
     terms = (W != 0).sum(axis=1) + (b != 0)
-    return _Linear(W, b, np.abs(W), terms.astype(np.int64))
+    return _Linear(W, b, np.abs(W) if store_abs else None, terms.astype(np.int64))
 
 
 @dataclass
@@ -438,14 +462,17 @@ class _BoundedModel:
             self.layers.append(
                 (
                     _attention_weights(block.attn, self.dtype),
-                    _linear(block.ff.hidden, block.ff.width, d),
-                    _linear(block.ff.output, d, block.ff.width),
+                    _linear(block.ff.hidden, block.ff.width, d, store_abs=False),
+                    _linear(block.ff.output, d, block.ff.width, store_abs=False),
                 )
             )
         self.readout = _linear(model.readout, cfg.num_labels, d)
         for lin in self._linears():
             lin.gam = gamma(np.maximum(lin.terms, 1), self.u)
         self.gate = self._detect_gate()
+        for li, (_, hid, out) in enumerate(self.layers):
+            if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
+                hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
 
     def _linears(self) -> list[_Linear]:
         out = [self.readout, *(self.input_ff or ())]
@@ -517,11 +544,11 @@ class _BoundedModel:
         # the candidate units of one code are then a contiguous slice, read without gathering
         order = np.argsort(unit_cid, kind="stable")
         ff2 = self.layers[0][2]
-        for lin in (ff1,):
-            lin.W, lin.b, lin.absW, lin.terms = lin.W[order], lin.b[order], lin.absW[order], lin.terms[order]
-            if lin.gam is not None:
-                lin.gam = lin.gam[order]
-        ff2.W, ff2.absW = np.ascontiguousarray(ff2.W[:, order]), np.ascontiguousarray(ff2.absW[:, order])
+        # |W| of these two (the model's largest matrices) is formed per slice, not stored (memory)
+        ff1.W, ff1.b, ff1.terms = ff1.W[order], ff1.b[order], ff1.terms[order]
+        if ff1.gam is not None:
+            ff1.gam = ff1.gam[order]
+        ff2.W = np.ascontiguousarray(ff2.W[:, order])
         unit_cid, gated, cap, code_abs, G = unit_cid[order], gated[order], cap[order], code_abs[order], G[order]
         Wo = ff1.W[:, others]
         return {
@@ -723,8 +750,8 @@ class _BoundedModel:
         Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
         Mr = r.max(axis=0)
         upper = g["cap"] + g["Wpos"] @ hi + g["Wneg"] @ lo + hid.b  # bound on z_exact (other codes)
-        aWM = hid.absW @ Mx
-        rz = hid.absW @ Mr + hid.gam * (aWM + np.abs(hid.b)) + hid.terms * self.eta
+        aWM = hid.abs_matvec(Mx)
+        rz = hid.abs_matvec(Mr) + hid.gam * (aWM + np.abs(hid.b)) + hid.terms * self.eta
         slack = gamma(hid.W.shape[1] + 3, U64) * (
             g["code_abs"] + aWM + g["absWo"] @ (np.abs(lo) + np.abs(hi)) + np.abs(hid.b)
         )
@@ -790,14 +817,18 @@ class _BoundedModel:
         toks = np.concatenate([order[s:e] for s, e in zip(starts, ends, strict=True)])
         lo, hi = int(lo_g[0]), int(hi_g[-1])
         xb, rb = x[toks], r[toks]  # (Tb, d)
-        W1, b1, aW1 = hid.W[lo:hi], hid.b[lo:hi], hid.absW[lo:hi]
-        W2, absW2, b2 = out.W[:, lo:hi], out.absW[:, lo:hi], out.b
+        W1, b1, aW1 = hid.W[lo:hi], hid.b[lo:hi], hid.abs_rows(slice(lo, hi))
+        W2, absW2, b2 = out.W[:, lo:hi], out.abs_cols(slice(lo, hi)), out.b
         z, rz_prop, rz_round = self._preactivation_bounds(xb, rb, W1, b1, aW1)  # (Tb, K)
         rz = rz_prop + rz_round
-        k = np.arange(lo, hi)
-        own = (k >= np.repeat(lo_g, ntok)[:, None]) & (k < np.repeat(hi_g, ntok)[:, None])  # (Tb, K)
-        live = own & ((z + 2 * rz * RADIUS_SAFETY) > 0)
-        a = np.where(own, np.maximum(z, 0.0), 0.0)
+        if len(lo_g) == 1:  # one code: every token owns every unit of the block
+            live = (z + 2 * rz * RADIUS_SAFETY) > 0
+            a = np.maximum(z, 0.0)
+        else:
+            k = np.arange(lo, hi)
+            own = (k >= np.repeat(lo_g, ntok)[:, None]) & (k < np.repeat(hi_g, ntok)[:, None])  # (Tb, K)
+            live = own & ((z + 2 * rz * RADIUS_SAFETY) > 0)
+            a = np.where(own, np.maximum(z, 0.0), 0.0)
         A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
         ra = np.where(live, rz, 0.0)
         # per code: coordinates with an input error read by its units (Jr of _ff_tail)
@@ -822,9 +853,9 @@ class _BoundedModel:
         yv[toks], ry[toks] = self._residual(xb, rb, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
-        W1, b1, aW1 = hid.W[units], hid.b[units], hid.absW[units]
+        W1, b1, aW1 = hid.W[units], hid.b[units], hid.abs_rows(units)
         z, rz_prop, rz_round = self._preactivation_bounds(x, r, W1, b1, aW1)
-        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.absW[:, units], out.b, rz_round, W1)
+        return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.abs_cols(units), out.b, rz_round, W1)
 
     def _preactivation_bounds(self, x, r, W1, b1, aW1):
         """z = x W1ᵀ + b1 with its radius split into the propagated input error |W1| r and the rounding.
@@ -836,7 +867,12 @@ class _BoundedModel:
         """
         X = np.abs(x) + 2 * r
         z = x @ W1.T + b1
-        n = (X > 0).astype(np.float64) @ (W1 != 0).T.astype(np.float64) + (b1 != 0)  # (T, units), exact
+        nz = W1 != 0
+        read = nz.any(axis=0)
+        if (X[:, read] > 0).all():  # every coordinate a unit reads can be non-zero: n is the unit's term count
+            n = (nz.sum(axis=1) + (b1 != 0)).astype(np.float64)[None, :]  # (1, units), the same counts
+        else:
+            n = (X > 0).astype(np.float64) @ nz.T.astype(np.float64) + (b1 != 0)  # (T, units), exact
         g1 = gamma(np.maximum(n, 1), self.u)
         rz_round = g1 * (X @ aW1.T + np.abs(b1)) + n * self.eta
         return z, r @ aW1.T, rz_round
@@ -898,8 +934,8 @@ class _BoundedModel:
                 ]
         elif stage == "ff":
             hid, out = params
-            Sh = hid.absW @ Xm + np.abs(hid.b)
-            sizes = [Sh, out.absW @ (2 * Sh) + np.abs(out.b) + Xm]
+            Sh = hid.abs_matvec(Xm) + np.abs(hid.b)
+            sizes = [Sh, out.abs_matvec(2 * Sh) + np.abs(out.b) + Xm]
         else:
             sizes = [params.absW @ Xm + np.abs(params.b)]
         return not all(np.all(np.isfinite(v)) and np.max(v, initial=0.0) <= lim for v in sizes)
@@ -1096,6 +1132,58 @@ def certify_chunks(
 
 
 @dataclass
+class EncodedChunk:
+    """Sequences already encoded under the model's encoding (token ids, label ids, input keys), e.g. a chunk of
+    the `uatlab.data.token_store.TokenStore` a compile read: certified without parsing, encoding or
+    hashing the words again. Certifies exactly like the `SequenceDataset` of the same sequences."""
+
+    tok_ids: list[np.ndarray]  # (n_i,) int64 per sequence, ids of the model's encoding
+    lab_ids: list[np.ndarray]  # (n_i,) int64 per sequence
+    keys: np.ndarray  # (Σ n_i,) int64 input keys (uatlab.data.keys.input_keys), in sequence order
+    lines: list[int]  # the source line of each sequence
+
+    def __len__(self) -> int:
+        return len(self.tok_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(sum(len(t) for t in self.tok_ids))
+
+    def lengths(self) -> np.ndarray:
+        return np.array([len(t) for t in self.tok_ids], dtype=np.int64)
+
+
+def _lengths(chunk: SequenceDataset | EncodedChunk) -> np.ndarray:
+    if isinstance(chunk, EncodedChunk):
+        return chunk.lengths()
+    return np.array([len(t) for t in chunk.tokens])
+
+
+def _token_at(chunk: SequenceDataset | EncodedChunk, enc: Encoding, si: int, k: int) -> str:
+    if isinstance(chunk, EncodedChunk):
+        return _id_lists(enc)[0][int(chunk.tok_ids[si][k])]
+    return chunk.tokens[si][k]
+
+
+def _label_at(chunk: SequenceDataset | EncodedChunk, enc: Encoding, si: int, k: int) -> str:
+    if isinstance(chunk, EncodedChunk):
+        return _id_lists(enc)[1][int(chunk.lab_ids[si][k])]
+    return chunk.labels[si][k]
+
+
+_ID_LISTS: dict[int, tuple[Encoding, list[str], list[str]]] = {}
+
+
+def _id_lists(enc: Encoding) -> tuple[list[str], list[str]]:
+    """The encoding's id → token and id → label lists, built once per encoding object."""
+    got = _ID_LISTS.get(id(enc))
+    if got is None or got[0] is not enc:
+        _ID_LISTS.clear()
+        got = _ID_LISTS[id(enc)] = (enc, enc.id_to_token, enc.id_to_label)
+    return got[1], got[2]
+
+
+@dataclass
 class _ChunkSetup:
     """What every chunk's certification needs besides the chunk (shipped with each task)."""
 
@@ -1118,7 +1206,7 @@ def _spot_budgets(
     """Each chunk with the spot-check budget left when it starts (as if the chunks ran one after another)."""
     for start, chunk in chunks:
         yield start, chunk, budget
-        lengths = np.array([len(t) for t in chunk.tokens])
+        lengths = _lengths(chunk)
         for n, count in zip(*np.unique(lengths, return_counts=True), strict=True):
             if budget > 0:
                 take = max(1, min(int(count), budget // (int(n) * cost_per_token)))
@@ -1133,13 +1221,19 @@ def _bounded_model(setup: _ChunkSetup) -> _BoundedModel:
     return bm
 
 
-def _certify_chunk(setup: _ChunkSetup, start: int, chunk: SequenceDataset, spot_budget: int) -> dict[str, Any]:
+def _certify_chunk(
+    setup: _ChunkSetup, start: int, chunk: SequenceDataset | EncodedChunk, spot_budget: int
+) -> dict[str, Any]:
     """Certify one chunk (sequences ``start``…): its counts, smallest margin, examples, keys and labels."""
     bm = _bounded_model(setup)
     model, enc = setup.model, setup.enc
-    context = "prefix" if bm.cfg.causal else "sequence"
-    tok_ids = enc.encode_tokens(chunk, start=start)
-    lab_ids = enc.encode_labels(chunk, start=start)
+    if isinstance(chunk, EncodedChunk):
+        tok_ids, lab_ids, keys = chunk.tok_ids, chunk.lab_ids, chunk.keys
+    else:
+        context = "prefix" if bm.cfg.causal else "sequence"
+        tok_ids = enc.encode_tokens(chunk, start=start)
+        lab_ids = enc.encode_labels(chunk, start=start)
+        keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
     out: dict[str, Any] = {
         "sequences": len(chunk),
         "tokens": chunk.num_tokens,
@@ -1149,7 +1243,7 @@ def _certify_chunk(setup: _ChunkSetup, start: int, chunk: SequenceDataset, spot_
         "min_margin": np.inf,
         "min_at": None,
         "examples": [],
-        "keys": np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64),
+        "keys": keys,
         "labels": np.concatenate(lab_ids) if lab_ids else np.zeros(0, np.int64),
         "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
         "margins": {} if setup.keep_margins else None,
@@ -1193,7 +1287,7 @@ def _certify_chunk(setup: _ChunkSetup, start: int, chunk: SequenceDataset, spot_
                 out["min_at"] = {
                     "sequence": start + si,
                     "position": int(k),
-                    "token": chunk.tokens[si][k],
+                    "token": _token_at(chunk, enc, si, k),
                     "line": chunk.lines[si],
                     "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
                 }
@@ -1206,8 +1300,8 @@ def _certify_chunk(setup: _ChunkSetup, start: int, chunk: SequenceDataset, spot_
                     {
                         "sequence": start + si,
                         "position": int(k),
-                        "token": chunk.tokens[si][k],
-                        "label": chunk.labels[si][k],
+                        "token": _token_at(chunk, enc, si, k),
+                        "label": _label_at(chunk, enc, si, k),
                         "line": chunk.lines[si],
                         "certified_margin_lower_bound": float(lower[b, k]),
                         "softmax_range_exceeded": bool(bad[b, k]),
@@ -1232,6 +1326,44 @@ def stream_chunks(
             buf = []
     if buf:
         yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
+
+
+def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000) -> Iterator[tuple[int, EncodedChunk]]:
+    """A `uatlab.data.token_store.TokenStore`'s sequences as (start index, `EncodedChunk`) pairs,
+    cut where `stream_chunks` cuts the same records (so the certificate is the same one, bit for bit):
+    the words' ids, labels and input keys come from the store, mapped to ``encoding``'s ids; nothing is parsed
+    or hashed again."""
+    tok_map = _id_map(list(store.token_to_id), encoding.token_to_id, "token")
+    lab_map = _id_map(list(store.label_to_id), encoding.label_to_id, "label")
+    words: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    keys: list[np.ndarray] = []
+    lines: list[int] = []
+    start = count = 0
+    for ch in store.chunks():
+        for w, y, k, line in zip(ch.word, ch.label, ch.key, ch.lines.tolist(), strict=True):
+            words.append(tok_map[w])
+            labels.append(lab_map[y])
+            keys.append(k)
+            lines.append(line)
+            count += len(w)
+            if count >= tokens_per_chunk:
+                yield start, EncodedChunk(words, labels, np.concatenate(keys), lines)
+                start += len(words)
+                words, labels, keys, lines, count = [], [], [], [], 0
+    if words:
+        yield start, EncodedChunk(words, labels, np.concatenate(keys), lines)
+
+
+def _id_map(names: list[str], to_id: dict[str, int], what: str) -> np.ndarray:
+    """(len(names),) int64: the id under ``to_id`` of each name (an InputError names one that has none)."""
+    out = np.empty(len(names), dtype=np.int64)
+    for i, name in enumerate(names):
+        j = to_id.get(name)
+        if j is None:
+            raise InputError(f"the {what} {name!r} of the data is not in the model's encoding")
+        out[i] = j
+    return out
 
 
 def logit_bounds(

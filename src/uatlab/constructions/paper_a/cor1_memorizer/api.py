@@ -45,7 +45,7 @@ from uatlab.errors import InputError
 from uatlab.models.io import load, save
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS
-from uatlab.verify.certificate import Certificate, certify, certify_chunks, stream_chunks
+from uatlab.verify.certificate import Certificate, certify, certify_chunks, store_chunks, stream_chunks
 
 #: progress callback: (stage, done, total or None); stages "attention" and "certify" count sequences
 ProgressFn = Callable[[str, int, int | None], None]
@@ -520,7 +520,9 @@ def compile_memorizer(
             feed-forward assembly, certification by chunks).
         exp_ulps: the error of the evaluator's exp the certificate assumes, in ulps.
         records: with a TokenStore and ``certify``: a function returning the ``(tokens, labels, line)``
-            records again (for example ``lambda: iter_conll(path)``); the certificate streams them in chunks.
+            records again (for example ``lambda: iter_conll(path)``) for the certificate to stream; default
+            (None): the certificate reads the store's encoded chunks (the same certificate, without parsing,
+            encoding or hashing the data again).
         mapper: with a TokenStore: where the map over chunks (h per token), the reduce per word bucket and
             the certificate's map over chunks run, ``mapper(fn, items)`` yielding ``fn(*item)`` in the order
             of ``items`` (e.g. `uatlab.experiments.executor.map_ordered` on a process pool or Ray);
@@ -538,8 +540,6 @@ def compile_memorizer(
             raise InputError(
                 f"{data.source}: the token store was read with context {data.context!r}; causal={causal} needs {want!r}"
             )
-        if certify and records is None:
-            raise InputError("certifying a TokenStore needs records= (a function returning its records again)")
         t0 = time.perf_counter()
         model, report = compile_store(
             data,
@@ -558,9 +558,12 @@ def compile_memorizer(
         cert = None
         if certify:
             t = time.perf_counter()
-            cert = certify_chunks_with_progress(
-                model, records(), data.source, data.sequences, progress, exp_ulps, mapper=mapper
-            )
+            if records is None:  # the store's encoded words and keys: nothing read or hashed again
+                cert = certify_store_with_progress(model, data, progress, exp_ulps, mapper=mapper)
+            else:
+                cert = certify_chunks_with_progress(
+                    model, records(), data.source, data.sequences, progress, exp_ulps, mapper=mapper
+                )
             report["stage_seconds"]["certify"] = time.perf_counter() - t
         report["seconds"] = time.perf_counter() - t0
         fig = {**summarize(model, report, cert), "buckets": report["buckets"], "seconds": report["seconds"]}
@@ -617,3 +620,17 @@ def certify_chunks_with_progress(
     ``mapper``: where the chunks run (see `uatlab.verify.certificate.certify_chunks`)."""
     cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
     return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps, mapper=mapper)
+
+
+def certify_store_with_progress(
+    model: Transformer,
+    store: TokenStore,
+    progress: ProgressFn | None,
+    exp_ulps: float = DEFAULT_EXP_ULPS,
+    mapper: Mapper | None = None,
+) -> Certificate:
+    """Certify the sequences a `uatlab.data.token_store.TokenStore` holds (its word ids, labels and input
+    keys, cut into the chunks `certify_chunks_with_progress` would stream), reporting stage ``"certify"``."""
+    cb = None if progress is None else (lambda n, _total: progress("certify", n, store.sequences))
+    chunks = store_chunks(store, model.encoding)
+    return certify_chunks(model, chunks, store.sequences, progress=cb, exp_ulps=exp_ulps, mapper=mapper)
