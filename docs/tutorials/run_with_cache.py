@@ -9,7 +9,7 @@
 # ---
 
 # %% [markdown]
-# # A compiled model in TransformerLens: `run_with_cache`
+# # A compiled model in TransformerLens: run_with_cache
 #
 # A compiled memorizer (Kajitsuka & Sato, ICLR 2024, Corollary 1) has no normalisation, no attention scale,
 # a ReLU MLP and a fixed positional encoding: exactly what a TransformerLens `HookedTransformer` can hold.

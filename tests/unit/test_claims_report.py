@@ -69,6 +69,7 @@ def test_sig_rounds_to_significant_figures():
     assert sig(0.999999998, 4) == "1"
     assert sig(12345678.9) == "1.235e+07"
     assert sig(1234.5678) == "1,235"
+    assert sig(250.4, 2) == "250"
 
 
 def test_nested_values_become_small_tables():

@@ -4,7 +4,7 @@ A check is a function ``check(ctx: ClaimContext) -> ClaimResult`` that *computes
 returns a verdict from them; it never compares against a hard-coded result. ``uatlab reproduce``
 runs every registered check (`run_claims`).
 
-Adding a claim::
+Adding a claim:
 
     from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 

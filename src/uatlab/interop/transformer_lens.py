@@ -7,7 +7,7 @@ when it is configured with ``normalization_type=None``, ``act_fn="relu"``, ``pos
 "standard"`` and the attention scale switched to the model's own. The export then gives
 ``run_with_cache``, every ``hook_*`` activation and the attention pattern of any sentence for free.
 
-Notation map (paper A → uatlab → TransformerLens), tokens as rows, h heads, head size s::
+Notation map (paper A → uatlab → TransformerLens), tokens as rows, h heads, head size s:
 
     W_E (embedding)         embed.weight (V, d)              embed.W_E (V, d)
     positional encoding     pos (n_max, d)                   pos_embed.W_pos (n_ctx, d)

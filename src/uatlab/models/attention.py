@@ -1,12 +1,12 @@
 """Multi-head self-attention exactly as in Kajitsuka & Sato (ICLR 2024), paper A.
 
-Paper A, Section 2 (following Yun et al. 2020), with tokens as **columns** of Z ∈ R^{d×n}::
+Paper A, Section 2 (following Yun et al. 2020), with tokens as **columns** of Z ∈ R^{d×n}:
 
     F^(SA)(Z) = Z + Σ_{i=1..h} W_O^i W_V^i Z σ[(W_K^i Z)^T (W_Q^i Z)]
 
     W_O^i ∈ R^{d×s},  W_V^i, W_K^i, W_Q^i ∈ R^{s×d},  σ column-wise (over keys j for query k).
 
-uatlab stores tokens as **rows** (PyTorch layout ``(batch, n, d)``). With X = Z^T the same layer is::
+uatlab stores tokens as **rows** (PyTorch layout ``(batch, n, d)``). With X = Z^T the same layer is:
 
     out = X + Σ_i σ_row( β · (X W_Q^iᵀ)(X W_K^iᵀ)ᵀ ) (X W_V^iᵀ) W_O^iᵀ        (B, n, d)
 

@@ -1,13 +1,13 @@
 """Paper B's attention-only layer (Hu et al. 2025, "Universal Approximation with Softmax Attention").
 
 Paper B studies self-attention *with linear transformations only*: no feed-forward layer, no
-LayerNorm and (in its theorems) no skip connection. Its Definition 2.1 (reconstructed in
-``shared/spec/ATTENTION_ONLY_APPROXIMATION.md`` §2; tokens as columns, Z ∈ R^{d'×p})::
+LayerNorm and (in its theorems) no skip connection. Its Definition 2.1 (tokens as columns,
+Z ∈ R^{d'×p}):
 
     Z       = A(X)                                       A: R^{d×n} → R^{d'×p}, linear (+ bias)
     Attn(Z) = Σ_h W_O^h W_V^h Z · Softmax_col( β (W_K^h Z)ᵀ (W_Q^h Z) )   keep the first n columns
 
-uatlab stores tokens as **rows** (``(batch, n, d)``), so one layer computes::
+uatlab stores tokens as **rows** (``(batch, n, d)``), so one layer computes:
 
     Z[:, :n]  = X W_Aᵀ + B[:n]  (+ Σ_j M[i, :, j, :] x_j   if ``sequence_map``)       (B, n, d')
     Z[:, n:]  = anchors                                                             (B, m, d')
@@ -30,8 +30,7 @@ W_O (selector keeping n columns)        ``W_O`` (h, d_out, s); anchor rows are n
 
 Which parts a standard Transformer has: ``in_proj`` (an embedding), ``pos_bias`` (a positional
 encoding), Q/K/V/O and ``residual``. It has **no** ``seq_map`` (a linear map across positions) and
-does **not** append tokens; paper B's sequence-wise theorem needs both, its reviewers (R3) flag this,
-and `AttentionOnlyLayer.is_tokenwise` reports whether a given layer avoids them.
+does **not** append tokens; paper B's sequence-wise theorem needs both, and `AttentionOnlyLayer.is_tokenwise` reports whether a given layer avoids them.
 
 `AttentionOnlyNetwork` stacks layers; between layers it keeps only the n data rows (the
 anchors of one layer are not seen by the next), as paper B's W_O selector does.

@@ -1,4 +1,4 @@
-"""Token-wise feed-forward layer with skip connection (paper A, Section 2)::
+"""Token-wise feed-forward layer with skip connection (paper A, Section 2):
 
     F^(FF)(Z) = Z + W^(2) σ_R[W^(1) Z + b^(1) 1_nᵀ] + b^(2) 1_nᵀ
 

@@ -4,7 +4,7 @@ One config dataclass (`TransformerConfig`) describes every model uatlab builds o
 that a constructed model and a trained model are the same class, saved and loaded alike
 (`uatlab.models.io`).
 
-Layout (tokens as rows, ``(batch, n, d)``)::
+Layout (tokens as rows, ``(batch, n, d)``):
 
     x = embed(tokens) [+ pos[:n]]            token embedding (or continuous inputs given directly)
     x = input_ff(x)                          optional F_1^(FF) (paper A, Proposition 1: FF∘SA∘FF)

@@ -11,7 +11,7 @@ The precision is python-flint's global ``flint.ctx.prec`` (bits); `working_preci
 sets and restores it. Decimal digits and bits are related by bits = ⌈digits · log2(10)⌉.
 
 Row convention as in `uatlab.models`: a sequence is a list of n tokens, each a list of d
-numbers; weights keep the paper's shapes, W_Q, W_K, W_V (h, s, d) and W_O (h, d, s)::
+numbers; weights keep the paper's shapes, W_Q, W_K, W_V (h, s, d) and W_O (h, d, s):
 
     out_k = x_k + Σ_i W_O^i Σ_j softmax_j( (W_K^i x_j)·(W_Q^i x_k) ) W_V^i x_j
 

@@ -40,7 +40,7 @@ def sig(v: Any, digits: int = 4) -> str:
             return str(v)
         if v == 0:
             return "0"
-        if 1e3 <= abs(v) < 1e6:  # whole units read better than 1.23e+03
+        if min(1e3, 10**digits) <= abs(v) < 1e6:  # whole units read better than 1.23e+03 or 2.5e+02
             return f"{round(v):,}"
         if 1e-4 <= abs(v) < 1e6:
             text = f"{v:.{digits}g}"

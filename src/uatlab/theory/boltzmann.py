@@ -1,6 +1,6 @@
 """The Boltzmann operator and paper A's Lemma 1 (Boltzmann separation).
 
-Definition (paper A, Section 3; Asadi & Littman 2017)::
+Definition (paper A, Section 3; Asadi & Littman 2017):
 
     boltz(a) = aᵀ σ_S[a] = Σ_i a_i e^{a_i} / Σ_j e^{a_j},      a ∈ R^n
 
@@ -10,9 +10,9 @@ the softmax-weighted mean of ``a``. Facts used across uatlab:
 * ∂boltz/∂a_i = σ_S[a]_i (1 + a_i − boltz(a))  (so boltz is *not* monotone);
 * link to rank-1 attention: Σ_j a_j softmax_j(c a_k a_j) = boltz(c a_k a) / (c a_k) for a_k ≠ 0.
 
-**Lemma 1** (paper A; hypothesis "gap > 2 log n + 3" quoted by the review, bound [R]+[D]).
+**Lemma 1** (paper A; hypothesis "gap > 2 log n + 3", bound re-derived here).
 Let a^(1..m) ∈ R^n have no duplicate components, |a^(i)_k| ≤ r, and any two *distinct* components
-anywhere in the family differ by more than 2 log n + 3. Then for any i, j whose component *sets* differ::
+anywhere in the family differ by more than 2 log n + 3. Then for any i, j whose component *sets* differ:
 
     |boltz(a^(i)) − boltz(a^(j))| > (log n)^2 e^{−2r}            (natural log)
 

@@ -1,7 +1,7 @@
 """The projection-direction lemma: a unit w that keeps every pair of points apart on a line.
 
 Statement (Park, Lee, Yun & Shin 2021, Lemma 8-type; used in paper A's proof of Theorem 2
-step 1). For M distinct points P ⊂ R^d there is a unit w ∈ R^d with, for all p ≠ p' in P::
+step 1). For M distinct points P ⊂ R^d there is a unit w ∈ R^d with, for all p ≠ p' in P:
 
     sqrt(8/(π d)) / M^2 · ‖p − p'‖  ≤  |wᵀ(p − p')|  ≤  ‖p − p'‖
 

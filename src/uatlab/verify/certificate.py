@@ -1,6 +1,6 @@
 """Rigorous floating-point certificate that a token-classifying uatlab Transformer gets each token right.
 
-What is proved, per token t with true label c (the "target")::
+What is proved, per token t with true label c (the "target"):
 
     for every label o ≠ c:   L_c(t) − L_o(t) > 0      in ANY evaluation of the model in its dtype
 

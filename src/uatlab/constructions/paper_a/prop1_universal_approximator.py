@@ -11,7 +11,7 @@ ramp width of the staircase → ``ramp``; W^(K)ᵀW^(Q) = c·w wᵀ → ``W_Q = 
 ``model.blocks[0].ff``.
 
 1. F_1^(FF) (quantisation). Coordinate x ∈ [lo, hi] falls in cell g = ⌊(x − lo)/δ⌋ ∈ {0..G−1} and is
-   mapped to v_g = 1 + g/G ∈ [1, 2) (shifted away from 0 so that |wᵀt| ≥ r_min > 0)::
+   mapped to v_g = 1 + g/G ∈ [1, 2) (shifted away from 0 so that |wᵀt| ≥ r_min > 0):
 
        v(x) = 1 + (1/G) Σ_{k=1}^{G−1} clamp((x − θ_k)/η + 1/2, 0, 1),   θ_k = lo + kδ
        clamp(u/η + 1/2, 0, 1) = [ReLU(u + η/2) − ReLU(u − η/2)]/η

@@ -1,6 +1,6 @@
 """Theorem 2 of paper A, literally: one rank-1 softmax attention head is a contextual mapping.
 
-Statement (Kajitsuka & Sato, ICLR 2024, Theorem 2; constants [R], re-derived [D]). Let
+Statement (Kajitsuka & Sato, ICLR 2024, Theorem 2; constants re-derived here). Let
 X^(1..N) have no duplicate token within a sequence and be tokenwise (r_min, r_max, ε)-separated with
 vocabulary V. Then there are rank-1 W_Q, W_K, W_V ∈ R^{s×d}, W_O ∈ R^{d×s} such that one softmax
 head F^(SA) is an (r, δ)-contextual mapping with

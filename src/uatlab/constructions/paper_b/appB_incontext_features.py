@@ -1,13 +1,13 @@
 """In-context regression on piecewise-linear features: paper B's anchor interpolation, then ridge by GD layers.
 
 Task (nonlinear in-context regression). Context pairs (x_i, y_i), i = 1..N, x_i ∈ R^d, and a query x_q.
-The features are the input and its truncated-linear image, coordinate by coordinate::
+The features are the input and its truncated-linear image, coordinate by coordinate:
 
     φ(x) = (x_1, …, x_d, Range_[a,b](x_1), …, Range_[a,b](x_d)) ∈ R^{2d}      (p = 2d features)
 
 (with x ∈ [−1, 1]^d and [a, b] = [0, 1], Range_[0,1](x_c) = ReLU(x_c): in-context fitting of a
 piecewise-linear function with a kink at 0 in each coordinate). The target is the closed-form ridge
-predictor on the features, for a given λ::
+predictor on the features, for a given λ:
 
     ŷ_q = φ(x_q)ᵀ (ΦᵀΦ + NλI)^{-1} Φᵀ y            (Φ ∈ R^{N×p}, rows φ(x_i))
 

@@ -2,26 +2,26 @@
 
 Task: in-context linear regression. Tokens z_i = (x_i, y_i) for the N context pairs, then the query
 token (x_q, 0) at the last position. Least squares L(w) = (1/2N) Σ_i (wᵀx_i − y_i)², gradient descent
-from w_0 = 0 with step η::
+from w_0 = 0 with step η:
 
     w_{t+1} = w_t − (η/N) Σ_i (w_tᵀx_i − y_i) x_i ,      prediction ŷ_k = w_kᵀ x_q
 
 Residual form (von Oswald et al. 2023 for *linear* attention): keep r_i = y_i − w_tᵀx_i in every token
-(r_q = −w_tᵀx_q for the query). One GD step is the token update::
+(r_q = −w_tᵀx_q for the query). One GD step is the token update:
 
     r_i ← r_i − (η/N) Σ_{j context} r_j x_jᵀ x_i          and ŷ_k = −r_q after k steps.
 
 Softmax version (ours; the paper's App. B construction is not available item 3)
 -------------------------------------------------------------------------------------------
 The update needs Σ_j s_j v_j with s_j = x_iᵀx_j, v_j = r_j: *linear* attention. Two softmax heads with
-scores ±ε s_j plus one **sink** key of score ln M and value 0 (an appended anchor token) give::
+scores ±ε s_j plus one **sink** key of score ln M and value 0 (an appended anchor token) give:
 
     R(±ε) = Σ_j e^{±ε s_j} v_j / (M + Σ_j e^{±ε s_j}),    (M + N)(R(ε) − R(−ε))/(2ε) ≈ Σ_j s_j v_j
 
 Exact identity: R(ε) − R(−ε) = 2[M Σ_j v_j sinh(εs_j) + Σ_{j,k} v_j sinh(ε(s_j − s_k))]/Den with
 Den = Bd(ε)Bd(−ε) = (M+N)²(1+γ), 0 ≤ γ ≤ γ_max = [2MN(cosh εS − 1) + N²(cosh 2εS − 1)]/(M+N)²
 (Cauchy–Schwarz gives (Σe^{εs})(Σe^{−εs}) ≥ N²). With |sinh(t)/ε − s| ≤ |s|·ε²s²cosh(εs)/2 and
-Σ_{j,k} v_j (s_j − s_k) = NΣvs − ΣvΣs, one step of the layer satisfies, with S = max|s_j|, V = max|v_j|::
+Σ_{j,k} v_j (s_j − s_k) = NΣvs − ΣvΣs, one step of the layer satisfies, with S = max|s_j|, V = max|v_j|:
 
     |(M+N)(R(ε)−R(−ε))/(2ε) − Σ_j s_j v_j|
         ≤ [N² V S + M N V S³ ε² cosh(εS)/2 + 4 N² V S³ ε² cosh(2εS)] / (M+N) + γ_max N V S
@@ -109,7 +109,7 @@ def multi_step_bound(N: int, M: float, eps: float, S: float, V: float, lr: float
     """Sup-error bound on ŷ after k layers, propagating the per-step bound.
 
     The exact update r_i ← r_i − (η/N) Σ_j s_ij r_j is (1 + ηS)-Lipschitz in the max norm, and the exact
-    residuals satisfy max|r^t| ≤ V (1 + ηS)^t. Layer t is applied to perturbed residuals (error e_t), so::
+    residuals satisfy max|r^t| ≤ V (1 + ηS)^t. Layer t is applied to perturbed residuals (error e_t), so:
 
         e_{t+1} ≤ (1 + ηS) e_t + step_bound(V_t + e_t),   e_0 = 0,  V_t = V (1 + ηS)^t.
 

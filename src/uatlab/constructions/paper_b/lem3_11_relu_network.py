@@ -1,6 +1,6 @@
 """Compile a one-hidden-layer ReLU network on flattened sequences into softmax attention (paper B, Sec. 3.3).
 
-Target (paper B's seq2seq experiment, the paper; Lemma 3.11)::
+Target (paper B's seq2seq experiment, the paper; Lemma 3.11):
 
     f(X) = reshape( W2 · ReLU(W1 · vec(X) + b1) + b2 )      X ∈ [lo, hi]^{n×d},  W1 ∈ R^{J×nd},  W2 ∈ R^{nd×J}
 
@@ -8,7 +8,7 @@ Construction (ours, following paper B's idea "every hidden unit is a truncated-l
 -------------------------------------------------------------------------------------------
 For hidden unit j let u_j = W1_j·vec(X) + b1_j and [L_j, U_j] its exact range over the box (interval
 arithmetic). For output coordinate (i, c) write W2[(i,c), j] = κ⁺ − κ⁻ with κ^± ≥ 0. Because ReLU is
-positively homogeneous and ReLU(y) = Range_[0,K](y) whenever y ≤ K::
+positively homogeneous and ReLU(y) = Range_[0,K](y) whenever y ≤ K:
 
     κ·ReLU(u_j) = K · Range_[0,1](κ u_j / K)        for 0 ≤ κ ≤ K/U_j
 
@@ -19,7 +19,7 @@ W_O^h = σ·K_h writes into output coordinate c. Summing the heads gives Σ_j W2
 the per-position output bias b2 is added as a positional encoding on the output.
 
 So the network compiles into **one** attention layer. What it needs beyond a standard Transformer
-(reported in `CompiledReluNetwork.nonstandard`; paper B's reviewer R3 flags the same thing):
+(reported in `CompiledReluNetwork.nonstandard`):
 
 * a linear map **across the sequence** (``seq_map``): y'_{i,h} depends on every token of X, with
   position-dependent coefficients; no token-wise layer can form it;
@@ -29,7 +29,7 @@ So the network compiles into **one** attention layer. What it needs beyond a sta
 With these sequence-wise maps a second attention layer is unnecessary: paper B's two-layer form
 exists because its maps between layers are restricted; we do not build it.
 
-Error bound (proved from the truncated-linear bound, normalised spacing Δ' = 1/(m−1), x = βΔ'²)::
+Error bound (proved from the truncated-linear bound, normalised spacing Δ' = 1/(m−1), x = βΔ'²):
 
     |g(X)_{i,c} − f(X)_{i,c}| ≤ Σ_{h active at (i,c)} K_h (Δ'/2 + T_in) + Σ_{h inactive} K_h (T_out + T_dead)
 
@@ -320,7 +320,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 #
 # Compile a one-hidden-layer ReLU network into TWO softmax attention layers (paper B, Sec. 3.3 "Step 2").
 #
-# Target (paper B's seq2seq experiment, the paper item 4 and §6.6; Lemma 3.11)::
+# Target (paper B's seq2seq experiment, the paper item 4 and §6.6; Lemma 3.11):
 #
 #     f(X)_{i,c} = Σ_j W2[(i,c), j] · ReLU(u_j) + b2[(i,c)],   u_j = W1_j · vec(X) + b1_j,   X ∈ [lo, hi]^{n×d}
 #
@@ -344,7 +344,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 # Layer 1: hidden units as truncated-linear heads (paper B Thm 3.4, sequence-wise A)
 # -------------------------------------------------------------------------------------
 # Let [L_j, U_j] be the exact range of u_j on the box (interval arithmetic). Units with U_j ≤ 0 are 0 on the
-# whole domain and are dropped. For U_j > 0, since u_j ≤ U_j::
+# whole domain and are dropped. For U_j > 0, since u_j ≤ U_j:
 #
 #     ReLU(u_j) = U_j · Range_[0,1](u_j / U_j) =: U_j · r_j
 #
@@ -354,7 +354,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 # a = 0, b = 1, m anchors appended to the sequence, and query input y'_{k,g} = u_{j(g,k)} / U_{j(g,k)} (0 for
 # empty / dropped slots). Forming y'_{k,g} needs the whole sequence: ``seq_map`` (a linear map across
 # positions). Its output at token k, channel g is r̂_{k,g} ≈ r_{j(g,k)}. By the truncated-linear bound
-# (Δ' = 1/(m−1), x = βΔ'², n dead data keys)::
+# (Δ' = 1/(m−1), x = βΔ'², n dead data keys):
 #
 #     |r̂ − r| ≤ ε₁ := Δ'/2 + T_in + T_dead + float₁          (every real unit: y' ≤ 1 always; y' < 0 is the
 #                                                             clamp region, error ≤ ε₀ ≤ ε₁)
@@ -362,7 +362,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 #
 # Layer 2: positional-selector attention combining the hidden units (token-wise: only a PE is used)
 # ---------------------------------------------------------------------------------------------------
-# For output channel c, sign σ ∈ {+, −} and group g, head h = (c, σ, g) has the non-negative weights::
+# For output channel c, sign σ ∈ {+, −} and group g, head h = (c, σ, g) has the non-negative weights:
 #
 #     κ^h_{ik} = max(σ W2[(i,c), j(g,k)], 0) · U_{j(g,k)}     (0 for empty/dropped slots)
 #     M^h = max_i Σ_k κ^h_{ik},   κ_min^h = e^{−60} M^h,   Z^h = 2 (M^h + n κ_min^h)
@@ -372,7 +372,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 # softmax weights are exactly P^h_{ik} = κ̃^h_{ik} / Z^h. The score is a bilinear form of positions only:
 # query_i = e_i (a one-hot positional encoding in ``pos_bias``), key_k = W_K^h e_k = (log κ̃^h_{·k}), so layer 2
 # is a standard (token-wise) attention layer with a positional encoding. Values read channel g of layer 1
-# (W_V^h), W_O^h = σ Z^h writes into output channel c. In exact arithmetic::
+# (W_V^h), W_O^h = σ Z^h writes into output channel c. In exact arithmetic:
 #
 #     out_{i,c} = Σ_h σ Z^h Σ_k P^h_{ik} r̂_{k,g(h)} + b2[(i,c)]
 #               = Σ_j W2[(i,c), j] U_j r̂_j + b2[(i,c)]  +  Σ_h σ(κ_min-floor terms + κ̃_{is} r̂_s)
@@ -380,7 +380,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 # Error bound (layer-1 error propagated through layer 2's combination weights)
 # -----------------------------------------------------------------------------
 # Layer 2 introduces no interpolation error (its weights do not depend on the data). Subtracting
-# f(X)_{i,c} = Σ_j W2[(i,c),j] U_j r_j + b2::
+# f(X)_{i,c} = Σ_j W2[(i,c),j] U_j r_j + b2:
 #
 #     |g(X)_{i,c} − f(X)_{i,c}| ≤ ε₁ · Σ_j |W2[(i,c), j]| U_j⁺                         (propagated layer-1 error)
 #                               + Σ_{h→c} [ n κ_min^h (1 + ε₁) + Z^h ε₀ + float₂^h ]    (floors, sink, rounding)
@@ -389,7 +389,7 @@ def _as_construction(compiled: CompiledReluNetwork, theorem: str) -> Constructio
 # unit roundoff, not a proof; float₁ is the estimate of `plan_interpolation`). The reported ``bound`` is
 # the maximum over (i, c).
 #
-# Non-standard maps this construction needs (listed in ``nonstandard``; paper B's reviewer R3 flags them):
+# Non-standard maps this construction needs (listed in ``nonstandard``):
 # layer 1's linear map across positions (``seq_map``) and its m appended anchor tokens. Layer 2 and the
 # output bias b2 use only per-position biases (positional encodings), which a standard Transformer has.
 #

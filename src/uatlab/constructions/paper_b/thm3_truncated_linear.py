@@ -1,6 +1,6 @@
-"""Paper B's interpolation attention: softmax attention computing Range_[a,b](w_iᵀx_i + t_i), in closed form.
+"""Paper B's interpolation attention: softmax attention computing ``Range_[a,b](w_iᵀx_i + t_i)`` in closed form.
 
-Target (paper B, Definition 3.1)::
+Target (paper B, Definition 3.1):
 
     Range_[a,b](y) = min(max(y, a), b)          ("truncated linear" / ramp / clamp)
     target token i:  Range_[a,b](w_iᵀ x_i + t_i)   written into output coordinate ``out_channel``
@@ -9,7 +9,7 @@ Construction (the paper, §3.4; paper B Thm 3.4 sequence-wise and Thm 3.9 token-
 constants of the paper are not available, this is our derivation)
 ---------------------------------------------------------------------------------------------
 Split [a,b] into H sub-intervals [a_h, b_h] of equal length and give head h the m anchors
-``L^h_k = a_h + kΔ``, ``k = 0..m−1``, ``Δ = (b−a)/(H(m−1))``. With ``y_i = w_iᵀx_i + t_i``::
+``L^h_k = a_h + kΔ``, ``k = 0..m−1``, ``Δ = (b−a)/(H(m−1))``. With ``y_i = w_iᵀx_i + t_i``:
 
     query_i   = β (2 y_i, −1)                               (W_Q^h ∘ A, linear in the lifted token)
     key_k^h   = (kΔ, kΔ (L^h_k + L^h_0))                    (anchor k of head h)
@@ -28,11 +28,11 @@ The softmax over k is ∝ exp(−β (y − L^h_k)²): a Gaussian kernel over the
   w_i is a bilinear function of (position, token) that one token-wise affine map cannot form.
 * ``mode='sequence'`` (paper B Thm 3.4): m anchor tokens are appended to the sequence (``anchors``)
   and, when the w_i differ, a linear map across positions (``seq_map``) puts w_iᵀx_i in column i.
-  Neither operation exists in a standard Transformer (paper B's reviewer R3 says so). Data tokens
+  Neither operation exists in a standard Transformer. Data tokens
   get the dead key (0, C).
 
-Sup-error bound (proved here; improves the spec's Δ + (b−a)·m·e^{−βΔ²})
--------------------------------------------------------------------------
+Sup-error bound (proved here; improves the simple bound Δ + (b−a)·m·e^{−βΔ²})
+---------------------------------------------------------------------------
 Write x = βΔ², q = e^{−x}. Fix one head with anchors L_0 < … < L_{m−1} spaced Δ and let
 p_k ∝ exp(−β(y − L_k)²) be its softmax weights.
 
@@ -41,12 +41,12 @@ p_k ∝ exp(−β(y − L_k)²) be its softmax weights.
 f(s) = (s·w_lo + (Δ−s)·w_hi)/(w_lo + w_hi), w = unnormalised weights. For s ≤ Δ/2 we have w_hi ≤ w_lo, so
 f(s) = s + (Δ − 2s)·w_hi/(w_lo + w_hi) ≤ s + (Δ − 2s)/2 = Δ/2 (symmetric for s ≥ Δ/2). (ii) An anchor j
 steps beyond the pair (j ≥ 1) is at distance D = jΔ + u with u ∈ {s, Δ−s}, while the nearest anchor is
-at distance r_0 ≤ u; so D² − r_0² ≥ j²Δ², its weight is ≤ e^{−xj²} and its error ≤ (j+1)Δ. Hence::
+at distance r_0 ≤ u; so D² − r_0² ≥ j²Δ², its weight is ≤ e^{−xj²} and its error ≤ (j+1)Δ. Hence:
 
     |out − y| ≤ Δ/2 + 2Δ Σ_{j=1}^{m−1} (j+1) e^{−x j²}   =: Δ/2 + T_in
 
 *Outside* (y ≥ L_{m−1}, target L_{m−1}; y ≤ L_0 symmetric). The nearest anchor is L_{m−1} at distance
-u ≥ 0, anchor m−1−j is at distance u + jΔ, (u + jΔ)² − u² ≥ j²Δ²::
+u ≥ 0, anchor m−1−j is at distance u + jΔ, (u + jΔ)² − u² ≥ j²Δ²:
 
     |out − Range(y)| ≤ Δ Σ_{j=1}^{m−1} j e^{−x j²}   =: T_out        (no Δ/2 term: clamping is exact)
 
@@ -54,13 +54,13 @@ u ≥ 0, anchor m−1−j is at distance u + jΔ, (u + jΔ)² − u² ≥ j²Δ�
 best anchor scores ≥ 0 (anchor 0 scores exactly 0), so their total weight is π ≤ n_dead·e^{−K} and
 they move a head's output by ≤ π·(|v_dead| + max|value|) =: T_dead.
 
-*Telescoping over H heads.* For y in head h*'s interval the others clamp, so::
+*Telescoping over H heads.* For y in head h*'s interval the others clamp, so:
 
     sup_y |out − Range_[a,b](y)| ≤ Δ/2 + T_in + (H−1)·T_out + H·T_dead       (y ∈ [a,b])
                                  ≤ H·T_out + H·T_dead                           (y ∉ [a,b])
 
 Since Δ = (b−a)/(H(m−1)), the error falls as 1/(mH) once x is large enough that T_in, T_out ≪ Δ/2.
-The spec's bound Δ + (b−a)·m·e^{−x} (with Δ the per-head spacing, per head) is also reported; the
+The simple bound Δ + (b−a)·m·e^{−x} (with Δ the per-head spacing, per head) is also reported; the
 reported ``bound`` is the smaller of the two. Both hold in exact arithmetic. In floating point the
 scores |s| ≤ S_max are rounded to within η ≈ 4u·S_max (u = unit roundoff), which multiplies each
 weight by at most e^{±2η}; the estimate ``float_term = H(e^{2η} − 1)(b − a)/H + 4 p u max|L|`` is
@@ -123,7 +123,7 @@ class InterpolationPlan:
         heads: H; anchors: m per head; delta: Δ = (b−a)/(H(m−1)).
         beta: inverse temperature; x: βΔ².
         bound_inside / bound_outside: proven sup-error bounds for y ∈ [a,b] / y ∉ [a,b] (exact arithmetic).
-        spec_bound: the spec's bound H·(Δ + (b_h−a_h)·m·e^{−x}) for comparison.
+        spec_bound: the simple bound H·(Δ + (b_h−a_h)·m·e^{−x}) for comparison.
         float_term: rounding estimate added to ``bound``.
         bound: min(bound_inside, spec_bound) + float_term — the number reported as the proven bound.
         y_bound: |y| ≤ y_bound assumed for the score magnitude S_max.

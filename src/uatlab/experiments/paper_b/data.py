@@ -1,7 +1,7 @@
 """Synthetic targets of paper B's experiments (Hu et al. 2025, repository MAGICS-LAB/UAP_Attention).
 
-Two generators, both re-implemented from the description in the spec
-(ATTENTION_ONLY_APPROXIMATION.md §6.4-6.6), not copied:
+Two generators, both re-implemented from the description of paper B's experiments (Hu et al. 2025,
+Section 6), not copied:
 
 * `truncated_linear_data`: the per-token ramp target of Definition 3.1,
   ``y_i = Range_[a,b](w_i·x_i + t_i)`` with ``x_i ~ U[-5,5]^d``, ``w ~ N(0,1)^{n×d}``,

@@ -159,7 +159,7 @@ class TwoLayerAttentionModel(nn.Module):
     Attention-only: no residual connections, no normalisation, no feed-forward layer.
     ``output_modulation=True`` (our corrected variant) scales the last attention output per position
     before the shared readout, ``readout(mod_out_i ⊙ z_i)``: the output-side twin of A's per-position
-    ``modulation`` (paper B's W_O acts on the sequence axis, Definition 2.1 per reviewer R1), so that
+    ``modulation`` (paper B's W_O acts on the sequence axis, Definition 2.1), so that
     each output token can weight the pooled features differently.
     """
 

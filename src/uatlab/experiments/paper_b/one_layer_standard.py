@@ -1,7 +1,7 @@
 """Why paper B's ReLU-network compiler needs a second STANDARD attention layer (Hu et al. 2025, Sec. 3.3).
 
 A standard attention layer (token-wise linear maps, softmax over the n keys, positional encoding P)
-computes, at position i::
+computes, at position i:
 
     out_i = R (x_i W_E + P_i) + Σ_h W_O^h Σ_k softmax_k(q^h_i · k^h_k) (x_k W_E + P_k) W_V^h,
     q^h_i = (x_i W_E + P_i) W_Q^h,   k^h_k = (x_k W_E + P_k) W_K^h                              (*)

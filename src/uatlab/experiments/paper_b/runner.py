@@ -1,6 +1,6 @@
 """Run a paper-B experiment through the shared executor and write its tidy CSV, summary and figures.
 
-Layout of an output folder ``out``::
+Layout of an output folder ``out``:
 
     out/trials/<run id>.json     one file per finished trial (resumable: never recomputed)
     out/<experiment>.csv         tidy table, one row per run id (rewritten from the trial files)

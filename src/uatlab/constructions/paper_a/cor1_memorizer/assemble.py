@@ -10,7 +10,7 @@ a feed-forward layer reads the context off h) but chooses codes and the feed-for
 point: the paper's literal weights need ~10^24 bits at CoNLL scale. The residual-stream coordinates are in
 `.layout`; h and its grouping in `.contexts`; the choice of β in `.select`.
 
-Notation map (paper A → ours)::
+Notation map (paper A → ours):
 
     ============================  =========================================================
     paper A (Theorem 2 / §6)       here

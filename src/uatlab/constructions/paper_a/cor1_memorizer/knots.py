@@ -14,7 +14,7 @@ model's dtype, z̃_m); targets t_m → the label code of the point's majority la
 embedding holds for the word ("base"); slopes s_m → the same, per group; W^(1) = 1_q w2ᵀ → each unit reads
 CTX (weight 1), the constant coordinate ONE (weight −z̃ − G·k, the knot) and its group's gate.
 
-**Residual stream** (d = k + 4 + L + k_p; L = 1 for ordinal labels, C for one-hot)::
+**Residual stream** (d = k + 4 + L + k_p; L = 1 for ordinal labels, C for one-hot):
 
     [0, k)       gate code of the word: ±1 binary digits (float64) or an m-hot {0,1} code (float32) of the
                  word's index among the A *ambiguous* words (words with at least one unit); every other

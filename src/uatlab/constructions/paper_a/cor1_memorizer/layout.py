@@ -1,6 +1,6 @@
 """Residual-stream layout and the codes the memorizer writes into it (paper A, Corollary 1).
 
-Coordinates (d = k + 3 + C [+ k_p])::
+Coordinates (d = k + 3 + C [+ k_p]):
 
     [0, k)        word code c(w): ±1 binary digits of the word id (k = ⌈log2 V⌉, default in float64)
                   or an m-hot {0,1} code (k smallest with C(k, m) ≥ V; default "3-hot" in float32)
