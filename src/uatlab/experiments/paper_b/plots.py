@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from uatlab.experiments.paper_b.sweeps import REPO_ANCHORS  # noqa: E402
 from uatlab.io_safety import save_figure
@@ -43,7 +44,7 @@ def _series(summary: list[dict[str, Any]], mode: str, col: str):
 
 def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, fixed: dict[str, str]) -> Path:
     """Two panels: parity (repository metric, 50 epochs) and corrected (sup norm, converged), each with closed form."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6))  # legends below the axes
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), sharex=True)  # legends below; one x range for both panels
     ax = axes[0]
     xs, m, s = _series(summary, "parity", "test_mse_all_channels")
     if xs:
@@ -84,6 +85,10 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
     ax.set_title("Corrected: target channel, converged\n" + textwrap.fill(fixed.get("corrected", ""), 75), fontsize=9)
     ax.grid(True, which="both", ls=":", lw=0.5)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
+    for a in axes:  # plain numbers on the x axis (10, 20, 50), no overlapping minor labels
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.xaxis.set_minor_formatter(NullFormatter())
+        a.tick_params(axis="x", labelbottom=True)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
