@@ -334,12 +334,20 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
                     np.exp(fit["intercept"]) * n ** fit["slope"],
                     "-",
                     linewidth=1,
-                    color="grey",
+                    color=ax.lines[-1].get_color(),  # the fit in its points' colour
                     label=f"least-squares fit, {label}",
                 )
         p0 = rows[0]["parameters_non_embedding"]
-        ax.loglog(n, p0 * np.sqrt(n / n[0]), ":", label="∝ √N (Kajitsuka & Sato 2025, next-token capacity)")
+        same = bool(np.allclose(tok / tok[0], n / n[0]))  # one sequence length: √(nN) ∝ √N, the same line
         ax.loglog(n, p0 * np.sqrt(tok / tok[0]), "-.", label="∝ √(nN) (Kim et al. 2023)")
+        ax.loglog(
+            n,
+            p0 * np.sqrt(n / n[0]),
+            ":",
+            lw=2.5,
+            label="∝ √N (Kajitsuka & Sato 2025, next-token capacity)"
+            + (": the same line as √(nN), every sequence has one length" if same else ""),
+        )
         ax.loglog(n, p0 * n / n[0], "--", label="∝ N (lookup table)")
         if compiled.get("available"):
             cs = compiled["sizes"]
@@ -360,6 +368,11 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
     bx.set_xlabel("N (sequences)")
     bx.set_ylabel("bits per parameter" + (" (H(tag|word) budget)" if kind == "conll" else " (random labels)"))
     bx.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    for axis in (ax.xaxis, bx.xaxis, bx.yaxis):  # plain numbers (0.2, 1, 20), not 2×10^-1
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     fig.tight_layout()
     return save_figure(fig, stem)
