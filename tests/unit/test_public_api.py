@@ -19,13 +19,21 @@ PUBLIC = {
     "Transformer",
     "TransformerConfig",
     "__version__",
+    "build_hardmax_counterexample",
     "build_incontext_gd",
+    "build_incontext_ridge",
+    "build_positional_approximator",
+    "build_softmax_pooling",
+    "build_theorem2_causal_layer",
     "build_theorem2_layer",
     "build_truncated_linear_attention",
     "build_universal_approximator",
+    "build_yun_memorizer",
     "certify",
     "compile_memorizer",
+    "compile_next_token",
     "compile_relu_network",
+    "compile_relu_network_standard",
     "compile_relu_network_two_layer",
     "hardmax_counterexample_inputs",
     "load",
@@ -50,6 +58,13 @@ def test_builders_return_the_construction_contract():
     assert con.facts["paper"] and con.facts["theorem"].startswith("Theorem 3.9")
     assert con.guarantee["sup_error_bound"] > 0 and con.facts["parameters"] > 0
     assert con.model is con.detail.layer
+
+
+def test_every_builder_of_the_theorem_table_is_public():
+    from uatlab.constructions import BY_THEOREM
+
+    for key, builder in BY_THEOREM.items():
+        assert getattr(uatlab, builder.__name__) is builder, key
 
 
 def test_import_uatlab_does_not_import_torch():

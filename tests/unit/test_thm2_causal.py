@@ -3,8 +3,9 @@
 import json
 
 from uatlab.cli import main
-from uatlab.constructions.paper_a.thm2_causal_mask import certify_causal, theorem2_causal
+from uatlab.constructions.paper_a.thm2_causal_mask import build_theorem2_causal_layer, certify_causal
 from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer, random_vocabulary
+from uatlab.experiments.thm2_precision import theorem2_causal
 from uatlab.numerics.arb import arb_attention, working_precision
 
 
@@ -35,3 +36,19 @@ def test_cli_causal_json(capsys):
     code = main(["contextual-mapping", "literal", "--causal", "--vocab-size", "3", "--length", "2", "--json"])
     out = capsys.readouterr().out
     assert code == 0 and json.loads(out)["passes"] is True
+
+
+def test_builder_returns_a_causal_construction_whose_prefix_outputs_match_the_literal_layer():
+    import torch
+
+    V = random_vocabulary(3, 2, 0.5, 1.0, 2.0, seed=0)
+    con = build_theorem2_causal_layer(V, 2, 0.5, 1.0, 2.0, seed=0)
+    assert con.model.causal and not con.detail.layer.causal
+    assert con.certificate["passes"] and con.facts["digits"] >= 32
+    assert con.guarantee["log10_delta_causal"] < 0 and con.facts["theorem"] == "Theorem 2 with a causal mask"
+    X = torch.from_numpy(V[[0, 2, 1]][None])  # (1, 3, 2)
+    with torch.no_grad():
+        full = con.model(X)[0]  # (3, 2)
+        for k in range(3):
+            prefix = con.detail.layer(X[:, : k + 1])[0, -1]
+            assert torch.allclose(full[k], prefix, rtol=0, atol=1e-12)

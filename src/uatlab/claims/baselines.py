@@ -104,8 +104,8 @@ def _yun_vs_one_layer(ctx: ClaimContext) -> ClaimResult:
     growth = []
     for K in Ks:
         lab = random_set_labels(1, 3, Fraction(1, K), 3, ctx.seed)
-        net = build_yun_memorizer(lab, 1, 3, Fraction(1, K))
-        growth.append({"K": K, "layers": len(net.layers), "attention_layers": net.count("attention")})
+        facts = build_yun_memorizer(lab, 1, 3, Fraction(1, K)).facts
+        growth.append({"K": K, "layers": facts["layers"], "attention_layers": facts["attention_layers"]})
     fig = _plot(rows, growth, ctx.figure_path("baseline.yun2020.one-softmax-layer-replaces-deep-hardmax", "layers.png"))
     table = [
         {

@@ -242,7 +242,7 @@ def _rank_ablation(ctx: ClaimContext) -> ClaimResult:
     theorem="Theorem 2 with a causal (decoder) mask",
 )
 def _causal_theorem2(ctx: ClaimContext) -> ClaimResult:
-    from uatlab.constructions.paper_a.thm2_causal_mask import theorem2_causal
+    from uatlab.experiments.thm2_precision import theorem2_causal
 
     res = theorem2_causal(vocab_size=4 if ctx.quick else 5, dim=2, n=3, seed=ctx.seed)
     ok = res["passes"] and res["uncertified_pairs"] == 0 and res["float64_collapsed_ids"] > 0

@@ -168,7 +168,7 @@ def _literal_causal(
     max_digits: int,
     json_out: bool,
 ) -> None:
-    from uatlab.constructions.paper_a.thm2_causal_mask import theorem2_causal
+    from uatlab.experiments.thm2_precision import theorem2_causal
 
     err_console.print("certifying every prefix in arb ball arithmetic (doubling the precision) …")
     res = theorem2_causal(vocab_size, dim, length, seed, eps, r_min, r_max, max_digits)

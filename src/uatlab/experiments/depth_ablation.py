@@ -27,7 +27,7 @@ from uatlab.experiments.executor import Trial, run_trials
 from uatlab.experiments.plots import hline, save_figure
 from uatlab.io_safety import atomic_write, write_text_atomic
 from uatlab.training.batching import fit_encoding
-from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, build_model, epochs_to_targets, train
+from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, epochs_to_targets, init_model, train
 
 TARGETS = (PAPER_ACCURACY, 0.999)
 
@@ -68,7 +68,7 @@ def _partial_result(t: Trial, data: SequenceDataset) -> dict[str, Any] | None:
         return None
     history = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     cfg = TrainConfig(**t.params["config"])
-    model = build_model(cfg, fit_encoding(data), data.max_len)
+    model = init_model(cfg, fit_encoding(data), data.max_len)
     return {
         "status": f"partial ({len(history)} of {cfg.epochs} epochs)",
         "epochs": len(history),

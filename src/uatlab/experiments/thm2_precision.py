@@ -3,14 +3,16 @@ collapse count and the separation-versus-scale sweep."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 import torch
 
+from uatlab.constructions.paper_a.thm2_causal_mask import build_theorem2_causal_layer
 from uatlab.constructions.paper_a.thm2_contextual_mapping import (
     Theorem2Construction,
     all_sequences,
@@ -29,6 +31,29 @@ from uatlab.theory.separatedness import tokenwise_separatedness
 from uatlab.verify.theorem2 import Theorem2Certificate, certify_theorem2
 
 
+def count_merged(items: list[Any], close_pairs: Iterable[tuple[Any, Any]]) -> int:
+    """How many classes ``items`` form when every pair in ``close_pairs`` is merged (transitively, union-find)."""
+    parent = {k: k for k in items}
+
+    def find(k: Any) -> Any:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    for a, b in close_pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+    return len({find(k) for k in items})
+
+
+def largest_logit_range(V: np.ndarray, con: Theorem2Construction) -> float:
+    """max over queries of c·|a_k|·(max a − min a), a = V w: the widest logit range the certificate resolves."""
+    a = V @ con.w
+    return float(max(abs(con.c_used * ak) * (a.max() - a.min()) for ak in a))
+
+
 def float64_collapse(con: Theorem2Construction, sequences: list[tuple[int, ...]]) -> dict[str, Any]:
     """Evaluate the same weights in float64 and count the context ids that collapse.
 
@@ -43,24 +68,12 @@ def float64_collapse(con: Theorem2Construction, sequences: list[tuple[int, ...]]
     Y = out.reshape(-1, X.shape[-1]).numpy()  # (Nn, d)
     keys = sep.context_keys().reshape(-1)
     floor = max(m.same_key_spread, 8 * np.finfo(np.float64).eps * m.r)
-    uniq, first = np.unique(keys, return_index=True)
-    parent = {int(k): int(k) for k in uniq}
-
-    def find(k: int) -> int:
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return k
-
-    dist = np.linalg.norm(Y[:, None, :] - Y[None, :, :], axis=-1) if len(Y) <= 4000 else None
-    if dist is None:
+    uniq = np.unique(keys)
+    if len(Y) > 4000:
         raise InputError(f"{len(Y)} outputs are too many for the float64 collapse count (limit 4000)")
+    dist = np.linalg.norm(Y[:, None, :] - Y[None, :, :], axis=-1)  # (Nn, Nn)
     close = np.argwhere((dist <= floor) & (keys[:, None] != keys[None, :]))
-    for a, b in close:
-        ra, rb = find(int(keys[a])), find(int(keys[b]))
-        if ra != rb:
-            parent[ra] = rb
-    f64_ids = len({find(int(k)) for k in uniq})
+    f64_ids = count_merged([int(k) for k in uniq], [(int(keys[a]), int(keys[b])) for a, b in close])
     return {
         "exact_distinct_ids": len(uniq),
         "float64_distinct_ids": f64_ids,
@@ -122,8 +135,7 @@ def theorem2_literal(
         )
     con = build_theorem2_layer(V, n, eps, r_min, r_max, seed=seed, c_scale=c_scale).detail
     seqs = all_sequences(len(V), n, sequences)
-    a = V @ con.w
-    spread = max(abs(con.c_used * ak) * (a.max() - a.min()) for ak in a)  # largest logit range of a query
+    spread = largest_logit_range(V, con)
     estimate = int(spread / math.log(10)) + 10
 
     trace: list[tuple[int, bool]] = []
@@ -256,8 +268,7 @@ def separation_vs_scale(
     rows = []
     for f in scales:
         con = build_theorem2_layer(V, n, eps, r_min, r_max, seed=seed, c_scale=f).detail
-        a = V @ con.w
-        spread = max(abs(con.c_used * ak) * (a.max() - a.min()) for ak in a)
+        spread = largest_logit_range(V, con)
         digits = int(spread / math.log(10)) + 40
         cert = certify_theorem2(con, int(math.ceil(digits * math.log2(10))), seqs)
         with working_precision(bits=cert.bits):
@@ -273,3 +284,67 @@ def separation_vs_scale(
         row.update(float64_collapse(con, seqs))
         rows.append(row)
     return rows
+
+
+def float64_causal_collapse(con: Theorem2Construction) -> dict[str, Any]:
+    """The Theorem-2 weights in float64 with a causal mask: contexts (prefix set, last token) merged by noise.
+
+    Each prefix is evaluated on its own (the causal output of its last token); two contexts collapse when
+    their outputs are within 8 ulp · max‖F‖, merged transitively.
+    """
+    V = con.vocabulary
+    outs: dict[tuple[frozenset[int], int], np.ndarray] = {}
+    with torch.no_grad():
+        for seq in itertools.permutations(range(len(V)), con.n):
+            for k in range(con.n):
+                pre = seq[: k + 1]
+                key = (frozenset(pre), pre[-1])
+                if key not in outs:
+                    outs[key] = con.layer(torch.from_numpy(V[list(pre)][None]))[0, -1].numpy()  # (d,)
+    Y = np.stack(list(outs.values()))  # (K, d)
+    floor = 8 * np.finfo(np.float64).eps * float(np.linalg.norm(Y, axis=1).max())
+    dist = np.linalg.norm(Y[:, None] - Y[None], axis=-1)  # (K, K)
+    distinct = count_merged(list(range(len(Y))), [(int(a), int(b)) for a, b in np.argwhere(np.triu(dist <= floor, 1))])
+    off = dist[np.triu_indices(len(Y), 1)]
+    return {
+        "float64_distinct_ids": distinct,
+        "float64_collapsed_ids": len(Y) - distinct,
+        "float64_min_separation": float(off.min()) if off.size else math.nan,
+        "float64_noise_floor": floor,
+    }
+
+
+def theorem2_causal(
+    vocab_size: int = 4,
+    dim: int = 2,
+    n: int = 3,
+    seed: int = 0,
+    eps: float = 0.5,
+    r_min: float = 1.0,
+    r_max: float = 2.0,
+    max_digits: int = 100_000,
+    vocabulary: Any = None,
+) -> dict[str, Any]:
+    """:func:`~uatlab.constructions.paper_a.thm2_causal_mask.build_theorem2_causal_layer` on a random (or
+    given) vocabulary, its certificate and the float64 collapse of the same weights, as one JSON-able dict."""
+    t0 = time.perf_counter()
+    V = (
+        random_vocabulary(vocab_size, dim, eps, r_min, r_max, seed=seed)
+        if vocabulary is None
+        else np.asarray(vocabulary, np.float64)
+    )
+    if n > len(V):
+        raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
+    if math.perm(len(V), n) > 20_000:
+        raise InputError(f"{math.perm(len(V), n)} ordered sequences exceed the limit of 20000: use a smaller |V| or n")
+    built = build_theorem2_causal_layer(V, n, eps, r_min, r_max, seed=seed, max_digits=max_digits)
+    return {
+        "vocab_size": len(V),
+        "dim": V.shape[1],
+        "length": n,
+        "c_used": built.detail.c_used,
+        "digits": built.facts["digits"],
+        **built.certificate,
+        **float64_causal_collapse(built.detail),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }

@@ -9,8 +9,8 @@ from uatlab.training.trainer import (
     TrainConfig,
     TrainingError,
     TrainResult,
-    build_model,
     epochs_to_targets,
+    init_model,
     learning_rate,
     train,
 )
@@ -23,7 +23,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "TrainingError",
-    "build_model",
+    "init_model",
     "collate",
     "encode",
     "entity_f1",

@@ -240,7 +240,7 @@ def _load_init(path: str) -> tuple[Transformer, Encoding]:
     return model, vocab
 
 
-def build_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
+def init_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
     """A fresh model for ``cfg`` (seeded), sized for ``vocab`` and sequences up to ``max_len``."""
     mc = TransformerConfig(
         d_model=cfg.dim,
@@ -359,7 +359,7 @@ def train(
     else:
         vocab = fit_encoding(train_data)
         max_len = max(train_data.max_len, valid_data.max_len if valid_data is not None else 0)
-        model = build_model(cfg, vocab, max_len)
+        model = init_model(cfg, vocab, max_len)
     enc_train = encode(train_data, vocab, role="training")
     enc_valid = encode(valid_data, vocab, role="validation") if valid_data is not None else None
     label_names = tuple(vocab.id_to_label)

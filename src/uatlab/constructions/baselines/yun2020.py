@@ -43,14 +43,17 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from torch import nn
 
+from uatlab.constructions.contract import Construction
 from uatlab.errors import InputError
 
+PAPER_YUN = "Yun et al., ICLR 2020"
 Vec = list[Fraction]  # one token, d (+1 output) coordinates
 
 
@@ -163,18 +166,21 @@ class BumpLayer:
     kind = "feed-forward"
 
 
-@dataclass
-class YunMemorizer:
-    """The deep hardmax network: the three stages' layers in order, with its facts."""
+class YunMemorizer(nn.Module):
+    """The deep hardmax network: the three stages' layers in order, with its facts.
 
-    d: int
-    n: int
-    delta: Fraction
-    eta: Fraction
-    layers: list[Any] = field(default_factory=list)
-    ids: dict[tuple[frozenset, tuple], Fraction] = field(default_factory=dict)
+    An ``nn.Module`` without tensors: its layers compute in exact rationals (:class:`fractions.Fraction`), so
+    ``net(X)`` takes one sequence of n tokens (lists of d numbers) and returns n lists of d + 1 fractions,
+    the last coordinate being the label.
+    """
 
-    def __call__(self, X: Any) -> list[Vec]:
+    def __init__(self, d: int, n: int, delta: Fraction, eta: Fraction) -> None:
+        super().__init__()
+        self.d, self.n, self.delta, self.eta = d, n, delta, eta
+        self.layers: list[Any] = []
+        self.ids: dict[tuple[frozenset, tuple], Fraction] = {}
+
+    def forward(self, X: Any) -> list[Vec]:
         """Run the network on one sequence (n tokens of d numbers, taken exactly); returns n (d+1)-vectors."""
         Z = [[Fraction(v) for v in tok] + [Fraction(0)] for tok in X]
         for layer in self.layers:
@@ -208,8 +214,14 @@ def contextual_layers(d: int, n: int, delta: Fraction) -> tuple[tuple[Fraction, 
 
 def build_yun_memorizer(
     labels: dict[tuple[frozenset, tuple], Any], d: int, n: int, delta: Fraction | float, eta: Fraction | None = None
-) -> YunMemorizer:
+) -> Construction:
     """Build Yun et al.'s three stages for labels of (set of grid tokens, token) keys.
+
+    Returns:
+        :class:`~uatlab.constructions.contract.Construction`: ``model`` the :class:`YunMemorizer` (exact
+        rationals); ``guarantee`` ``max_label_error`` = 0 on every labelled context (exact arithmetic, checked
+        by :func:`verify_exact`) and the ids' ``min_id_gap``; ``facts`` the layer counts, parameters and bits
+        relied on.
 
     Args:
         labels: {(frozenset of n distinct grid tokens, token in it): label (number)}; every key is a
@@ -219,13 +231,15 @@ def build_yun_memorizer(
         eta: width of the quantisation bands (default δ/64).
 
     Raises:
-        InputError: δ not of the form 1/K, n < 2, or a key that is not n distinct grid tokens.
+        InputError: δ not of the form 1/K, n < 2, no labels, or a key that is not n distinct grid tokens.
     """
     delta = Fraction(delta).limit_denominator(10**6)
     if delta <= 0 or delta.numerator != 1:
         raise InputError(f"delta must be 1/K for an integer K ≥ 1, got {delta}")
     if n < 2 or d < 1:
         raise InputError(f"need n ≥ 2 and d ≥ 1, got n = {n}, d = {d}")
+    if not labels:
+        raise InputError("no labelled contexts: labels must map at least one (set, token) key to a label")
     eta = Fraction(eta) if eta is not None else delta / 64
     steps = int(1 / delta)
     net = YunMemorizer(d=d, n=n, delta=delta, eta=eta)
@@ -255,7 +269,20 @@ def build_yun_memorizer(
     gap = min((b - a for a, b in zip(vals, vals[1:], strict=False)), default=Fraction(1))
     for key, y in labels.items():
         net.layers.append(BumpLayer(net.ids[key], Fraction(y), gap / 2))
-    return net
+    facts = {
+        "paper": PAPER_YUN,
+        "theorem": "Lemmas 5–7 (deep hardmax memorizer)",
+        "parameters": net.params,
+        "layers": len(net.layers),
+        "attention_layers": net.count("attention"),
+        "feed_forward_layers": net.count("feed-forward"),
+        "contexts": len(labels),
+        "bits_relied_on": bits_relied_on(net),
+        "d": d,
+        "n": n,
+        "delta": str(delta),
+    }
+    return Construction(model=net, guarantee={"max_label_error": 0.0, "min_id_gap": float(gap)}, facts=facts)
 
 
 def verify_exact(net: YunMemorizer, labels: dict[tuple[frozenset, tuple], Any], seed: int = 0) -> dict[str, Any]:
@@ -340,7 +367,7 @@ def _float_layer(layer: Any, Z: list[list[float]]) -> list[list[float]]:
 def bits_relied_on(net: YunMemorizer) -> float:
     """log2(largest id / smallest gap between ids): the relative precision the value mapping needs."""
     vals = sorted(net.ids.values())
-    gap = min(b - a for a, b in zip(vals, vals[1:], strict=False))
+    gap = min((b - a for a, b in zip(vals, vals[1:], strict=False)), default=Fraction(1))
     return math.log2(max(abs(v) for v in vals) / gap)
 
 
@@ -365,7 +392,7 @@ def run_case(d: int, n: int, delta: Fraction, classes: int = 3, seed: int = 0) -
     """Build, verify exactly and in float64, and report layers, parameters, bits and seconds."""
     t0 = time.perf_counter()
     labels = random_set_labels(d, n, delta, classes, seed)
-    net = build_yun_memorizer(labels, d, n, delta)
+    net = build_yun_memorizer(labels, d, n, delta).model
     t_build = time.perf_counter() - t0
     ver = verify_exact(net, labels)
     f64 = float64_check(net, labels)

@@ -28,7 +28,10 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
+from uatlab.constructions.contract import Construction
 from uatlab.constructions.paper_a.prop1_universal_approximator import (
     UniversalApproximator,
     build_universal_approximator,
@@ -52,11 +55,32 @@ def lifted_target(z: np.ndarray) -> np.ndarray:
     return frac * first
 
 
-def build_positional_approximator(cells_per_unit: int, n: int = 3, seed: int = 0) -> UniversalApproximator:
-    """FF∘SA∘FF on the encoded box [0, n] with G = n · cells_per_unit cells (see the module docstring)."""
-    return build_universal_approximator(
-        lifted_target, (0.0, float(n)), grid=n * cells_per_unit, n=n, d=1, seed=seed
-    ).detail
+class AddPositions(nn.Module):
+    """The positional encoding X ↦ X + E with E_k = k (token k of every sequence), (B, n, d) → (B, n, d)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.arange(x.shape[1], dtype=x.dtype, device=x.device)[None, :, None]
+
+
+def build_positional_approximator(cells_per_unit: int, n: int = 3, seed: int = 0) -> Construction:
+    """FF∘SA∘FF on the encoded box [0, n] with G = n · cells_per_unit cells (see the module docstring).
+
+    Returns:
+        :class:`~uatlab.constructions.contract.Construction`: ``model`` = positional encoding then the
+        Proposition-1 Transformer (``model(X)`` approximates f(X)_k = x_k · x_0 on X ∈ [0, 1)^{n×1});
+        ``guarantee`` the sup error bound off the mis-quantised bands (:func:`error_bound`) beside
+        Proposition 1's own numbers; ``detail`` the :class:`UniversalApproximator` on encoded inputs.
+    """
+    base = build_universal_approximator(lifted_target, (0.0, float(n)), grid=n * cells_per_unit, n=n, d=1, seed=seed)
+    model = nn.Sequential(AddPositions(), base.model)
+    facts = {
+        **base.facts,
+        "theorem": "Proposition 1 with a positional encoding",
+        "positional_encoding": "E_k = k",
+        "cells_per_unit": cells_per_unit,
+    }
+    guarantee = {**base.guarantee, "sup_error_bound_off_bands": error_bound(cells_per_unit)}
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=base.certificate, detail=base.detail)
 
 
 def error_bound(cells_per_unit: int) -> float:
@@ -103,7 +127,7 @@ def sweep_positional(cells: list[int], n: int = 3, samples: int = 2000, seed: in
     rows = []
     for g in cells:
         t0 = time.perf_counter()
-        ap = build_positional_approximator(g, n, seed)
+        ap = build_positional_approximator(g, n, seed).detail
         m = measure_positional(ap, samples, seed)
         rows.append(
             {

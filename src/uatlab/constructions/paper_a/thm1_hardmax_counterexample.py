@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab.constructions.contract import PAPER_A, Construction, count_parameters
 from uatlab.errors import InputError
 from uatlab.models.attention import MultiHeadSelfAttention, hardmax, masked_softmax
 from uatlab.theory.contextual import ContextualMargin, contextual_margin
@@ -45,6 +46,7 @@ from uatlab.theory.contextual import ContextualMargin, contextual_margin
 __all__ = [
     "HardmaxCollision",
     "batched_self_attention",
+    "build_hardmax_counterexample",
     "check_hardmax_collision",
     "counterexample_scalars",
     "hardmax_collision_trials",
@@ -158,6 +160,52 @@ def check_hardmax_collision(layer: MultiHeadSelfAttention, n: int = 4, direction
                 out = twin(X)  # (2, n, d)
             dist = float((out[0, list(shared)] - out[1, list(shared)]).norm(dim=-1).max())
     return HardmaxCollision(dist, shared, margins["hardmax"], margins["softmax"])
+
+
+def build_hardmax_counterexample(
+    d: int,
+    n: int = 4,
+    *,
+    layer: MultiHeadSelfAttention | None = None,
+    n_heads: int = 1,
+    head_dim: int = 1,
+    seed: int = 0,
+    direction: Any = None,
+) -> Construction:
+    """Theorem 1 made executable: a hardmax layer and the pair of inputs on which it collides.
+
+    Theorem 1 is a statement about every layer, so the weights are not constructed: ``layer`` is checked
+    as given (copied, attention set to hardmax), or a full-rank float64 layer with seeded Gaussian weights
+    is drawn. The construction is the input pair (:func:`hardmax_counterexample_inputs`).
+
+    Returns:
+        :class:`~uatlab.constructions.contract.Construction`: ``model`` the hardmax layer; ``detail`` the
+        inputs (2, n, d); ``certificate`` the :class:`HardmaxCollision` (evaluated with hardmax and with
+        softmax, same weights); ``guarantee`` the collision distance at the shared token (0 up to rounding)
+        and the softmax margin on the same pair.
+    """
+    if layer is None:
+        with torch.random.fork_rng(devices=[]):  # seeded draw without touching the caller's generator
+            torch.manual_seed(seed)
+            layer = MultiHeadSelfAttention(d, n_heads=n_heads, head_dim=head_dim, rank=None, dtype=torch.float64)
+    elif layer.d_model != d:
+        raise InputError(f"the layer has d_model = {layer.d_model}, the inputs d = {d}")
+    model = copy.deepcopy(layer).to(torch.float64)
+    model.attention = "hardmax"
+    collision = check_hardmax_collision(model, n, direction)
+    facts = {
+        "paper": PAPER_A,
+        "theorem": "Theorem 1",
+        "parameters": count_parameters(model),
+        "d": d,
+        "n": n,
+        "n_heads": model.n_heads,
+        "scalars": counterexample_scalars(n).tolist(),
+        "collides": collision.collides,
+    }
+    guarantee = {"collision_distance": collision.distance, "softmax_delta": collision.softmax.delta}
+    X = hardmax_counterexample_inputs(d, n, direction)  # (2, n, d)
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=collision, detail=X)
 
 
 def _pair_margin(out: torch.Tensor) -> torch.Tensor:

@@ -11,27 +11,23 @@ Certificate (`certify_causal`): every ordered sequence of n distinct tokens and 
 is evaluated in arb; it proves that outputs of DIFFERENT contexts are more than 0 apart (reporting the
 smallest certified separation δ_causal) and that max ‖F‖ ≤ r = r_max + ε/4. Lemma 1's bound is stated for
 sets of equal size n; prefixes have sizes 1..n, so δ_theorem(n) is reported beside δ_causal, not asserted.
-The float64 evaluation of the same weights (`float64_causal_collapse`) counts contexts whose
-outputs coincide within float64's noise floor.
+The float64 evaluation of the same weights
+(`uatlab.experiments.thm2_precision.float64_causal_collapse`) counts contexts whose outputs coincide
+within float64's noise floor.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
-import time
 from typing import Any
 
-import numpy as np
-import torch
 from flint import arb
 
-from uatlab.constructions.paper_a.thm2_contextual_mapping import (
-    Theorem2Construction,
-    build_theorem2_layer,
-    random_vocabulary,
-)
-from uatlab.errors import InputError, PrecisionError
+from uatlab.constructions.contract import Construction
+from uatlab.constructions.paper_a.thm2_contextual_mapping import Theorem2Construction, build_theorem2_layer
+from uatlab.errors import PrecisionError
 from uatlab.numerics.arb import arb_attention, arb_log10, arb_norm_lower, arb_norm_upper, arb_to_str, working_precision
 
 
@@ -77,64 +73,30 @@ def certify_causal(con: Theorem2Construction, digits: int) -> dict[str, Any]:
         }
 
 
-def float64_causal_collapse(con: Theorem2Construction) -> dict[str, Any]:
-    """The same weights in float64 with the causal mask: contexts merged by float64 noise (transitively)."""
-    V = con.vocabulary
-    outs: dict[tuple[frozenset[int], int], np.ndarray] = {}
-    with torch.no_grad():
-        for seq in itertools.permutations(range(len(V)), con.n):
-            for k in range(con.n):
-                pre = seq[: k + 1]
-                key = (frozenset(pre), pre[-1])
-                if key not in outs:
-                    outs[key] = con.layer(torch.from_numpy(V[list(pre)][None]))[0, -1].numpy()  # (d,)
-    keys = list(outs)
-    Y = np.stack([outs[k] for k in keys])  # (K, d)
-    floor = 8 * np.finfo(np.float64).eps * float(np.linalg.norm(Y, axis=1).max())
-    dist = np.linalg.norm(Y[:, None] - Y[None], axis=-1)
-    parent = list(range(len(keys)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for a, b in np.argwhere(np.triu(dist <= floor, 1)):
-        parent[find(int(a))] = find(int(b))
-    distinct = len({find(i) for i in range(len(keys))})
-    off = dist[np.triu_indices(len(keys), 1)]
-    return {
-        "float64_distinct_ids": distinct,
-        "float64_collapsed_ids": len(keys) - distinct,
-        "float64_min_separation": float(off.min()) if off.size else math.nan,
-        "float64_noise_floor": floor,
-    }
-
-
-def theorem2_causal(
-    vocab_size: int = 4,
-    dim: int = 2,
-    n: int = 3,
-    seed: int = 0,
+def build_theorem2_causal_layer(
+    vocabulary: Any,
+    n: int,
     eps: float = 0.5,
     r_min: float = 1.0,
     r_max: float = 2.0,
+    seed: int = 0,
     max_digits: int = 100_000,
-    vocabulary: Any = None,
-) -> dict[str, Any]:
-    """Build the literal Theorem-2 layer, certify it with a causal mask (doubling the digits), compare float64."""
-    t0 = time.perf_counter()
-    V = (
-        random_vocabulary(vocab_size, dim, eps, r_min, r_max, seed=seed)
-        if vocabulary is None
-        else np.asarray(vocabulary, np.float64)
-    )
-    if n > len(V):
-        raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
-    if math.perm(len(V), n) > 20_000:
-        raise InputError(f"{math.perm(len(V), n)} ordered sequences exceed the limit of 20000: use a smaller |V| or n")
-    con = build_theorem2_layer(V, n, eps, r_min, r_max, seed=seed).detail
+) -> Construction:
+    """The literal Theorem-2 layer with a causal mask, certified on every prefix (digits doubled from 32).
+
+    Returns:
+        `uatlab.constructions.contract.Construction`: ``model`` the float64 layer of
+        `build_theorem2_layer` with ``causal=True``; ``certificate`` the dict of `certify_causal`
+        at the first passing precision plus δ_theorem(n) (reported beside δ_causal, not asserted);
+        ``guarantee`` r and log10 δ_causal; ``facts`` those of Theorem 2 plus the digits used; ``detail`` the
+        `Theorem2Construction` (weights, vocabulary, constants).
+
+    Raises:
+        InputError: parameters or vocabulary that violate the theorem's hypotheses.
+        PrecisionError: the certificate does not pass within ``max_digits`` decimal digits.
+    """
+    literal = build_theorem2_layer(vocabulary, n, eps, r_min, r_max, seed=seed)
+    con = literal.detail
     digits, res = 32, None
     while digits <= max_digits:
         res = certify_causal(con, digits)
@@ -147,13 +109,8 @@ def theorem2_causal(
         delta_th = con.constants()["delta"]
         res["delta_theorem_n"] = arb_to_str(delta_th)
         res["log10_delta_theorem_n"] = arb_log10(delta_th)
-    return {
-        "vocab_size": len(V),
-        "dim": V.shape[1],
-        "length": n,
-        "c_used": con.c_used,
-        "digits": digits,
-        **res,
-        **float64_causal_collapse(con),
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
+    model = copy.deepcopy(con.layer)
+    model.causal = True
+    facts = {**literal.facts, "theorem": "Theorem 2 with a causal mask", "digits": digits}
+    guarantee = {"r": literal.guarantee["r"], "log10_delta_causal": res["log10_delta_causal"]}
+    return Construction(model=model, guarantee=guarantee, facts=facts, certificate=res, detail=con)

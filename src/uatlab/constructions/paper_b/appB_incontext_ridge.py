@@ -20,6 +20,7 @@ Notation map (paper B → here): the anchor tokens → the d rows √(Nλ) e_k a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -43,7 +44,16 @@ def build_incontext_ridge(
     if not (lam > 0 and math.isfinite(lam)):
         raise InputError(f"lam must be a positive number, got {lam}")
     N2 = context + d
-    return build_incontext_gd(d, N2, steps=steps, lr=lr * N2 / context, eps=eps)
+    gd = build_incontext_gd(d, N2, steps=steps, lr=lr * N2 / context, eps=eps)
+    facts = {
+        **gd.facts,
+        "theorem": "Appendix B, ridge regression by appended anchors",
+        "lam": lam,
+        "ridge_lr": lr,
+        "context": context,
+        "augmented_context": N2,
+    }
+    return dataclasses.replace(gd, facts=facts)
 
 
 def ridge_gd(x_ctx: np.ndarray, y_ctx: np.ndarray, x_q: np.ndarray, lam: float, lr: float, steps: int) -> np.ndarray:

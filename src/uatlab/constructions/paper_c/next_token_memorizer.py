@@ -182,7 +182,7 @@ def dedupe(tokens: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return uniq, maj, inv, int(best.sum())
 
 
-def build_circuit(layout: Layout, tables: list[np.ndarray]) -> Circuit:
+def feedforward_circuit(layout: Layout, tables: list[np.ndarray]) -> Circuit:
     """The feed-forward circuit (stages 1–4 of the module docstring) reading (ν_last, 1, h)."""
     C, D, m = layout.C, layout.D, layout.m
     circ = Circuit(n_inputs=3)
@@ -253,7 +253,7 @@ def compile_memorizer(
     else:
         raise RuntimeError(f"retrieval tables not solvable after {max_tries} draws (N = {N})")
     t_solve = time.perf_counter() - t0
-    circ = build_circuit(layout, tables)
+    circ = feedforward_circuit(layout, tables)
     memo = NextTokenMemorizer(layout=layout, nu=nu_l, n=n, V=V, circuit=circ, seed=seed)
     params = memo.parameters
     floor = N * math.log2(C) / 53

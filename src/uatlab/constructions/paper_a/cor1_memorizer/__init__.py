@@ -21,13 +21,13 @@ from uatlab.constructions.paper_a.cor1_memorizer.api import (
     save_compiled,
     summarize,
 )
-from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, build_model
+from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, assemble_ramp_model
 
 __all__ = [
     "CONSTRUCTION",
     "CompileResult",
     "ProgressFn",
-    "build_model",
+    "assemble_ramp_model",
     "certify_chunks_with_progress",
     "certify_store_with_progress",
     "certify_with_progress",

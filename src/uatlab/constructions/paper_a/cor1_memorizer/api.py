@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from uatlab.constructions.contract import PAPER_A, Construction
-from uatlab.constructions.paper_a.cor1_memorizer.assemble import build_model
+from uatlab.constructions.paper_a.cor1_memorizer.assemble import assemble_ramp_model
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     Occurrences,
     context_columns,
@@ -29,7 +29,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     merge_occurrences,
     reduce_occurrences,
 )
-from uatlab.constructions.paper_a.cor1_memorizer.knots import build_knot_model
+from uatlab.constructions.paper_a.cor1_memorizer.knots import assemble_knot_model
 from uatlab.constructions.paper_a.cor1_memorizer.layout import (
     alpha_grid,
     positional_codes,
@@ -202,11 +202,11 @@ def _compile_tables(
     if progress is not None:
         progress("feed-forward assembly", 0, 1)
     if ff == "knots":
-        model, info = build_knot_model(
+        model, info = assemble_knot_model(
             vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, sequences, d_model, code, labels
         )
     else:
-        model, info = build_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
+        model, info = assemble_ramp_model(vocab, occ, alpha, pi, b, beta, max_len, dtype, causal, seed, d_model, code)
     if progress is not None:
         progress("feed-forward assembly", 1, 1)
     model.encoding = vocab

@@ -1,6 +1,6 @@
 r"""Weight assembly of the Corollary-1 memorizer (paper A, Kajitsuka & Sato, ICLR 2024): embedding E,
 positional encoding P, the rank-1 attention W_Q, W_K, W_V, W_O and the feed-forward W1, b1, W2, each with
-its derivation and the bound it satisfies beside it in `build_model`.
+its derivation and the bound it satisfies beside it in `assemble_ramp_model`.
 
 The compiled model is an ordinary `uatlab.models.Transformer` (token embedding, 'given' positional
 encoding, ONE block F^(FF)∘F^(SA) with ONE head whose W_Q, W_K, W_V, W_O have rank 1, a linear readout)
@@ -43,7 +43,7 @@ OFF_MARGIN = 0.125  # every other word's unit has pre-activation ≤ −OFF_MARG
 VIRTUAL_BELOW = 0.25  # (word, position) groups: offset ramps start from a virtual point at a_min − 1/4
 
 
-def build_model(
+def assemble_ramp_model(
     enc: Encoding,
     occ: Occurrences,
     alpha: np.ndarray,

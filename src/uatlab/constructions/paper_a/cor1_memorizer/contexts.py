@@ -211,7 +211,7 @@ def reduce_occurrences(occ: Occurrences) -> Occurrences:
 
     Between two kept points of a group that are not a boundary pair, every dropped point has the same label
     (a label change would be a boundary), so `label_boundaries`, the first and the last point per group,
-    all that `build_model` and the knot interpolant (`.knots`) read, are unchanged. Memory then
+    all that `assemble_ramp_model` and the knot interpolant (`.knots`) read, are unchanged. Memory then
     scales with the model, not the data.
     """
     if len(occ.h) == 0:

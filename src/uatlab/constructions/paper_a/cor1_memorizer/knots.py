@@ -260,7 +260,7 @@ def gate_codes(ambiguous: np.ndarray, V: int, code: str) -> tuple[np.ndarray, in
     return table[cid], m, table
 
 
-def build_knot_model(
+def assemble_knot_model(
     enc,
     occ,
     alpha: np.ndarray,
@@ -276,7 +276,7 @@ def build_knot_model(
     code: str = "auto",
     labels: str = "auto",
 ):
-    """Assemble the model (module docstring); returns (Transformer, info) like the memorizer's build_model."""
+    """Assemble the model (module docstring); returns (Transformer, info) like :func:`.assemble.assemble_ramp_model`."""
     V, C = len(enc.token_to_id), len(enc.label_to_id)
     if code == "auto":
         code = "binary" if dtype == "float64" else "3-hot"
