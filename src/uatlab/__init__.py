@@ -11,7 +11,10 @@ fast; subpackages are the stages a user thinks in: `uatlab.models` (paper A's Tr
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs ~10 ms before the CLI can answer Ctrl-C
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"  # the one place the version is defined (pyproject.toml reads it from here)
 

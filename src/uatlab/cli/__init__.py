@@ -7,7 +7,33 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
+import signal
 import sys
+
+INTERRUPTED = "interrupted (partial results, if any, were kept)"
+
+
+def _run_as_command() -> bool:
+    """True when this process is the ``uatlab`` script or ``python -m uatlab`` (not a library or test import)."""
+    top = sys.modules.get("__main__")
+    spec = getattr(top, "__spec__", None)
+    script = os.path.basename(getattr(top, "__file__", None) or "")
+    return getattr(spec, "name", None) == "uatlab.__main__" or script.split(".")[0] == "uatlab"
+
+
+def _exit_interrupted(_signum: int, _frame: object) -> None:
+    os.write(2, f"{INTERRUPTED}\n".encode())
+    os._exit(130)
+
+
+# Ctrl-C before main() starts (while the script's imports run) exits with the one line instead of a traceback:
+# nothing has been computed yet, so nothing is lost. main() replaces this handler with its own.
+if _run_as_command():
+    try:
+        signal.signal(signal.SIGINT, _exit_interrupted)
+    except ValueError:  # not the main thread
+        pass
 
 # One module per area; each adds its commands to ``app`` on import.
 COMMAND_MODULES: list[str] = [
@@ -59,8 +85,6 @@ def _defer_interrupts_during_torch_import() -> None:
     """Ctrl-C while torch initialises its C++ extension aborts the process ("terminate called after throwing
     ... KeyboardInterrupt"); an interrupt that arrives while a torch module is being imported is held back
     and raised (as KeyboardInterrupt) as soon as that import is done."""
-    import os
-    import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
@@ -98,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         _load_commands()
         code = app(args=argv, prog_name="uatlab", standalone_mode=False)
         if code == 130:  # typer turns Ctrl-C inside a command into a silent exit code 130
-            sys.stderr.write("interrupted (partial results, if any, were kept)\n")
+            sys.stderr.write(f"{INTERRUPTED}\n")
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted (partial results, if any, were kept)\n")
+        sys.stderr.write(f"{INTERRUPTED}\n")
         return 130
     except SystemExit as exc:
         code = exc.code
@@ -115,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, UatlabError):
             return _error(str(exc))
         if "Abort" in kinds:
-            sys.stderr.write("interrupted (partial results, if any, were kept)\n")
+            sys.stderr.write(f"{INTERRUPTED}\n")
             return 130
         if "NoArgsIsHelpError" in kinds:  # ``uatlab`` alone (or a group alone) prints its help
             sys.stdout.write(exc.format_message() + "\n")
