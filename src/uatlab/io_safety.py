@@ -140,9 +140,26 @@ def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
 
 
+def _mode_for(path: Path, tmp: Path) -> int:
+    """The permission bits the replacement gets: those of the file it replaces, else those of a new file
+    (0666 less the umask, read from ``tmp`` created empty: reading the umask itself would change it)."""
+    with contextlib.suppress(OSError):
+        st = path.stat()
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        return stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is fsynced and renamed over ``path``.
+
+    The temporary exists (empty) when yielded; the file that replaces ``path`` keeps ``path``'s permission
+    bits, or gets a new file's (0666 less the umask), whatever mode the writer created it with.
 
     On any exception the temporary file is removed and ``path`` is left as it was. Use this for libraries
     that write by file name (safetensors, torch.save, matplotlib, numpy); `atomic_write` for streams.
@@ -151,7 +168,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_beside(path)
     try:
+        mode = _mode_for(path, tmp)
         yield tmp
+        os.chmod(tmp, mode)  # some writers (safetensors) create their file with mode 0600
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -32,6 +32,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from uatlab.errors import UatlabError
+from uatlab.io_safety import write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,7 @@ def _result_path(store: Path, trial: Trial) -> Path:
 
 
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, default=str))
 
 
 def _call(fn: Callable[[dict[str, Any]], dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +16,14 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError
+from uatlab.io_safety import atomic_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
 
 
 def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` to ``path`` atomically (temp file + rename). ``extra`` is saved as JSON metadata;
+    """Write ``model`` to ``path`` atomically (temp file beside it, renamed over it). ``extra`` is saved as JSON metadata;
     the model's token encoding (``model.encoding``) is always stored with it (prefer `save`)."""
     enc = getattr(model, "encoding", None)
     if enc is not None and not (extra and ("encoding" in extra or "tokens" in extra)):
@@ -34,14 +34,8 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": model.config.to_json()}
     if extra:
         metadata["uatlab_extra"] = json.dumps(extra, sort_keys=True, default=str)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
+        save_file(tensors, str(tmp), metadata=metadata)
     return path
 
 

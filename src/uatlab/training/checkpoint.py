@@ -12,13 +12,13 @@ SIGKILL during a save leaves the previous checkpoint intact.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from uatlab.errors import ModelFileError
+from uatlab.io_safety import atomic_path
 
 CHECKPOINT_FORMAT = "uatlab-train-checkpoint-v1"
 
@@ -30,15 +30,8 @@ class CheckpointError(ModelFileError):
 def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> Path:
     """Write ``state`` (plain containers and tensors) atomically to ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         torch.save({"format": CHECKPOINT_FORMAT, **state}, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return path
 
 

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
+from uatlab.io_safety import write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding
@@ -205,9 +206,7 @@ def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
         ("metrics.csv", buf.getvalue()),
         ("metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history)),
     ):
-        tmp = out_dir / f".{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, out_dir / name)
+        write_text_atomic(out_dir / name, text)
 
 
 def _load_init(path: str) -> tuple[Transformer, Encoding]:
@@ -569,8 +568,6 @@ def train(
         model_path = save(model, out / "model.safetensors", encoding=vocab, facts={"train_config": cfg.as_dict()})
         result.files["model"] = str(model_path)
     summary = result.summary()
-    tmp = out / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, default=str))
-    os.replace(tmp, out / "summary.json")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     result.files["summary"] = str(out / "summary.json")
     return result

@@ -12,25 +12,21 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from uatlab.experiments.executor import SweepResult, Trial, run_trials
-from uatlab.io_safety import write_text_atomic
+from uatlab.io_safety import atomic_write, write_text_atomic
 
 
 def write_csv(path: Path, rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
     """A tidy CSV (atomic write): the listed columns first, in order; missing values left empty."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with tmp.open("w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({c: r.get(c, "") for c in columns})
-    os.replace(tmp, path)
 
 
 def execute(

@@ -1,0 +1,115 @@
+"""The command line's first moments and its files: Ctrl-C before main() runs, one-line errors at any terminal
+width, model and checkpoint files that leave nothing behind when interrupted and respect the umask."""
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from uatlab.cli import INTERRUPTED
+from uatlab.models import Transformer, TransformerConfig
+from uatlab.models import io as model_io
+from uatlab.training.checkpoint import save_checkpoint
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    """A script named like the ``uatlab`` console script (the name is how the CLI knows it is the command)."""
+    path = tmp_path / "uatlab"
+    path.write_text("import os, signal, sys\n" + body)
+    return path
+
+
+def test_ctrl_c_after_the_cli_module_loads_but_before_main_is_one_line(tmp_path):
+    # The script's imports are still running when the interrupt arrives (as with Ctrl-C in the first ~0.1 s).
+    script = _script(
+        tmp_path,
+        "from uatlab.cli import main\nos.kill(os.getpid(), signal.SIGINT)\nimport json  # noqa\nsys.exit(main())\n",
+    )
+    proc = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == f"{INTERRUPTED}\n"
+    assert proc.stdout == ""
+
+
+def test_importing_the_cli_as_a_library_leaves_ctrl_c_alone():
+    code = "import signal, uatlab.cli; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert out.strip() == "True"
+
+
+@pytest.mark.parametrize("columns", ["20", "300"])
+def test_an_error_is_one_line_at_any_terminal_width(tmp_path, columns):
+    missing = tmp_path / ("a-very-long-folder-name-" * 6) / "sentences-that-are-not-there.txt"
+    env = {**os.environ, "COLUMNS": columns, "TERM": "xterm-256color", "FORCE_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "uatlab", "compile", str(missing), "--out", str(tmp_path / "m.safetensors")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(missing) in lines[0], proc.stderr
+
+
+def test_a_warning_is_one_line_at_a_narrow_terminal(tmp_path):
+    data = tmp_path / "data.txt"
+    data.write_text("".join(f"w{i} O\nv{i} B-PER\n\n" for i in range(6)))
+    env = {**os.environ, "COLUMNS": "30"}
+    argv = ["train", str(data), "--out", str(tmp_path / "run"), "--epochs", "1", "--dim", "8", "--json"]
+    proc = subprocess.run([sys.executable, "-m", "uatlab", *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if "warmup" in line or "warm-up" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: --warmup-steps"), proc.stderr
+    assert warnings[0].rstrip().endswith("never reaches --lr"), proc.stderr
+
+
+def _tiny_model() -> Transformer:
+    cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, ff_width=3, vocab_size=5, num_labels=2)
+    return Transformer(cfg)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_model_and_checkpoint_files_follow_the_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        model_io.save(_tiny_model(), tmp_path / "m.safetensors")
+        save_checkpoint({"step": 1, "w": torch.zeros(2)}, tmp_path / "checkpoint.pt")
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "m.safetensors") == 0o666 & ~umask
+    assert _mode(tmp_path / "checkpoint.pt") == 0o666 & ~umask
+
+
+def test_replacing_a_file_keeps_its_permissions(tmp_path):
+    target = tmp_path / "m.safetensors"
+    model_io.save(_tiny_model(), target)
+    target.chmod(0o640)
+    model_io.save(_tiny_model(), target)
+    assert _mode(target) == 0o640
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, OSError])
+def test_an_interrupted_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch, interrupt):
+    target = tmp_path / "m.safetensors"
+    model_io.save(_tiny_model(), target)
+    before = target.read_bytes()
+
+    def half_written(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"half a model")
+        raise interrupt()
+
+    monkeypatch.setattr(model_io, "save_file", half_written)
+    with pytest.raises(interrupt):
+        model_io.save(_tiny_model(), target)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
