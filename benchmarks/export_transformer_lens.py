@@ -33,19 +33,6 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def max_diff(model, hooked, ids: list[np.ndarray]) -> float:
-    by_len: dict[int, list[np.ndarray]] = {}
-    for a in ids:
-        by_len.setdefault(len(a), []).append(a)
-    worst = 0.0
-    with torch.no_grad():
-        for rows in by_len.values():
-            for i in range(0, len(rows), 32):  # at most 32 sequences at a time: wide feed-forward layers are big
-                x = torch.as_tensor(np.stack(rows[i : i + 32]), dtype=torch.int64)  # (B, n)
-                worst = max(worst, float((model(x) - hooked(x)).abs().max()))
-    return worst
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI size: 1,000 sentences.")
@@ -55,7 +42,13 @@ def main() -> int:
 
     from uatlab import compile_memorizer, load, read_conll
     from uatlab.data.synthetic import synthetic_dataset
-    from uatlab.interop import from_hooked_transformer, load_hooked, save_hooked, to_hooked_transformer
+    from uatlab.interop import (
+        from_hooked_transformer,
+        load_hooked,
+        max_logit_difference,
+        save_hooked,
+        to_hooked_transformer,
+    )
     from uatlab.training.trainer import TrainConfig, train
     from uatlab.verify.certificate import certify
 
@@ -83,7 +76,7 @@ def main() -> int:
         "certified_tokens": cert.certified_tokens,
         "ceiling_tokens": cert.ceiling_tokens,
         "min_certified_margin": cert.min_certified_margin,
-        "max_logit_difference_1000_sequences": max_diff(model, hooked, model.encoding.encode_tokens(check)),
+        "max_logit_difference_1000_sequences": max_logit_difference(model, hooked, model.encoding.encode_tokens(check)),
     }
     with tempfile.TemporaryDirectory() as tmp:
         back = from_hooked_transformer(load_hooked(save_hooked(hooked, Path(tmp) / "tl")))
@@ -108,7 +101,7 @@ def main() -> int:
         "epochs": r.epochs,
         "train_accuracy": r.history[-1].get("train_accuracy"),
         "parameters": trained.num_parameters(),
-        "max_logit_difference_1000_sequences": max_diff(trained, to_hooked_transformer(trained), ids),
+        "max_logit_difference_1000_sequences": max_logit_difference(trained, to_hooked_transformer(trained), ids),
     }
     fig["wall_s"] = time.perf_counter() - t0
     fig["machine"] = "2 shared cores (other jobs running): wall time is only indicative"

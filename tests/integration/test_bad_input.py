@@ -18,23 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conll_fixture import CONLL
 
 from uatlab.cli import main
-
-CONLL = """-DOCSTART- -X- -X- O
-
-Zorbia NNP B-NP B-ORG
-praises VBZ B-VP O
-Quarkish JJ B-NP B-MISC
-call NN I-NP O
-
-Alva NNP B-NP B-PER
-Kestrel NNP I-NP I-PER
-
-Quarkish JJ B-NP B-MISC
-praises VBZ B-VP O
-Zorbia NNP B-NP O
-"""
 
 JSONL = (
     "\n".join(

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 from certificate_stress import NP, evaluations, observed_margins, plain_weights, stress
+from hand_models import float32_tie_model
 from numpy_forward import Evaluation, forward
 
 from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
@@ -118,20 +119,7 @@ def test_no_certified_token_of_a_trained_model_fails_in_any_evaluation(dtype):
 def test_the_harness_catches_a_certificate_of_the_wrong_dtype():
     # L_B = 1 + 2^-25 vs L_A = 1: certified in float64, but a float32 evaluation rounds L_B to 1 (a tie,
     # argmax A). Proving the float32 weights with float64 rounding is the unsoundness the harness must see.
-    cfg = TransformerConfig(
-        d_model=2,
-        n_layers=0,
-        vocab_size=1,
-        num_labels=2,
-        max_len=4,
-        positional="none",
-        dtype="float64",
-        readout_bias=False,
-    )
-    model = Transformer(cfg).eval()
-    with torch.no_grad():
-        model.embed.weight.copy_(torch.tensor([[1.0, 2.0**-25]]))
-        model.readout.weight.copy_(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+    model = float32_tie_model()
     data, enc = from_lists([["a", "a"]], [["B", "B"]]), {"tokens": ["a"], "labels": ["A", "B"]}
     cert64 = certify(model, data, encoding=enc)
     assert cert64.certified_tokens == 2

@@ -6,30 +6,21 @@ import json
 
 import pytest
 import torch
+from conll_fixture import CONLL as CONLL_THREE_SENTENCES
 from safetensors import safe_open
 
 from uatlab.cli import main
 
-CONLL = """-DOCSTART- -X- -X- O
-
-Zorbia NNP B-NP B-ORG
-praises VBZ B-VP O
-Quarkish JJ B-NP B-MISC
-call NN I-NP O
-
-Alva NNP B-NP B-PER
-Kestrel NNP I-NP I-PER
-
-Quarkish JJ B-NP B-MISC
-praises VBZ B-VP O
-Zorbia NNP B-NP O
-
+CONLL = (
+    CONLL_THREE_SENTENCES
+    + """
 Alva NNP B-NP B-PER
 Kestrel NNP I-NP I-PER
 
 Alva NNP B-NP B-PER
 Kestrel NNP I-NP B-PER
 """
+)
 
 CONTRACT = [
     "sequences",

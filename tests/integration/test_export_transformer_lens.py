@@ -18,25 +18,13 @@ from uatlab.interop import (  # noqa: E402
     ExportError,
     from_hooked_transformer,
     load_hooked,
+    max_logit_difference,
     save_hooked,
     to_hooked_transformer,
 )
 from uatlab.models import Transformer, TransformerConfig  # noqa: E402
 from uatlab.training.trainer import TrainConfig, train  # noqa: E402
 from uatlab.verify.certificate import certify  # noqa: E402
-
-
-def _max_diff_by_length(model, hooked, ids: list[np.ndarray]) -> float:
-    """max |logit difference| over sequences, batched by length (no padding needed)."""
-    by_len: dict[int, list[np.ndarray]] = {}
-    for a in ids:
-        by_len.setdefault(len(a), []).append(a)
-    worst = 0.0
-    with torch.no_grad():
-        for rows in by_len.values():
-            x = torch.as_tensor(np.stack(rows), dtype=torch.int64)  # (B, n)
-            worst = max(worst, float((model(x) - hooked(x)).abs().max()))
-    return worst
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +41,7 @@ def test_compiled_memorizer_logits_equal_on_1000_sequences(compiled):
     hooked = to_hooked_transformer(model)
     ids = model.encoding.encode_tokens(data)
     assert len(ids) == 1000
-    diff = _max_diff_by_length(model, hooked, ids)
+    diff = max_logit_difference(model, hooked, ids)
     assert diff <= 1e-9, diff
     # the exported model predicts the labels itself: argmax of its logits equals uatlab's
     x = torch.as_tensor(np.stack(ids[:50]), dtype=torch.int64)
@@ -167,7 +155,7 @@ def test_trained_and_general_models_logits_equal(tmp_path):
             torch.randint(0, model.config.vocab_size, (int(n),), generator=g).numpy()
             for n in torch.randint(1, model.config.max_len + 1, (1000,), generator=g)
         ]
-        assert _max_diff_by_length(model, hooked, ids) <= 1e-9
+        assert max_logit_difference(model, hooked, ids) <= 1e-9
     assert to_hooked_transformer(general).cfg.attention_dir == "causal"
 
 

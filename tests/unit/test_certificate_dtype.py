@@ -11,6 +11,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from hand_models import float32_tie_model
 
 from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 from uatlab.data import from_lists
@@ -57,21 +58,7 @@ def test_float_on_a_compiled_float64_model_is_certified_in_float32():
 
 def test_minimal_float32_rounding_case():
     # L_B = 1 + 2^-25 and L_A = 1 exactly; float32 rounds L_B to 1 (a tie: argmax picks A, the wrong label).
-    # The margin 2^-25 dwarfs float64 rounding (~2^-52) but not float32's (~2^-23).
-    cfg = TransformerConfig(
-        d_model=2,
-        n_layers=0,
-        vocab_size=1,
-        num_labels=2,
-        max_len=4,
-        positional="none",
-        dtype="float64",
-        readout_bias=False,
-    )
-    model = Transformer(cfg).eval()
-    with torch.no_grad():
-        model.embed.weight.copy_(torch.tensor([[1.0, 2.0**-25]]))
-        model.readout.weight.copy_(torch.tensor([[1.0, 0.0], [1.0, 1.0]]))
+    model = float32_tie_model()
     data = from_lists([["a"]], [["B"]])
     enc = {"tokens": ["a"], "labels": ["A", "B"]}
     assert certify(model, data, encoding=enc).certified_tokens == 1  # float64: proven, and right

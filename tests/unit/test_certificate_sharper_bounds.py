@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hand_models import hand_model
 
 import uatlab.verify.certificate as certificate_module
 from uatlab.numerics.float_bounds import unit_roundoff
@@ -254,27 +255,9 @@ def test_scores_claimed_exact_are_exact_in_pytorch_float32(seed):
 
 
 def test_a_model_with_exact_scores_is_still_bounded_by_its_radius():
-    from uatlab.models import Transformer, TransformerConfig
-
     keys = [0.25, -0.375, 0.625, 0.5, -0.125]
-    cfg = TransformerConfig(
-        d_model=3,
-        n_layers=1,
-        n_heads=1,
-        head_dim=1,
-        rank=1,
-        ff_width=0,
-        vocab_size=5,
-        num_labels=2,
-        max_len=5,
-        positional="none",
-        dtype="float32",
-        readout_bias=False,
-    )
-    model = Transformer(cfg)
+    model = hand_model(3, 5, 2, max_len=5)
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
         model.embed.weight.copy_(torch.tensor([[a, 1.5, 0.0] for a in keys]))
         attn = model.blocks[0].attn
         attn.W_Q.set_factors(torch.ones(1, 1, 1), torch.tensor([[[0.0, 1.0, 0.0]]]))
@@ -350,27 +333,9 @@ def test_a_tampered_complement_row_is_not_gated():
 def test_input_ff_models_are_bounded_with_the_on_units_rule(positional, batch):
     # the input FF sees (B, n, d) arrays: the ON-units rule must read r per coordinate, not per (position,
     # coordinate) — a batch of 2 sequences of length 3, or an inexact embedding+position sum at position 1 only
-    from uatlab.models import Transformer, TransformerConfig
 
-    cfg = TransformerConfig(
-        d_model=2,
-        n_layers=1,
-        n_heads=1,
-        head_dim=1,
-        rank=1,
-        ff_width=1,
-        vocab_size=2,
-        num_labels=2,
-        max_len=3,
-        positional=positional,
-        input_ff_width=2,
-        dtype="float32",
-        readout_bias=False,
-    )
-    model = Transformer(cfg)
+    model = hand_model(2, 2, 2, ff_width=1, max_len=3, positional=positional, input_ff_width=2)
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
         model.embed.weight.copy_(torch.tensor([[1.0, 0.0], [0.75, 0.0]]))
         if positional == "given":
             model.pos[1, 0] = float(F32(2.0**-24 * 1.5))  # 1 + p and 0.75 + p round

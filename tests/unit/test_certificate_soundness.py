@@ -10,34 +10,17 @@ from fractions import Fraction
 
 import numpy as np
 import torch
+from hand_models import hand_model
 
 import uatlab.verify.certificate as certificate_module
 from uatlab.data import from_lists
-from uatlab.models import Transformer, TransformerConfig
+from uatlab.models import Transformer
 from uatlab.numerics.float_bounds import TINY, product_radius
 from uatlab.verify.certificate import certify, certify_chunks, logit_bounds
 
 
 def tiny_model(d: int, vocab: int, labels: int, ff_width: int = 0) -> Transformer:
-    cfg = TransformerConfig(
-        d_model=d,
-        n_layers=1,
-        n_heads=1,
-        head_dim=1,
-        rank=1,
-        ff_width=ff_width,
-        vocab_size=vocab,
-        num_labels=labels,
-        max_len=8,
-        positional="none",
-        dtype="float32",
-        readout_bias=False,
-    )
-    model = Transformer(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-    return model.eval()
+    return hand_model(d, vocab, labels, ff_width=ff_width)
 
 
 def test_a_logit_made_of_an_underflowing_product_is_not_certified():
@@ -117,25 +100,8 @@ def test_a_pytorch_run_that_contradicts_the_proof_vetoes_the_certificate(monkeyp
 def two_layer_model(causal: bool) -> Transformer:
     """Layer 1: token 0 = [key 0, query 1] sees token 1 = [key 100, query 0] at a score gap of 100 (its row
     may underflow); token 1's own rows score 0 everywhere. Layer 2: zero attention (never flagged itself)."""
-    cfg = TransformerConfig(
-        d_model=2,
-        n_layers=2,
-        n_heads=1,
-        head_dim=1,
-        rank=1,
-        ff_width=0,
-        vocab_size=2,
-        num_labels=2,
-        max_len=8,
-        positional="none",
-        dtype="float32",
-        readout_bias=False,
-        causal=causal,
-    )
-    model = Transformer(cfg)
+    model = hand_model(2, 2, 2, layers=2, causal=causal)
     with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
         model.embed.weight.copy_(torch.tensor([[0.0, 1.0], [100.0, 0.0]]))
         model.blocks[0].attn.W_Q.set_factors(torch.ones(1, 1, 1), torch.tensor([[[0.0, 1.0]]]))  # q = query
         model.blocks[0].attn.W_K.set_factors(torch.ones(1, 1, 1), torch.tensor([[[1.0, 0.0]]]))  # k = key

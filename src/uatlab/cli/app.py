@@ -17,13 +17,25 @@ from rich.table import Table
 
 from uatlab._util import to_jsonable
 
+# Help texts are plain text: rich markup would swallow "[a, b]" or "uatlab[ray]" as tags.
+_SETTINGS: dict[str, Any] = {
+    "no_args_is_help": True,
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,
+}
 app = typer.Typer(
     name="uatlab",
     help="Executable theory of softmax attention: constructions, certificates, trained counterparts.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    **_SETTINGS,
 )
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A group of ``uatlab`` sub-commands (``uatlab <name> ...``) with the top level's settings."""
+    group = typer.Typer(name=name, help=help, **_SETTINGS)
+    app.add_typer(group, name=name)
+    return group
 
 
 def _print_version(value: bool) -> None:

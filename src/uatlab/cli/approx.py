@@ -14,19 +14,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.cli.app import command_group, console, err_console, format_value, print_json
 from uatlab.cli.options import SEED_MAX, finite, one_of, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
-approx = typer.Typer(
-    name="approx",
-    help="Closed-form approximators (paper A FF∘SA∘FF, paper B attention-only) swept by size, with proven bounds.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+approx = command_group(
+    "approx", "Closed-form approximators (paper A FF∘SA∘FF, paper B attention-only) swept by size, with proven bounds."
 )
-app.add_typer(approx, name="approx")
 
 LIST_MAX = 100_000  # largest anchor count, grid, head count or context length accepted in a sweep list
 OUT = typer.Option(Path("approx-out"), "--out", help="Folder for the CSV and the figure.")

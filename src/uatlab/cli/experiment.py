@@ -7,16 +7,8 @@ commands to it with ``@experiment.command(...)``.
 
 from __future__ import annotations
 
-import typer
+from uatlab.cli.app import command_group
 
-from uatlab.cli.app import app
-
-experiment = typer.Typer(
-    name="experiment",
-    help="Long-running experiments (depth ablation, capacity sweep, ...): CSV, figures, summary.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+experiment = command_group(
+    "experiment", "Long-running experiments (depth ablation, capacity sweep, ...): CSV, figures, summary."
 )
-
-app.add_typer(experiment, name="experiment")

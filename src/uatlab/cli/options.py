@@ -50,45 +50,41 @@ def one_of(*choices: str) -> Callable[[Any], Any]:
     return check
 
 
-def int_list(lo: int = 1, hi: int | None = None, name: str = "value") -> Callable[[Any], Any]:
-    """Callback: a comma-separated list of integers in [lo, hi], at least one (the text is kept)."""
+def _number_list(
+    parse: Callable[[str], Any], kind: str, name: str, check_one: Callable[[Any], None]
+) -> Callable[[Any], Any]:
+    """Callback: a comma-separated list of ``parse``-able values, at least one, each passing ``check_one``."""
 
     def check(text: str | None) -> str | None:
         if text is None or text == "":
             return text
         try:
-            values = [int(v) for v in text.split(",") if v.strip()]
+            values = [parse(v) for v in text.split(",") if v.strip()]
         except ValueError:
-            raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+            raise typer.BadParameter(f"expected comma-separated {kind}, got {text!r}") from None
         if not values:
             raise typer.BadParameter(f"expected at least one {name}, got {text!r}")
         for v in values:
-            if v < lo or (hi is not None and v > hi):
-                rng = f"in [{lo}, {hi}]" if hi is not None else f"≥ {lo}"
-                raise typer.BadParameter(f"each {name} must be {rng}, got {v}")
-        return text
+            check_one(v)
+        return text  # the text is kept
 
     return check
+
+
+def int_list(lo: int = 1, hi: int | None = None, name: str = "value") -> Callable[[Any], Any]:
+    """Callback: a comma-separated list of integers in [lo, hi], at least one (the text is kept)."""
+
+    def in_range(v: int) -> None:
+        if v < lo or (hi is not None and v > hi):
+            rng = f"in [{lo}, {hi}]" if hi is not None else f"≥ {lo}"
+            raise typer.BadParameter(f"each {name} must be {rng}, got {v}")
+
+    return _number_list(int, "integers", name, in_range)
 
 
 def float_list(lo: float | None = None, lo_open: bool = False, name: str = "value") -> Callable[[Any], Any]:
     """Callback: a comma-separated list of finite floats (> or ≥ lo), at least one (the text is kept)."""
-    one = finite(lo, lo_open=lo_open)
-
-    def check(text: str | None) -> str | None:
-        if text is None or text == "":
-            return text
-        try:
-            values = [float(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise typer.BadParameter(f"expected comma-separated numbers, got {text!r}") from None
-        if not values:
-            raise typer.BadParameter(f"expected at least one {name}, got {text!r}")
-        for v in values:
-            one(v)
-        return text
-
-    return check
+    return _number_list(float, "numbers", name, finite(lo, lo_open=lo_open))
 
 
 def reject_overridden(ctx: typer.Context, quick: bool, *names: str) -> None:

@@ -103,49 +103,32 @@ def _sweep_command(
         err_console.print(f"[red]failed trials:[/] {data['failed']}")
 
 
-@experiment.command("attention-heads")
-def attention_heads(
-    quick: bool = QUICK,
-    full: bool = FULL,
-    mode: str = MODE,
-    out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-heads)."),
-    executor: str = EXECUTOR,
-    workers: int = WORKERS,
-    json_out: bool = JSON,
-    stored_only: bool = STORED,
-) -> None:
-    """Paper B heads sweep (truncated.py): parity, corrected (fixed head size), closed form."""
-    _sweep_command("heads", quick, full, mode, out, executor, workers, json_out, stored_only)
+def _register_sweep(sweep: str, doc: str) -> None:
+    """``uatlab experiment attention-<sweep>``: one of paper B's truncated-linear sweeps (same options)."""
+
+    def command(
+        quick: bool = QUICK,
+        full: bool = FULL,
+        mode: str = MODE,
+        out: Path = typer.Option(None, "--out", help=f"Output folder (default uatlab-runs/attention-{sweep})."),
+        executor: str = EXECUTOR,
+        workers: int = WORKERS,
+        json_out: bool = JSON,
+        stored_only: bool = STORED,
+    ) -> None:
+        _sweep_command(sweep, quick, full, mode, out, executor, workers, json_out, stored_only)
+
+    command.__name__ = command.__qualname__ = f"attention_{sweep}"
+    command.__doc__ = doc
+    experiment.command(f"attention-{sweep}")(command)
 
 
-@experiment.command("attention-anchors")
-def attention_anchors(
-    quick: bool = QUICK,
-    full: bool = FULL,
-    mode: str = MODE,
-    out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-anchors)."),
-    executor: str = EXECUTOR,
-    workers: int = WORKERS,
-    json_out: bool = JSON,
-    stored_only: bool = STORED,
-) -> None:
-    """Paper B anchor-token sweep (truncated.py p): parity, corrected, closed form."""
-    _sweep_command("anchors", quick, full, mode, out, executor, workers, json_out, stored_only)
-
-
-@experiment.command("attention-range")
-def attention_range(
-    quick: bool = QUICK,
-    full: bool = FULL,
-    mode: str = MODE,
-    out: Path = typer.Option(None, "--out", help="Output folder (default uatlab-runs/attention-range)."),
-    executor: str = EXECUTOR,
-    workers: int = WORKERS,
-    json_out: bool = JSON,
-    stored_only: bool = STORED,
-) -> None:
-    """Paper B |b−a| sweep (truncated.py): parity, corrected (clipped fraction reported), closed form."""
-    _sweep_command("range", quick, full, mode, out, executor, workers, json_out, stored_only)
+for _sweep, _doc in (
+    ("heads", "Paper B heads sweep (truncated.py): parity, corrected (fixed head size), closed form."),
+    ("anchors", "Paper B anchor-token sweep (truncated.py p): parity, corrected, closed form."),
+    ("range", "Paper B |b−a| sweep (truncated.py): parity, corrected (clipped fraction reported), closed form."),
+):
+    _register_sweep(_sweep, _doc)
 
 
 @experiment.command("attention-heatmap")

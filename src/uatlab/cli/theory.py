@@ -5,18 +5,14 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
+from uatlab.cli.app import app, command_group, console, err_console, format_value, key_value_table, print_json
 from uatlab.cli.options import SEED_MAX, finite
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory
 
-contextual_app = typer.Typer(
-    help="Theorem 2 of paper A: rank-1 softmax attention as a contextual mapping, checked exactly.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+contextual_app = command_group(
+    "contextual-mapping", "Theorem 2 of paper A: rank-1 softmax attention as a contextual mapping, checked exactly."
 )
-app.add_typer(contextual_app, name="contextual-mapping")
 
 
 def _parse_heads(text: str) -> list[int]:

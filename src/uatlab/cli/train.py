@@ -154,66 +154,7 @@ def train_command(
             highlight=False,
             soft_wrap=True,
         )
-    with OutputLock(out):
-        _train(
-            data,
-            train_data,
-            valid_data,
-            out,
-            layers,
-            rank,
-            dim,
-            heads,
-            head_dim,
-            ff_width,
-            ff_mult,
-            embed_std,
-            epochs,
-            batch_size,
-            optimizer,
-            lr,
-            schedule,
-            warmup_steps,
-            weight_decay,
-            clip,
-            seed,
-            init,
-            resume,
-            max_minutes,
-            no_f1,
-            json_out,
-        )
-
-
-def _train(
-    data,
-    train_data,
-    valid_data,
-    out,
-    layers,
-    rank,
-    dim,
-    heads,
-    head_dim,
-    ff_width,
-    ff_mult,
-    embed_std,
-    epochs,
-    batch_size,
-    optimizer,
-    lr,
-    schedule,
-    warmup_steps,
-    weight_decay,
-    clip,
-    seed,
-    init,
-    resume,
-    max_minutes,
-    no_f1,
-    json_out,
-) -> None:
-    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
+    from uatlab.training.trainer import TrainConfig
 
     cfg = TrainConfig(
         layers=layers,
@@ -235,6 +176,13 @@ def _train(
         seed=seed,
         init=str(init) if init is not None else None,
     )
+    with OutputLock(out):
+        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out)
+
+
+def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out) -> None:
+    from uatlab.training.trainer import DEFAULT_TARGETS, train
+
     result = train(
         train_data,
         cfg,

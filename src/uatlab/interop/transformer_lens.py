@@ -49,6 +49,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -424,3 +425,20 @@ def encode(hooked: HookedTransformer, sentences: list[list[str]]) -> torch.Tenso
                 raise InputError(f"token {tok!r} at sentence {b}, position {k} is not in the model's vocabulary")
         rows.append([index.get(t, index.get(unk, -1)) for t in sent])
     return torch.tensor(rows, dtype=torch.int64)
+
+
+def max_logit_difference(
+    model: torch.nn.Module, hooked: torch.nn.Module, ids: list[np.ndarray], batch: int = 32
+) -> float:
+    """max |model(x) − hooked(x)| over the token-id sequences ``ids``, batched by length (no padding), at most
+    ``batch`` sequences at a time (wide feed-forward layers are big)."""
+    by_len: dict[int, list[np.ndarray]] = {}
+    for a in ids:
+        by_len.setdefault(len(a), []).append(a)
+    worst = 0.0
+    with torch.no_grad():
+        for rows in by_len.values():
+            for i in range(0, len(rows), batch):
+                x = torch.as_tensor(np.stack(rows[i : i + batch]), dtype=torch.int64)  # (B, n)
+                worst = max(worst, float((model(x) - hooked(x)).abs().max()))
+    return worst

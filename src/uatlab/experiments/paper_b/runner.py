@@ -138,6 +138,7 @@ def run_heatmap(
     """attn_map.py: trained and closed-form attention maps for several |b−a|."""
     from uatlab.experiments.paper_b.heatmap import HEATMAP_RANGES, run_heatmap_trial
     from uatlab.experiments.paper_b.plots import plot_heatmaps
+    from uatlab.experiments.paper_b.sweeps import RUN_COLUMNS
 
     quick = scale == "quick"
     ranges = (0.5, 3.0) if quick else HEATMAP_RANGES
@@ -164,15 +165,7 @@ def run_heatmap(
         trials, run_heatmap_trial, out, executor, workers, progress, desc="attention-heatmap", stored_only=stored_only
     )
     cols = [
-        "run_id",
-        "experiment",
-        "mode",
-        "scale",
-        "value",
-        "seed",
-        "git_rev",
-        "n_params",
-        "wall_seconds",
+        *RUN_COLUMNS,
         "test_mse_all_channels",
         "test_mse",
         "test_sup",

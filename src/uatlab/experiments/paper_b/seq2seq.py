@@ -31,7 +31,7 @@ from uatlab.errors import InputError
 from uatlab.experiments.executor import Trial
 from uatlab.experiments.paper_b.data import relu_seq2seq_problem
 from uatlab.experiments.paper_b.models import FeedForwardTransformerBaseline, TwoLayerAttentionModel
-from uatlab.experiments.paper_b.sweeps import git_revision
+from uatlab.experiments.paper_b.sweeps import RUN_COLUMNS, git_revision
 from uatlab.experiments.paper_b.train import PlateauStop, train_epoch
 
 SEQ2SEQ_MODES = ("parity", "attention", "feedforward", "closed-form", "closed-form-2layer")
@@ -310,15 +310,7 @@ def seq2seq_trials(
 
 
 SEQ2SEQ_CSV_COLUMNS = [
-    "run_id",
-    "experiment",
-    "mode",
-    "scale",
-    "value",
-    "seed",
-    "git_rev",
-    "n_params",
-    "wall_seconds",
+    *RUN_COLUMNS,
     "test_mse",
     "test_sup",
     "bound",

@@ -392,7 +392,8 @@ def library_construction_errors(data, n_anchors: int, n_heads: int) -> dict[str,
 
 
 # --------------------------------------------------------------------------- summaries
-CSV_COLUMNS = [
+#: The columns every paper-B trial CSV starts with (which run, which setting, how big, how long).
+RUN_COLUMNS = [
     "run_id",
     "experiment",
     "mode",
@@ -402,6 +403,9 @@ CSV_COLUMNS = [
     "git_rev",
     "n_params",
     "wall_seconds",
+]
+CSV_COLUMNS = [
+    *RUN_COLUMNS,
     "test_mse_all_channels",
     "test_mse",
     "test_sup",
