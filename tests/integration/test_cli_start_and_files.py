@@ -113,3 +113,19 @@ def test_an_interrupted_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path
         model_io.save(_tiny_model(), target)
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "text"),
+    [
+        (["approx", "truncated-linear", "--help"], "y values on [a−(b−a), b+(b−a)]."),
+        (["experiment", "attention-range", "--help"], "(needs uatlab[ray])"),
+    ],
+)
+def test_help_texts_are_printed_as_written(argv, text, capsys):
+    """Brackets in a help text are text, not markup (rich would drop '[ray]' and '[a−(b−a), b+(b−a)]')."""
+    from uatlab.cli import main
+
+    assert main([*argv]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # help is wrapped to the terminal: compare words
+    assert text in out
