@@ -24,7 +24,7 @@ from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_l
 from uatlab.constructions.paper_b.v2_one_layer_softmax import build_softmax_pooling
 from uatlab.constructions.paper_c.api import compile_next_token
 
-#: (paper, theorem) → the function that makes it executable; each returns a :class:`Construction`.
+#: (paper, theorem) → the function that makes it executable; each returns a `Construction`.
 #: Theorem 1 is a counterexample: its entry pairs a hardmax layer with the inputs on which every hardmax
 #: self-attention layer collides.
 BY_THEOREM = {

@@ -325,7 +325,7 @@ def theorem2_causal(
     max_digits: int = 100_000,
     vocabulary: Any = None,
 ) -> dict[str, Any]:
-    """:func:`~uatlab.constructions.paper_a.thm2_causal_mask.build_theorem2_causal_layer` on a random (or
+    """`uatlab.constructions.paper_a.thm2_causal_mask.build_theorem2_causal_layer` on a random (or
     given) vocabulary, its certificate and the float64 collapse of the same weights, as one JSON-able dict."""
     t0 = time.perf_counter()
     V = (

@@ -169,7 +169,7 @@ class BumpLayer:
 class YunMemorizer(nn.Module):
     """The deep hardmax network: the three stages' layers in order, with its facts.
 
-    An ``nn.Module`` without tensors: its layers compute in exact rationals (:class:`fractions.Fraction`), so
+    An ``nn.Module`` without tensors: its layers compute in exact rationals (`fractions.Fraction`), so
     ``net(X)`` takes one sequence of n tokens (lists of d numbers) and returns n lists of d + 1 fractions,
     the last coordinate being the label.
     """
@@ -218,9 +218,9 @@ def build_yun_memorizer(
     """Build Yun et al.'s three stages for labels of (set of grid tokens, token) keys.
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` the :class:`YunMemorizer` (exact
+        `uatlab.constructions.contract.Construction`: ``model`` the `YunMemorizer` (exact
         rationals); ``guarantee`` ``max_label_error`` = 0 on every labelled context (exact arithmetic, checked
-        by :func:`verify_exact`) and the ids' ``min_id_gap``; ``facts`` the layer counts, parameters and bits
+        by `verify_exact`) and the ids' ``min_id_gap``; ``facts`` the layer counts, parameters and bits
         relied on.
 
     Args:

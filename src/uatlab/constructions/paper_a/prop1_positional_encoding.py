@@ -66,10 +66,10 @@ def build_positional_approximator(cells_per_unit: int, n: int = 3, seed: int = 0
     """FF∘SA∘FF on the encoded box [0, n] with G = n · cells_per_unit cells (see the module docstring).
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` = positional encoding then the
+        `uatlab.constructions.contract.Construction`: ``model`` = positional encoding then the
         Proposition-1 Transformer (``model(X)`` approximates f(X)_k = x_k · x_0 on X ∈ [0, 1)^{n×1});
-        ``guarantee`` the sup error bound off the mis-quantised bands (:func:`error_bound`) beside
-        Proposition 1's own numbers; ``detail`` the :class:`UniversalApproximator` on encoded inputs.
+        ``guarantee`` the sup error bound off the mis-quantised bands (`error_bound`) beside
+        Proposition 1's own numbers; ``detail`` the `UniversalApproximator` on encoded inputs.
     """
     base = build_universal_approximator(lifted_target, (0.0, float(n)), grid=n * cells_per_unit, n=n, d=1, seed=seed)
     model = nn.Sequential(AddPositions(), base.model)

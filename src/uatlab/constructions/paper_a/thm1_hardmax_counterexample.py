@@ -176,11 +176,11 @@ def build_hardmax_counterexample(
 
     Theorem 1 is a statement about every layer, so the weights are not constructed: ``layer`` is checked
     as given (copied, attention set to hardmax), or a full-rank float64 layer with seeded Gaussian weights
-    is drawn. The construction is the input pair (:func:`hardmax_counterexample_inputs`).
+    is drawn. The construction is the input pair (`hardmax_counterexample_inputs`).
 
     Returns:
-        :class:`~uatlab.constructions.contract.Construction`: ``model`` the hardmax layer; ``detail`` the
-        inputs (2, n, d); ``certificate`` the :class:`HardmaxCollision` (evaluated with hardmax and with
+        `uatlab.constructions.contract.Construction`: ``model`` the hardmax layer; ``detail`` the
+        inputs (2, n, d); ``certificate`` the `HardmaxCollision` (evaluated with hardmax and with
         softmax, same weights); ``guarantee`` the collision distance at the shared token (0 up to rounding)
         and the softmax margin on the same pair.
     """

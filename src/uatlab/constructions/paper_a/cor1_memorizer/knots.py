@@ -276,7 +276,7 @@ def assemble_knot_model(
     code: str = "auto",
     labels: str = "auto",
 ):
-    """Assemble the model (module docstring); returns (Transformer, info) like :func:`.assemble.assemble_ramp_model`."""
+    """Assemble the model (module docstring); returns (Transformer, info) like `.assemble.assemble_ramp_model`."""
     V, C = len(enc.token_to_id), len(enc.label_to_id)
     if code == "auto":
         code = "binary" if dtype == "float64" else "3-hot"
