@@ -129,3 +129,20 @@ def test_help_texts_are_printed_as_written(argv, text, capsys):
     assert main([*argv]) == 0
     out = " ".join(capsys.readouterr().out.split())  # help is wrapped to the terminal: compare words
     assert text in out
+
+
+def test_loading_a_model_opens_its_file_once(tmp_path, monkeypatch):
+    target = tmp_path / "m.safetensors"
+    saved = _tiny_model()
+    model_io.save(saved, target)
+    opened = []
+    real = model_io.safe_open
+
+    def counting(path, framework):
+        opened.append(path)
+        return real(path, framework=framework)
+
+    monkeypatch.setattr(model_io, "safe_open", counting)
+    model = model_io.load(target)
+    assert opened == [str(target)]
+    assert all(torch.equal(v, saved.state_dict()[k]) for k, v in model.state_dict().items())

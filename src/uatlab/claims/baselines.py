@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.io_safety import save_figure
 
 
 def compare_on_grid(d: int, n: int, delta: Fraction, seed: int = 0) -> dict[str, Any]:
@@ -157,6 +158,6 @@ def _plot(rows: list[dict[str, Any]], growth: list[dict[str, Any]], path):
     a2.set_yscale("log")
     a2.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -21,6 +21,7 @@ import torch
 from uatlab.data import baselines
 from uatlab.experiments.depth_ablation import load_subset
 from uatlab.experiments.executor import Trial, run_trials
+from uatlab.io_safety import atomic_write, save_figure, write_text_atomic
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, train
 
 TARGETS = (PAPER_ACCURACY, 0.9995)
@@ -97,7 +98,7 @@ def run_rank_ablation(
                 "history": [(h["epoch"], h["train_accuracy"]) for h in res["history"]],
             }
         )
-    with (out / "rank_table.csv").open("w", newline="") as fh:
+    with atomic_write(out / "rank_table.csv", newline="") as fh:
         cols = [c for c in (table[0] if table else {}) if c != "history"]
         w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
@@ -113,7 +114,7 @@ def run_rank_ablation(
         "failed": sweep.failed,
         "files": [str(out / "rank_table.csv"), str(fig) if fig else "", str(out / "summary.json")],
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     return summary
 
 
@@ -134,6 +135,6 @@ def plot_rank_ablation(table: list[dict[str, Any]], base: dict[str, Any], path: 
     ax.set_title("one layer, one head: attention rank ablation")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -41,33 +41,36 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The header metadata of a uatlab model file (raises ModelFileError if it is not one)."""
-    path = Path(path)
+    return _read(Path(path), tensors=False)[0]
+
+
+def _read(path: Path, tensors: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    """Open the file once: its checked metadata and (with ``tensors``) every tensor."""
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist")
     try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
+        f = safe_open(str(path), framework="pt")
     except Exception as exc:  # safetensors raises its own error types for bad headers
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
-    if meta.get("uatlab_format") != FORMAT_TAG:
-        raise ModelFileError(f"{path} is a safetensors file but not a uatlab model (no '{FORMAT_TAG}' tag)")
-    return meta
+    with f:
+        meta = f.metadata() or {}
+        if meta.get("uatlab_format") != FORMAT_TAG:
+            raise ModelFileError(f"{path} is a safetensors file but not a uatlab model (no '{FORMAT_TAG}' tag)")
+        try:
+            return meta, ({k: f.get_tensor(k) for k in f.keys()} if tensors else {})
+        except Exception as exc:
+            raise ModelFileError(f"{path}: cannot read tensors (truncated or corrupt?): {exc}") from None
 
 
 def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
     """Load a model saved by `save_model`. Returns (model in eval mode, extra metadata)."""
     path = Path(path)
-    meta = read_metadata(path)
+    meta, tensors = _read(path, tensors=True)
     try:
         config = TransformerConfig.from_json(meta["uatlab_config"])
     except (KeyError, json.JSONDecodeError, InputError, TypeError) as exc:
         raise ModelFileError(f"{path}: the stored config is invalid: {exc}") from None
     model = Transformer(config)
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:
-        raise ModelFileError(f"{path}: cannot read tensors (truncated or corrupt?): {exc}") from None
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
@@ -106,13 +109,9 @@ def save(
 def load(path: str | os.PathLike) -> Transformer:
     """Load a model saved by `save` (or by older versions); ``model.encoding`` is set when the file
     stores one. The rest of the stored metadata is ``model.saved_extra``."""
-    import warnings
-
     from uatlab.data.dataset import UNK, Encoding
 
-    with warnings.catch_warnings():  # a compiled model may have a width-0 feed-forward layer
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        model, extra = load_model(path)
+    model, extra = load_model(path)  # a width-0 feed-forward layer is silenced where it is made (FeedForward)
     enc = extra.get("encoding")
     if enc is None and "tokens" in extra and "labels" in extra:  # files written by `uatlab train` before 0.2
         enc = {"tokens": extra["tokens"], "labels": extra["labels"]}

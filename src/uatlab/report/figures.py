@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from uatlab.io_safety import save_figure
+
 
 def _plt():
     import matplotlib
@@ -48,7 +50,7 @@ def plot_margin_histogram(margins: np.ndarray, path: Path, title: str) -> Path:
     ax2.set_ylabel("tokens")
     ax2.set_title(f"{int((m > 0).sum()):,} of {m.size:,} tokens certified", fontsize=9)
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -73,7 +75,7 @@ def plot_params_vs_paper_a(
     ax.set_ylabel("parameters")
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False, fontsize=8)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -105,7 +107,7 @@ def plot_curve(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False, fontsize=8, ncol=2)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -133,7 +135,7 @@ def plot_panels(panels: Sequence[dict], path: Path, title: str) -> Path:
         ax.set_title(p.get("title", ""), fontsize=9)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False, fontsize=8)
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -160,7 +162,7 @@ def plot_bars(
         ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -176,6 +178,6 @@ def plot_bar_panels(panels: Sequence[tuple[dict[str, float], str, str]], path: P
         ax.set_ylabel(ylabel)
         ax.set_title(sub, fontsize=9)
     fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
