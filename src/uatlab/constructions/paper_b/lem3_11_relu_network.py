@@ -40,6 +40,7 @@ The reported bound is the maximum over (i, c), plus the rounding estimate of the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -173,6 +174,37 @@ def hidden_unit_ranges(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarr
     return neg * hi + pos * lo + net.b1, pos * hi + neg * lo + net.b1
 
 
+def _as_relu_network(net: ReluNetwork | nn.Module, n: int | None, d: int | None) -> ReluNetwork:
+    """``net`` itself, or an ``nn.Sequential(Linear, ReLU, Linear)`` read as a `ReluNetwork` of shape (n, d)."""
+    if isinstance(net, ReluNetwork):
+        return net
+    if n is None or d is None:
+        raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
+    return ReluNetwork.from_torch(net, n, d)
+
+
+def _plan_for_accuracy(
+    anchors: int | None,
+    eps: float | None,
+    worst: float,
+    bound_of: Callable[[InterpolationPlan], float],
+    *,
+    dtype: str,
+    y_bound: float,
+    n: int,
+) -> InterpolationPlan:
+    """The interpolation on [0, 1]: with ``anchors`` given, that many; else the fewest (growing by 10% from
+    ⌈worst/eps⌉ + 1, since Δ'/2 · worst ≤ eps/2) whose proven ``bound_of(plan)`` ≤ eps (at most 10^6)."""
+    if anchors is not None:
+        return plan_interpolation(0.0, 1.0, anchors=anchors, dtype=dtype, y_bound=y_bound, n_dead=n)
+    m = max(2, math.ceil(worst / eps) + 1)
+    while True:
+        plan = plan_interpolation(0.0, 1.0, anchors=m, dtype=dtype, y_bound=y_bound, n_dead=n)
+        if bound_of(plan) <= eps or m > 10**6:
+            return plan
+        m = int(m * 1.1) + 1
+
+
 def compile_relu_network(
     net: ReluNetwork | nn.Module,
     *,
@@ -197,10 +229,7 @@ def compile_relu_network(
         InputError: wrong network input size, bad domain, eps ≤ 0, neither/both of eps and anchors.
         PrecisionError: the temperature overflows / loses the accuracy in ``dtype``.
     """
-    if not isinstance(net, ReluNetwork):
-        if n is None or d is None:
-            raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
-        net = ReluNetwork.from_torch(net, n, d)
+    net = _as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     W2 = net.W2.reshape(n, d, J)  # (n, d, J): W2[(i,c), j]
@@ -233,16 +262,8 @@ def compile_relu_network(
         tot = (active * Ks).sum(-1) * per_active + ((~active) * Ks).sum(-1) * per_inactive  # (n, d)
         return float(tot.max()) + plan.float_term * float(Ks.sum())  # rounding estimate, every head
 
-    if anchors is not None:
-        plan = plan_interpolation(0.0, 1.0, anchors=anchors, dtype=dtype, y_bound=y_bound, n_dead=n)
-    else:
-        worst = float(((active * Ks).sum(-1)).max())  # Σ K over active heads at the worst coordinate
-        m = max(2, math.ceil(worst / eps) + 1)  # Δ'/2 · worst ≤ eps/2
-        while True:
-            plan = plan_interpolation(0.0, 1.0, anchors=m, dtype=dtype, y_bound=y_bound, n_dead=n)
-            if bound_for(plan) <= eps or m > 10**6:
-                break
-            m = int(m * 1.1) + 1
+    worst = float(((active * Ks).sum(-1)).max())  # Σ K over active heads at the worst coordinate
+    plan = _plan_for_accuracy(anchors, eps, worst, bound_for, dtype=dtype, y_bound=y_bound, n=n)
     bound = bound_for(plan)
     m, H = plan.anchors, len(heads)
     # lifted channels: 0 const | 1 key1 | 2 key2 (dead C for data tokens) | 3 value | 4 + h: y'_h
@@ -438,10 +459,7 @@ def compile_relu_network_two_layer(
             no active hidden unit.
         PrecisionError: the layer-1 temperature overflows / loses the accuracy in ``dtype``.
     """
-    if not isinstance(net, ReluNetwork):
-        if n is None or d is None:
-            raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
-        net = ReluNetwork.from_torch(net, n, d)
+    net = _as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     if n < 2:
@@ -493,16 +511,8 @@ def compile_relu_network_two_layer(
         tot = prop + extra
         return float(tot.max()), eps1, eps0, float(prop.max()), {"floor_sink_float": float(extra.max())}
 
-    if anchors is not None:
-        plan = plan_interpolation(0.0, 1.0, anchors=anchors, dtype=dtype, y_bound=y_bound, n_dead=n)
-    else:
-        worst = float((np.abs(W2) * Upos).sum(-1).max())  # Σ_j |W2| U_j at the worst coordinate
-        m = max(2, math.ceil(worst / eps) + 1)  # Δ'/2 · worst ≤ eps/2
-        while True:
-            plan = plan_interpolation(0.0, 1.0, anchors=m, dtype=dtype, y_bound=y_bound, n_dead=n)
-            if bounds_for(plan)[0] <= eps or m > 10**6:
-                break
-            m = int(m * 1.1) + 1
+    worst = float((np.abs(W2) * Upos).sum(-1).max())  # Σ_j |W2| U_j at the worst coordinate
+    plan = _plan_for_accuracy(anchors, eps, worst, lambda p: bounds_for(p)[0], dtype=dtype, y_bound=y_bound, n=n)
     bound, eps1, eps0, prop, details = bounds_for(plan)
     m = plan.anchors
 
