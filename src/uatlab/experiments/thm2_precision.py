@@ -85,6 +85,19 @@ def float64_collapse(con: Theorem2Construction, sequences: list[tuple[int, ...]]
     }
 
 
+def vocabulary_for(
+    n: int, vocab_size: int, dim: int, eps: float, r_min: float, r_max: float, seed: int, vocabulary: Any = None
+) -> np.ndarray:
+    """The given vocabulary (as float64) or a seeded random one, (|V|, d); refused if n > |V|."""
+    if vocabulary is None:
+        V = random_vocabulary(vocab_size, dim, eps, r_min, r_max, seed=seed)
+    else:
+        V = np.asarray(vocabulary, dtype=np.float64)
+    if n > len(V):
+        raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
+    return V
+
+
 def theorem2_literal(
     vocab_size: int = 4,
     dim: int = 2,
@@ -121,12 +134,7 @@ def theorem2_literal(
     validate_parameters(n, eps, r_min, r_max)
     if max_digits < 16:
         raise PrecisionError(f"--max-digits {max_digits} is below the minimum of 16 decimal digits")
-    if vocabulary is None:
-        V = random_vocabulary(vocab_size, dim, eps, r_min, r_max, seed=seed)
-    else:
-        V = np.asarray(vocabulary, dtype=np.float64)
-    if n > len(V):
-        raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
+    V = vocabulary_for(n, vocab_size, dim, eps, r_min, r_max, seed, vocabulary)
     count = math.perm(len(V), n) if sequences == "all" else math.comb(len(V), n)
     if count > max_sequences:
         raise InputError(
@@ -328,13 +336,7 @@ def theorem2_causal(
     """`uatlab.constructions.paper_a.thm2_causal_mask.build_theorem2_causal_layer` on a random (or
     given) vocabulary, its certificate and the float64 collapse of the same weights, as one JSON-able dict."""
     t0 = time.perf_counter()
-    V = (
-        random_vocabulary(vocab_size, dim, eps, r_min, r_max, seed=seed)
-        if vocabulary is None
-        else np.asarray(vocabulary, np.float64)
-    )
-    if n > len(V):
-        raise InputError(f"n = {n} exceeds the vocabulary size {len(V)}: sequences need n distinct tokens")
+    V = vocabulary_for(n, vocab_size, dim, eps, r_min, r_max, seed, vocabulary)
     if math.perm(len(V), n) > 20_000:
         raise InputError(f"{math.perm(len(V), n)} ordered sequences exceed the limit of 20000: use a smaller |V| or n")
     built = build_theorem2_causal_layer(V, n, eps, r_min, r_max, seed=seed, max_digits=max_digits)
