@@ -72,6 +72,37 @@ def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
         TokenStore(tmp_path / "w", "data", "prefix", resume=True)
 
 
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_store_interrupted_while_a_chunk_is_written_resumes_to_the_same_store(tmp_path, monkeypatch, when):
+    """Ctrl-C just after (or just before) a chunk reaches the disk: the resumed store equals an uninterrupted one
+    (the chunk is neither written twice nor lost, and every token keeps one id)."""
+    data = synthetic_dataset(40, 6, 30, 3, seed=1)
+    whole = TokenStore(tmp_path / "whole", "data", "sequence", chunk_tokens=50)
+    whole.read(_records(data), input_keys)
+    real = TokenStore._write_chunk
+    calls = []
+
+    def interrupted(self, *args):
+        calls.append(1)
+        if len(calls) == 2 and when == "before":
+            raise KeyboardInterrupt
+        real(self, *args)
+        if len(calls) == 2 and when == "after":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(TokenStore, "_write_chunk", interrupted)
+    store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50)
+    with pytest.raises(KeyboardInterrupt):
+        store.read(_records(data), input_keys)
+    monkeypatch.setattr(TokenStore, "_write_chunk", real)
+    again = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50, resume=True)
+    again.read(_records(data), input_keys)
+    assert again.complete and again.sequences == whole.sequences and again.tokens == whole.tokens
+    assert again.token_to_id == whole.token_to_id and again.lines.tolist() == whole.lines.tolist()
+    words = np.concatenate([w for c in again.chunks() for w in c.word])
+    assert np.array_equal(words, np.concatenate([w for c in whole.chunks() for w in c.word]))
+
+
 def test_store_never_deletes_a_directory_it_did_not_make(tmp_path):
     precious = tmp_path / "precious"
     precious.mkdir()

@@ -307,9 +307,12 @@ class TokenStore:
             nonlocal buf_w, buf_l, buf_k, buf_lines, n_tok, vocab_mark, label_mark
             if not buf_w:
                 return
-            self._write_chunk(buf_w, buf_l, buf_k, buf_lines, vocab_mark, label_mark)
-            vocab_mark, label_mark = len(t2i), len(l2i)
+            # take the buffers first: an interrupt while the chunk is written must not make the handler below
+            # write the same sequences (and their new tokens, which would then get a second id) again
+            pending = (buf_w, buf_l, buf_k, buf_lines, vocab_mark, label_mark)
             buf_w, buf_l, buf_k, buf_lines, n_tok = [], [], [], [], 0
+            vocab_mark, label_mark = len(t2i), len(l2i)
+            self._write_chunk(*pending)
 
         try:
             for tokens, labels, line in records:
@@ -368,15 +371,17 @@ class TokenStore:
             new_labels=np.array(json.dumps(new_labels)),
         )
         tmp.replace(self.dir / name)
-        self.m["chunks"].append(
-            {"file": name, "first_sequence": self.sequences, "sequences": len(w), "tokens": int(lengths.sum())}
-        )
-        self.m["sequences"] += len(w)
-        self.m["tokens"] += int(lengths.sum())
+        entry = {"file": name, "first_sequence": self.sequences, "sequences": len(w), "tokens": int(lengths.sum())}
+        update = {
+            "chunks": [*self.m["chunks"], entry],
+            "sequences": self.sequences + len(w),
+            "tokens": self.tokens + int(lengths.sum()),
+            "buckets": None,  # new data invalidates any bucket pass
+        }
         if int(lengths.max()) > self.max_len:  # the longest sequence and its line, for memory estimates
-            self.m["max_len"] = int(lengths.max())
-            self.m["max_len_line"] = int(lines[int(lengths.argmax())])
-        self.m["buckets"] = None  # new data invalidates any bucket pass
+            update["max_len"] = int(lengths.max())
+            update["max_len_line"] = int(lines[int(lengths.argmax())])
+        self.m.update(update)  # one call: an interrupt leaves the manifest before or after this chunk, not between
         self.lines = np.r_[self.lines, np.array(lines, dtype=np.int64)]
         if len(counts) > len(self.label_counts):
             self.label_counts = np.r_[self.label_counts, np.zeros(len(counts) - len(self.label_counts), np.int64)]
