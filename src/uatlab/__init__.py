@@ -44,8 +44,10 @@ _EXPORTS = {
     "compile_relu_network_standard": "uatlab.constructions.paper_b.lem3_11_standard_attention",
     "build_incontext_gd": "uatlab.constructions.paper_b.appB_incontext_gd",
     "build_incontext_ridge": "uatlab.constructions.paper_b.appB_incontext_ridge",
+    "build_incontext_features": "uatlab.constructions.paper_b.appB_incontext_features",
     "build_softmax_pooling": "uatlab.constructions.paper_b.v2_one_layer_softmax",
     "compile_next_token": "uatlab.constructions.paper_c.api",
+    "compile_seq2seq_deep": "uatlab.constructions.paper_c.seq2seq_api",
     "build_yun_memorizer": "uatlab.constructions.baselines.yun2020",
     # certificates
     "certify": "uatlab.verify.certificate",

@@ -39,8 +39,12 @@ CHEAP_CALLS = {
     "compile_relu_network_standard": lambda f: f(NET, anchors=9),
     "build_incontext_gd": lambda f: f(2, 4, steps=1, lr=0.1),
     "build_incontext_ridge": lambda f: f(2, 4, 0.1, steps=1, lr=0.1),
+    "build_incontext_features": lambda f: f(2, 8, 0.1, steps=1, lr=0.1),
     "build_softmax_pooling": lambda f: f(NET, 4.0),
     "compile_next_token": lambda f: f(NT_TOKENS, np.array([0, 1, 2, 0]), V=3, C=3),
+    "compile_seq2seq_deep": lambda f: f(
+        [np.array([0, 1, 2]), np.array([2, 1])], [np.array([0, 1, 1]), np.array([1, 0])], 3, 2
+    ),
     "build_yun_memorizer": lambda f: f(random_set_labels(1, 2, YUN_DELTA, 2, seed=0), 1, 2, YUN_DELTA),
 }
 
@@ -50,6 +54,9 @@ STAGES = {
     ("uatlab.constructions.paper_a.cor1_memorizer.api", "compile_store"): "compile_memorizer",
     ("uatlab.constructions.paper_a.cor1_memorizer.api", "compile_dataset"): "compile_memorizer",
     ("uatlab.constructions.paper_c.next_token_memorizer", "compile_memorizer"): "compile_next_token",
+    ("uatlab.constructions.paper_c.seq2seq_memorizer", "compile_seq2seq"): "compile_seq2seq_deep",
+    ("uatlab.constructions.paper_c.seq2seq_memorizer", "build_circuit"): "compile_seq2seq_deep",
+    ("uatlab.constructions.paper_b.appB_incontext_features", "build_feature_layer"): "build_incontext_features",
 }
 
 

@@ -16,6 +16,7 @@ from uatlab.constructions.paper_a.thm1_hardmax_counterexample import (
 )
 from uatlab.constructions.paper_a.thm2_causal_mask import build_theorem2_causal_layer
 from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer
+from uatlab.constructions.paper_b.appB_incontext_features import build_incontext_features
 from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
 from uatlab.constructions.paper_b.appB_incontext_ridge import build_incontext_ridge
 from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, compile_relu_network_two_layer
@@ -23,6 +24,7 @@ from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu
 from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
 from uatlab.constructions.paper_b.v2_one_layer_softmax import build_softmax_pooling
 from uatlab.constructions.paper_c.api import compile_next_token
+from uatlab.constructions.paper_c.seq2seq_api import compile_seq2seq_deep
 
 #: (paper, theorem) → the function that makes it executable; each returns a `Construction`.
 #: Theorem 1 is a counterexample: its entry pairs a hardmax layer with the inputs on which every hardmax
@@ -41,8 +43,10 @@ BY_THEOREM = {
     ("B", "Lemma 3.11, two standard attention layers"): compile_relu_network_standard,
     ("B", "Appendix B"): build_incontext_gd,
     ("B", "Appendix B, ridge"): build_incontext_ridge,
+    ("B", "Appendix B, ridge on anchor-interpolated features"): build_incontext_features,
     ("B", "v2: one attention layer and a softmax"): build_softmax_pooling,
     ("C", "next-token memorization"): compile_next_token,  # Kajitsuka & Sato, ICLR 2025
+    ("C", "seq2seq memorization, deep feed-forward"): compile_seq2seq_deep,
     ("Yun et al. 2020", "Lemmas 5–7"): build_yun_memorizer,  # the deep hardmax baseline
 }
 
@@ -50,6 +54,7 @@ __all__ = [
     "BY_THEOREM",
     "Construction",
     "build_hardmax_counterexample",
+    "build_incontext_features",
     "build_incontext_gd",
     "build_incontext_ridge",
     "build_positional_approximator",
@@ -64,5 +69,6 @@ __all__ = [
     "compile_relu_network",
     "compile_relu_network_standard",
     "compile_relu_network_two_layer",
+    "compile_seq2seq_deep",
     "hardmax_counterexample_inputs",
 ]
