@@ -4,6 +4,7 @@
     python benchmarks/memorization.py --quick         # CI sizes (seconds)
     python benchmarks/memorization.py --compile-args "--ff ramps" --out before.json   # another construction
     python benchmarks/memorization.py --compare before.json                         # before → after table
+    python benchmarks/memorization.py --ff ramps,knots,deep  # side by side: CPU s and CPU(x) / CPU(ramps)
 
 Families (generated here, deterministic in ``--seed``):
 
@@ -83,8 +84,17 @@ def information(path: Path) -> dict:
     return label_information_of(iter_conll(path)).to_json()
 
 
+def paper_a_param_count(d: int, n: int, N: int, s: int = 1) -> int:
+    """Paper A's count 4(s + d) + d(2nN + d) (Kajitsuka & Sato, ICLR 2024, Corollary 1)."""
+    return 4 * (s + d) + d * (2 * n * N + d)
+
+
+def ff_of(extra: list[str]) -> str:
+    return extra[extra.index("--ff") + 1] if "--ff" in extra else "knots"
+
+
 def run_case(name: str, data: Path, extra: list[str], work: Path) -> dict:
-    out = work / f"{name}.safetensors"
+    out = work / f"{name}.{'npz' if ff_of(extra) == 'deep' else 'safetensors'}"
     cmd = [*UATLAB, "compile", str(data), *extra, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -92,30 +102,38 @@ def run_case(name: str, data: Path, extra: list[str], work: Path) -> dict:
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        return {"case": name, "error": proc.stderr.strip()[-2000:]}
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return {"case": name, "ff": ff_of(extra), "error": proc.stderr.strip()[-2000:], "cpu_seconds": cpu}
     fig = json.loads(proc.stdout)
     info = information(data)
     p = fig["params_non_embedding"]
+    deep = fig.get("ff") == "deep"
+    d_model = 4 if deep else fig["d_model"]  # the deep model's stream: (ν, 1, token id, v)
+    paper_a = paper_a_param_count(d_model, fig["max_len"], fig["sequences"])
+    certified = fig.get("certified", False)
     row = {
         "case": name,
+        "ff": ff_of(extra),
         "command": shlex.join(["uatlab", "compile", data.name, *extra]),
         "sequences": fig["sequences"],
         "tokens": fig["tokens"],
         "max_len": fig["max_len"],
-        "d_model": fig["d_model"],
-        "ff_width": fig["ff_width"],
+        "d_model": d_model,
+        "ff_width": fig.get("ff_width"),
+        "ffn_depth": fig.get("ffn_depth", 1),
         "params_non_embedding": p,
         "params_non_embedding_nonzero": fig.get("params_non_embedding_nonzero"),
-        "paper_a_param_count": fig["paper_a_param_count"],
-        "ratio_to_paper_a": p / fig["paper_a_param_count"],
-        "certified": fig["certified"],
+        "paper_a_param_count": paper_a,
+        "ratio_to_paper_a": p / paper_a,
+        "certified": certified,
         "certified_at_ceiling": bool(
-            fig["certified"]
+            certified
             and fig["certified_tokens"] == fig["ceiling_tokens"]
-            and fig["correct_tokens"] == fig["ceiling_tokens"]
+            and fig.get("correct_tokens", fig["certified_tokens"]) == fig["ceiling_tokens"]
         ),
-        "correct_tokens": fig["correct_tokens"],
-        "ceiling_tokens": fig["ceiling_tokens"],
+        "correct_tokens": fig.get("correct_tokens", fig.get("certified_tokens")),
+        "ceiling_tokens": fig.get("ceiling_tokens"),
+        "stage_seconds": fig.get("stage_seconds"),
         "dtype": fig["dtype"],
         "wall_seconds": wall,
         "cpu_seconds": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
@@ -181,11 +199,12 @@ def table(rows: list[dict], before: dict[str, dict] | None) -> str:
         )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
+        r = dict(r, case=r["case"] + (f" [--ff {r['ff']}]" if r.get("ff", "knots") != "knots" else ""))
         if "error" in r:
             lines.append(f"| {r['case']} | error: {r['error'].splitlines()[-1]} |")
             continue
         if before:
-            b = before.get(r["case"], {})
+            b = before.get(r["case"].split(" [")[0], {})
             if "error" in b or not b:
                 b = {}
 
@@ -203,6 +222,38 @@ def table(rows: list[dict], before: dict[str, dict] | None) -> str:
                 f"{r['paper_a_param_count']:,} | {100 * r['ratio_to_paper_a']:.1f} % | {r['certified_at_ceiling']} | "
                 f"{r['cpu_seconds']:.1f} | {r['bits_per_param']:.4f} |"
             )
+    return "\n".join(lines)
+
+
+def side_by_side(rows: list[dict]) -> str:
+    """Per family: ratio to paper A, certified, CPU seconds of every --ff, and CPU(new) / CPU(ramps)."""
+    by: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by.setdefault(r["case"], {})[r.get("ff", "knots")] = r
+    ffs = [f for f in ("ramps", "knots", "deep") if any(f in v for v in by.values())]
+    head = "| case | " + " | ".join(f"{f}: ratio to paper A, certified, CPU s" for f in ffs)
+    head += " | " + " | ".join(f"CPU {f} / ramps" for f in ffs if f != "ramps") + " |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for case, v in by.items():
+        cells = []
+        for f in ffs:
+            r = v.get(f)
+            if r is None:
+                cells.append("—")
+            elif "error" in r:
+                cells.append(f"error after {r.get('cpu_seconds', 0):.1f} s: {r['error'].splitlines()[-1][:80]}")
+            else:
+                cells.append(
+                    f"{100 * r['ratio_to_paper_a']:.1f} %, {r['certified_at_ceiling']}, {r['cpu_seconds']:.1f}"
+                )
+        base = v.get("ramps")
+        for f in ffs:
+            if f == "ramps":
+                continue
+            r = v.get(f)
+            ok = base and r and "error" not in base and "error" not in r
+            cells.append(f"{r['cpu_seconds'] / base['cpu_seconds']:.2f}" if ok else "—")
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -225,6 +276,12 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
         ax.scatter([x], [r["paper_a_param_count"]], marker="s", color="tab:red", **kw)
         ax.scatter([x], [math.sqrt(N)], marker="v", color="tab:gray", **kw)
         ax.scatter([x], [math.sqrt(n * N)], marker="^", color="tab:gray", **kw)
+        if r.get("ff") == "deep":
+            ax.scatter([x], [r["params_non_embedding"]], marker="D", color="tab:green", **kw)
+            continue
+        if r.get("ff") == "ramps":
+            ax.scatter([x], [r["params_non_embedding"]], marker="o", facecolors="none", edgecolors="tab:blue")
+            continue
         ax.scatter([x], [r["params_non_embedding"]], marker="o", color="tab:blue", **kw)
         b = (before or {}).get(r["case"])
         if b and "error" not in b:
@@ -236,7 +293,12 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
         ax.plot(grid, grid / b, ls, color="k", lw=0.8, label=f"bit-complexity floor: params ≥ bits / {b}")
     handles = [
         plt.Line2D([], [], marker="o", ls="", color="tab:blue", label="compiled (knots), non-embedding params"),
-        plt.Line2D([], [], marker="o", ls="", mfc="none", color="tab:blue", label="before (two ramps per change)"),
+        plt.Line2D(
+            [], [], marker="o", ls="", mfc="none", color="tab:blue", label="--ff ramps (two ramps per label change)"
+        ),
+        plt.Line2D(
+            [], [], marker="D", ls="", color="tab:green", label="deep FF (--ff deep, ICLR 2025), dense non-emb. params"
+        ),
         plt.Line2D([], [], marker="s", ls="", color="tab:red", label="paper A: 4(s+d) + d(2nN+d)"),
         plt.Line2D([], [], marker="^", ls="", color="tab:gray", label="√(nN) (seq2seq scale, ICLR 2025)"),
         plt.Line2D([], [], marker="v", ls="", color="tab:gray", label="√N (next-token scale, ICLR 2025)"),
@@ -260,6 +322,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmark-memorization.json"), help="Where to write the rows.")
     ap.add_argument("--compile-args", default="", help="Extra arguments for every 'uatlab compile' (quoted).")
     ap.add_argument("--compare", type=Path, help="A previous --out file: print before → after.")
+    ap.add_argument(
+        "--ff",
+        default="",
+        help="Comma-separated --ff values run side by side on every case (e.g. ramps,knots,deep); prints the "
+        "CPU-time ratio of each to ramps. Default: the compiler's default only.",
+    )
     ap.add_argument("--only", default="", help="Run only cases whose name contains this text.")
     ap.add_argument("--seed", type=int, default=0, help="Seed of the generated families.")
     ap.add_argument("--figure", type=Path, help="Write the parameters-against-label-bits figure (PNG) here.")
@@ -286,15 +354,21 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="uatlab-mem-bench-"))
     extra = shlex.split(args.compile_args)
     rows = []
+    ffs = [f for f in args.ff.split(",") if f] or [""]
     for name, path, cargs in cases(args.quick, work, args.seed):
         if args.only and args.only not in name:
             continue
-        print(f"running {name} ...", file=sys.stderr, flush=True)
-        rows.append(run_case(name, path, [*cargs, *extra], work))
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(json.dumps(rows, indent=2, default=str))
-        os.replace(tmp, args.out)  # atomic, after every case (a long run keeps what it measured)
-    print(table(rows, before))
+        for ff in ffs:
+            ff_args = ["--ff", ff] if ff else []
+            print(f"running {name} {' '.join(ff_args)} ...", file=sys.stderr, flush=True)
+            rows.append(run_case(name, path, [*cargs, *ff_args, *extra], work))
+            tmp = args.out.with_name(args.out.name + ".tmp")
+            tmp.write_text(json.dumps(rows, indent=2, default=str))
+            os.replace(tmp, args.out)  # atomic, after every case (a long run keeps what it measured)
+    if len(ffs) > 1:
+        print(side_by_side(rows))
+        print()
+    print(table([r for r in rows if r.get("ff", "knots") != "ramps" or len(ffs) == 1], before))
     print(f"\nload average at end: {Path('/proc/loadavg').read_text().split()[:3]} (shared machine)")
     print(f"rows written to {args.out}")
     if args.figure is not None:

@@ -84,3 +84,23 @@ def test_gated_layer_forms_abs_weights_per_slice_with_the_same_bounds(compiled):
     np.testing.assert_allclose(
         out.abs_matvec(np.ones(out.W.shape[1]), block=5), np.abs(out.W) @ np.ones(out.W.shape[1]), rtol=1e-14, atol=0
     )
+
+
+@pytest.mark.parametrize("unit_pairs", [1, 8, 64])
+def test_token_slices_of_a_code_keep_the_bounds(compiled, unit_pairs, monkeypatch):
+    """A code's tokens evaluated in slices (UNIT_PAIRS): the same values, radii no larger (up to rounding)."""
+    data, model = compiled
+    bm = _BoundedModel(model)
+    att, hid, out = bm.layers[0]
+    ids = np.stack(model.encoding.encode_tokens(data))
+    x, r = bm.embed(ids)
+    x, r, _ = bm.attention(x, r, att, att.causal)
+    d = x.shape[-1]
+    x, r, ids = x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1)
+    y0, ry0 = bm.ff_gated(x, r, ids, hid, out)
+    monkeypatch.setattr(_BoundedModel, "UNIT_PAIRS", unit_pairs)
+    y, ry = bm.ff_gated(x, r, ids, hid, out)
+    np.testing.assert_allclose(y, y0, rtol=0, atol=1e-12 * max(1.0, float(np.abs(y0).max())))
+    assert (ry >= 0).all() and (ry <= ry0 * (1 + 1e-9) + 1e-300).all()
+    sliced = certify(model, data)
+    assert sliced.certified and sliced.certified_tokens == sliced.ceiling_tokens

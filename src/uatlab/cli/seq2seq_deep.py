@@ -74,6 +74,7 @@ def compile_deep_file(
         "tokens": int(info.tokens),
         "vocabulary": len(tok_id),
         "classes": len(lab_id),
+        "max_len": max(len(x) for x in sents),
         "context": memo.context,
         "ffn_depth": memo.circuit.depth,
         **{f"params_{k}": v for k, v in params.items()},

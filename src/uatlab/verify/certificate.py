@@ -781,7 +781,12 @@ class _BoundedModel:
                 continue
             units = np.arange(lo_u[i], hi_u[i])
             sel = np.concatenate([units[proven_off[units]], dense_units])  # the rest are in dense_units
-            yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], sel, hid, out)
+            # tokens in slices of ≤ UNIT_PAIRS (token, unit) pairs: every bound of _ff_units is per token or
+            # taken over the tokens of its call, so any split is as sound
+            step = max(1, self.UNIT_PAIRS // max(len(sel), 1))
+            for k in range(0, len(toks), step):
+                t = toks[k : k + step]
+                yv[t], ry[t] = self._ff_units(x[t], r[t], sel, hid, out)
         if no_unit_tokens:
             toks = np.concatenate(no_unit_tokens)
             yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
@@ -792,6 +797,8 @@ class _BoundedModel:
 
     # (token, unit) pairs evaluated together at most (a block of codes; a larger code is a block of its own)
     BLOCK_PAIRS = 4096
+    # (token, unit) pairs of one call for a code with many tokens (bounds the memory: ~20 such arrays)
+    UNIT_PAIRS = 1 << 20
 
     def _ff_blocks(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
         """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``, in increasing unit order)
@@ -802,6 +809,16 @@ class _BoundedModel:
         per-call quantities of `_ff_tail` (the error-carrying coordinates Jr with their ≤
         LINEAR_ON_MAX_COORDS test, and γ of the unit count in `_on_units_linear_error`) are taken per code.
         """
+        # a code with more than UNIT_PAIRS (token, unit) pairs is split into slices of its tokens: every
+        # per-code quantity of _ff_block is a bound over the tokens it is given, so it stays sound per slice
+        size = hi_u - lo_u
+        step = np.maximum(1, self.UNIT_PAIRS // np.maximum(size, 1))
+        if ((ends - starts) > step).any():
+            pieces = [np.arange(s, e, k) for s, e, k in zip(starts.tolist(), ends.tolist(), step.tolist(), strict=True)]
+            rep = np.asarray([len(p) for p in pieces])
+            starts = np.concatenate(pieces)
+            ends = np.minimum(starts + np.repeat(step, rep), np.repeat(ends, rep))
+            lo_u, hi_u = np.repeat(lo_u, rep), np.repeat(hi_u, rep)
         cum = np.r_[0, np.cumsum(ends - starts)].tolist()
         lo_l, hi_l = lo_u.tolist(), hi_u.tolist()
         i, G = 0, len(starts)
