@@ -80,8 +80,11 @@ def test_float32_small_and_refused_when_too_large() -> None:
     sents, labs, V, C = _data(5, N=20)
     con = compile_seq2seq_deep(sents, labs, V, C, regime="float32")
     assert con.certificate.certified and con.model.nu.dtype == torch.float32
-    with pytest.raises(PrecisionError):
+    with pytest.raises(PrecisionError, match=r"the largest number of keys that fits is (\d+)") as err:
         choose_deep_layout(200_000, 10, 128, "float32", 1.25)
+    fit = int(err.value.args[0].split("fits is ")[1].split(";")[0])
+    assert 0 < fit < 200_000
+    choose_deep_layout(fit, 10, 128, "float32", 1.23 + 2 / fit**0.5)  # that many fit (at the base slack)
 
 
 CONLL = "EU B-ORG\nrejects O\nGerman B-MISC\ncall O\n\nPeter B-PER\nBlackburn I-PER\n\nGerman B-MISC\nfarmers O\n\nEU O\ncall O\nPeter O\n"

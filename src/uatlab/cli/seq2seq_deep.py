@@ -87,6 +87,7 @@ def compile_deep_file(
         ),
         "float_floor_parameters": info.word_bits / (64 if dtype == "float64" else 32),
         "keys": memo.facts["keys"],
+        "table_sizes": memo.facts["table_sizes"],
         "digits_per_word": memo.facts["D"],
         "words_per_bank": memo.facts["m"],
         "max_weight_bits": memo.facts["max_weight_bits"],

@@ -267,7 +267,7 @@ ID_BITS = {"float64": 50, "float32": 21}
 FLOAT_BITS = {"float64": 52, "float32": 23}  # every |term| sum stays ≤ 2^53 / 2^24 with a factor 2 to spare
 
 
-def choose_deep_layout(K: int, C1: int, context: int, regime: str, slack: float) -> DeepLayout:
+def choose_deep_layout(K: int, C1: int, context: int, regime: str, slack: float, name_fit: bool = True) -> DeepLayout:
     """(D, m) with the fewest dense parameters (built and counted) among those whose float bound holds.
 
     Float bound of the word layer: word_bound·(1 + (B − 1)B + 2m) ≤ 2^FLOAT_BITS (B banks). The ids need
@@ -301,11 +301,32 @@ def choose_deep_layout(K: int, C1: int, context: int, regime: str, slack: float)
                 best = (dense, lay)
         feasible += int(feasible_d)
     if best is None:
+        fit = _largest_fit(C1, context, regime) if name_fit and K > 1 else "smaller"
         raise PrecisionError(
-            f"{regime}: {K} keys need token ids of more than {ID_BITS[regime]} bits (pairwise independent slots) "
-            "or words too small for one label; use float64 or fewer ambiguous tokens"
+            f"{regime}: {K} keys (tokens of ambiguous words) need token ids of more than {ID_BITS[regime]} bits "
+            f"(pairwise independent slots); the largest number of keys that fits is {fit}; use float64"
         )
     return best[1]
+
+
+def _largest_fit(C1: int, context: int, regime: str) -> int:
+    """The largest key count :func:`choose_deep_layout` accepts (bisection; the error message names it)."""
+    from uatlab.errors import PrecisionError
+
+    def fits(K: int) -> bool:
+        try:
+            choose_deep_layout(K, C1, context, regime, RETRIEVAL_SLACK + 2.0 / math.sqrt(K), name_fit=False)
+        except PrecisionError:
+            return False
+        return True
+
+    lo, hi = 0, 2
+    while fits(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 @functools.lru_cache(maxsize=256)
