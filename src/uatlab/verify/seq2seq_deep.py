@@ -6,8 +6,9 @@ certificate proves that the model's prediction equals the label, in the model's 
 1. **Attention (exact).** Every key is 1 (second coordinate), so all logits are equal and the softmax
    weights are exactly 1/n' (exp(0) = 1, n' a power of two); the head writes S = n'·Σ_i ν_i / n' and the
    token id k_j = μ_j + S (an integer), recomputed here with int64 arithmetic (k < h_max ≤ 2^50).
-2. **Feed-forward (exact).** The integer circuit is evaluated exactly on every distinct (k, v[word]) pair:
-   y_ret; the prediction is y = y_ret + v − 1.
+2. **Feed-forward (exact).** The integer circuit is evaluated exactly: its two gate layers on every
+   distinct (k, v[word]) pair, the rest on every distinct gated id g: y_ret; the prediction is
+   y = y_ret + v − 1.
 3. **Readout.** logit_c = 2c·y − c², so logit_y − logit_c = (y − c)² ≥ 1: the argmax is y with margin ≥ 1.
 4. **Floating point.** If every weight and bias, every id (< h_max), and, for every unit and every point,
    Σ_i |W_ki u_i| + |b_k| is ≤ 2^p (p = 53 for float64, 24 for float32), every partial sum of the forward
@@ -23,8 +24,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from uatlab.constructions.paper_c.relu_circuit import float_exactness_bound
-from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqData, Seq2SeqMemorizer
+from uatlab.constructions.paper_c.relu_circuit import Circuit, float_exactness_bound
+from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqData, Seq2SeqMemorizer
 
 MANTISSA_BITS = {"float64": 53, "float32": 24}
 
@@ -62,12 +63,22 @@ def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 1638
     k, v = token_ids_and_words(memo, data)
     pairs, inv = np.unique(np.stack([k, v], axis=1), axis=0, return_inverse=True)
     inv = inv.reshape(-1)
-    ys, worst = [], 0
-    for i in range(0, len(pairs), chunk):  # chunks bound the memory: every layer is (width, chunk)
-        w, _, (y,) = float_exactness_bound(memo.circuit, [pairs[i : i + chunk, 0], pairs[i : i + chunk, 1]])
+    # the gate (the circuit's first GATE_LAYERS layers) on every distinct (k, v); the rest on every distinct
+    # gated id g (all unambiguous words' tokens share g = 0): the same units on the same values, fewer points
+    front = Circuit(n_inputs=2, layers=memo.circuit.layers[:GATE_LAYERS])
+    back = Circuit(n_inputs=1, layers=memo.circuit.layers[GATE_LAYERS:])
+    worst, (g,) = 0, ([],)
+    for i in range(0, len(pairs), chunk):
+        w, _, (gi,) = float_exactness_bound(front, [pairs[i : i + chunk, 0], pairs[i : i + chunk, 1]])
+        worst = max(worst, int(w))
+        g.extend(int(t) for t in gi)
+    g_u, g_inv = np.unique(np.asarray(g, dtype=np.int64), return_inverse=True)
+    ys = []
+    for i in range(0, len(g_u), chunk):  # chunks bound the memory: every layer is (width, chunk)
+        w, _, (y,) = float_exactness_bound(back, [g_u[i : i + chunk]])
         worst = max(worst, int(w))
         ys.append(np.asarray([int(t) for t in y], dtype=np.int64))
-    y_ret = np.concatenate(ys)[inv]
+    y_ret = np.concatenate(ys)[g_inv.reshape(-1)][inv]
     y = y_ret + v - 1
     ceiling = data.ceiling
     lab = data.token_label

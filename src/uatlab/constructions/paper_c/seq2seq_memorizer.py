@@ -264,6 +264,7 @@ class DeepLayout:
 
 
 ID_BITS = {"float64": 50, "float32": 21}
+GATE_LAYERS = 2  # the circuit's first two layers compute the gated id g (stage 0)
 FLOAT_BITS = {"float64": 52, "float32": 23}  # every |term| sum stays ≤ 2^53 / 2^24 with a factor 2 to spare
 
 
