@@ -103,7 +103,8 @@ def run_case(name: str, data: Path, extra: list[str], work: Path) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        return {"case": name, "ff": ff_of(extra), "error": proc.stderr.strip()[-2000:], "cpu_seconds": cpu}
+        err = proc.stderr.strip()[-2000:] or f"exit status {proc.returncode}"
+        return {"case": name, "ff": ff_of(extra), "error": err, "cpu_seconds": cpu}
     fig = json.loads(proc.stdout)
     info = information(data)
     p = fig["params_non_embedding"]
@@ -201,7 +202,7 @@ def table(rows: list[dict], before: dict[str, dict] | None) -> str:
     for r in rows:
         r = dict(r, case=r["case"] + (f" [--ff {r['ff']}]" if r.get("ff", "knots") != "knots" else ""))
         if "error" in r:
-            lines.append(f"| {r['case']} | error: {r['error'].splitlines()[-1]} |")
+            lines.append(f"| {r['case']} | error: {(r['error'].splitlines() or ['?'])[-1]} |")
             continue
         if before:
             b = before.get(r["case"].split(" [")[0], {})
@@ -241,7 +242,9 @@ def side_by_side(rows: list[dict]) -> str:
             if r is None:
                 cells.append("—")
             elif "error" in r:
-                cells.append(f"error after {r.get('cpu_seconds', 0):.1f} s: {r['error'].splitlines()[-1][:80]}")
+                cells.append(
+                    f"error after {r.get('cpu_seconds', 0):.1f} s: {(r['error'].splitlines() or ['?'])[-1][:80]}"
+                )
             else:
                 cells.append(
                     f"{100 * r['ratio_to_paper_a']:.1f} %, {r['certified_at_ceiling']}, {r['cpu_seconds']:.1f}"
