@@ -276,9 +276,10 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
         x = r["label_bits_given_word"]
         N, n = r["sequences"], r["max_len"]
         kw = {"label": None}
-        ax.scatter([x], [r["paper_a_param_count"]], marker="s", color="tab:red", **kw)
-        ax.scatter([x], [math.sqrt(N)], marker="v", color="tab:gray", **kw)
-        ax.scatter([x], [math.sqrt(n * N)], marker="^", color="tab:gray", **kw)
+        if r.get("ff", "knots") == "knots":  # the references once per data set (paper A's count at knots' d)
+            ax.scatter([x], [r["paper_a_param_count"]], marker="s", color="tab:red", **kw)
+            ax.scatter([x], [math.sqrt(N)], marker="v", color="tab:gray", **kw)
+            ax.scatter([x], [math.sqrt(n * N)], marker="^", color="tab:gray", **kw)
         if r.get("ff") == "deep":
             ax.scatter([x], [r["params_non_embedding"]], marker="D", color="tab:green", **kw)
             continue
