@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ff", type=int, default=512)
     p.add_argument("--rank", default="1", help="1 or 'full'")
     p.add_argument("--max-minutes", type=float, default=30.0)
+    p.add_argument("--beta", type=float, default=1.0, help="inverse temperature of the attention scores")
+    p.add_argument("--hinge", type=float, default=0.0, help="weight of the margin loss on the hardest tokens")
+    p.add_argument("--margin", type=float, default=1.0, help="margin of the hinge term")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     if not Path(a.data).is_file():
@@ -36,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from uatlab.experiments.conll_ceiling import diagnose
 
+    if a.out and not Path(a.out).parent.is_dir():
+        print(f"error: --out {a.out}: folder does not exist", file=sys.stderr)
+        return 2
     if a.quick:
         a.sentences, a.epochs, a.dim, a.ff = 200, 30, 32, 128
     res = diagnose(
@@ -46,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
         ff=a.ff,
         rank=1 if a.rank == "1" else None,
         max_minutes=a.max_minutes,
+        beta=a.beta,
+        hinge=a.hinge,
+        margin=a.margin,
+        dtype=a.dtype,
+        progress=lambda r: print(json.dumps(r), file=sys.stderr, flush=True),
     )
     text = json.dumps(res, indent=1)
     if a.out:
-        Path(a.out).write_text(text)
+        from uatlab.io_safety import write_text_atomic
+
+        write_text_atomic(a.out, text)
     print(text)
     return 0
 

@@ -226,11 +226,10 @@ def compile_cmd(
         from uatlab.cli.next_token import compile_next_token_command
 
         fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
-        out_nt = out if out != Path("model.safetensors") else Path("model.next-token.json")
         check_input_file(data)
-        check_output_file(out_nt, [data])
-        with OutputLock(out_nt):
-            return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out_nt, seed, json_out)
+        check_output_file(out, [data])
+        with OutputLock(out):
+            return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out, seed, json_out)
     if task != "token":
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     set_memory_limit(max_memory)
@@ -447,9 +446,12 @@ def _compile(
 @app.command("certify")
 def certify_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained) that stores its encoding."),
-    data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
+    data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL (next-token: also text)."),
     fmt: str = typer.Option(
-        "auto", "--format", help="conll, jsonl or auto (by file extension).", callback=one_of("auto", "conll", "jsonl")
+        "auto",
+        "--format",
+        help="conll, jsonl, text (next-token models: windows of the model's length) or auto (by file extension).",
+        callback=one_of("auto", "conll", "jsonl", "text"),
     ),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     threads: str = typer.Option(
@@ -483,6 +485,12 @@ def certify_cmd(
     check_input_file(model_path, "model file")
     check_input_file(data)
     mapper = _mapper(executor, workers, thread_settings["threads"])
+    from uatlab.cli.next_token import certify_next_token_command, is_next_token_model
+
+    if is_next_token_model(model_path):
+        return certify_next_token_command(model_path, data, fmt, json_out)
+    if fmt == "text":
+        raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:

@@ -3,6 +3,8 @@
 INPUT is plain text (one sentence per line, tokens separated by whitespace), CoNLL columns or JSONL (their
 labels are ignored). Output: one ``token<TAB>label`` line per token, a blank line between sentences, or one
 JSON object with ``--json``. Unknown words follow the model's policy (see `uatlab.models.Transformer.predict`).
+With a next-token model (Kajitsuka & Sato, ICLR 2025) every line (or JSONL object) is one sequence and the
+output is the sequence, a tab and its predicted next token.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def predict_cmd(
 
     if unknown not in ("", "error", "unk"):
         raise InputError(f"--unknown must be error or unk, got {unknown!r}")
+    from uatlab.cli.next_token import is_next_token_model, predict_next_token_command
+
+    if not input_path.is_file():
+        raise InputError(f"{input_path}: no such file")
+    if is_next_token_model(model_path):
+        return predict_next_token_command(model_path, input_path, fmt, json_out)
     sentences = read_sentences(input_path, fmt)
     t0 = time.perf_counter()
     model = load(model_path)

@@ -87,15 +87,27 @@ def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
     return model, extra
 
 
-def save(
-    model: Transformer, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None
-) -> Path:
+def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None) -> Path:
     """Save a compiled or trained model as one file: weights, config, token encoding, construction facts and
     the uatlab version, all in the safetensors header (metadata ``uatlab_extra``).
 
     ``encoding`` (an `uatlab.data.Encoding`) defaults to ``model.encoding``. `load` reads it back.
+    A next-token memorizer (Kajitsuka & Sato, ICLR 2025; a module with a ``memo``) is saved in the same
+    safetensors format with its own header (`uatlab.constructions.paper_c.model_file`); its
+    vocabularies are ``model.token_vocab`` and ``model.label_vocab`` when set.
     """
     from uatlab import __version__
+
+    if not isinstance(model, Transformer) and hasattr(model, "memo"):
+        from uatlab.constructions.paper_c.model_file import save_next_token
+
+        return save_next_token(
+            model.memo,
+            path,
+            getattr(model, "token_vocab", None),
+            getattr(model, "label_vocab", None),
+            {"facts_extra": facts} if facts else None,
+        )
 
     enc = encoding if encoding is not None else getattr(model, "encoding", None)
     extra: dict[str, Any] = {"uatlab_version": __version__}
@@ -106,10 +118,37 @@ def save(
     return save_model(model, path, extra=extra)
 
 
-def load(path: str | os.PathLike) -> Transformer:
+def file_format(path: str | os.PathLike) -> str | None:
+    """The ``uatlab_format`` tag of a safetensors file (None if it has none); ModelFileError if unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelFileError(f"model file {path} does not exist")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return (f.metadata() or {}).get("uatlab_format")
+    except Exception as exc:
+        raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
+
+
+def load(path: str | os.PathLike) -> Any:
     """Load a model saved by `save` (or by older versions); ``model.encoding`` is set when the file
-    stores one. The rest of the stored metadata is ``model.saved_extra``."""
+    stores one. The rest of the stored metadata is ``model.saved_extra``.
+
+    A next-token memorizer file comes back as its torch module (float64/float32 forward, or exact integer
+    evaluation) with ``memo``, ``token_vocab``, ``label_vocab`` and ``saved_extra`` set.
+    """
     from uatlab.data.dataset import UNK, Encoding
+
+    if file_format(path) == "uatlab-next-token-v1":
+        from uatlab.constructions.paper_c.model_file import load_next_token, module_for
+
+        memo, header = load_next_token(path)
+        module = module_for(memo)
+        module.memo = memo
+        module.token_vocab = header.get("token_vocab") or [str(i) for i in range(memo.V)]
+        module.label_vocab = header.get("label_vocab") or [str(c) for c in range(memo.C)]
+        module.saved_extra = header
+        return module
 
     model, extra = load_model(path)  # a width-0 feed-forward layer is silenced where it is made (FeedForward)
     enc = extra.get("encoding")

@@ -61,6 +61,7 @@ class NextTokenModel(nn.Module):
         if memo.circuit.max_weight_bits() > bits or int(memo.layout.h_max).bit_length() > bits:
             raise PrecisionError(f"weights of {memo.circuit.max_weight_bits()} bits do not fit {dtype}")
         self.dtype, self.n, self.n_pad, self.V = dtype, memo.n, memo.layout.n_pad, memo.V
+        self.memo = memo  # the exact construction (saved by uatlab.save, read by the certificate)
         self.register_buffer("nu", torch.tensor(memo.nu, dtype=dtype))  # (n', V+1)
         att = memo.attention_weights()
         for name, w in att.items():

@@ -1,0 +1,218 @@
+"""The next-token memorizer in uatlab's one model file format: safetensors tensors + JSON metadata.
+
+A saved memorizer (Kajitsuka & Sato, ICLR 2025, next-token construction; see
+`uatlab.constructions.paper_c.next_token_memorizer`) holds exactly what the certificate needs: the
+token-position table ν (n' × (V+1)), every layer of the integer ReLU circuit in compressed sparse rows
+(``ptr``, ``cols``, integer ``weights`` and ``bias``), the layout (C, D, m, table sizes, n', value range,
+regime) and the token and label vocabularies. The attention and readout weights are functions of the layout
+(`NextTokenMemorizer.attention_weights`, logit_c = 2c·y − c²) and are rebuilt, not stored.
+
+Integers are stored exactly: a tensor whose entries all fit 62 bits is one int64 tensor; otherwise (the
+exact regime's words, Θ(√N·log C) bits) it is a sign tensor (int8) and a (k, L) int64 tensor of 62-bit
+limbs, |v| = Σ_i limbs[:, i]·2^(62 i). The header carries ``uatlab_format = "uatlab-next-token-v1"``;
+`uatlab.models.io.load` dispatches on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.constructions.paper_c.layout import Layout
+from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
+from uatlab.constructions.paper_c.relu_circuit import Circuit, Layer
+from uatlab.errors import InputError, ModelFileError
+
+FORMAT_TAG = "uatlab-next-token-v1"
+_LIMB = 62
+
+
+def _pack(name: str, values: list[int], out: dict[str, torch.Tensor]) -> None:
+    """Exact integers → ``name`` (int64) or ``name.sign`` (int8) + ``name.limbs`` (k, L) int64."""
+    bits = max((abs(int(v)).bit_length() for v in values), default=0)
+    if bits <= _LIMB:
+        out[name] = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        return
+    L = -(-bits // _LIMB)
+    mask = (1 << _LIMB) - 1
+    limbs = np.zeros((len(values), L), dtype=np.int64)
+    for i, v in enumerate(values):
+        a = abs(int(v))
+        for j in range(L):
+            limbs[i, j] = (a >> (_LIMB * j)) & mask
+    out[name + ".sign"] = torch.tensor([1 if v < 0 else 0 for v in values], dtype=torch.int8)
+    out[name + ".limbs"] = torch.from_numpy(limbs)
+
+
+def _unpack(name: str, tensors: dict[str, torch.Tensor]) -> list[int]:
+    if name in tensors:
+        return [int(v) for v in tensors[name].tolist()]
+    sign, limbs = tensors[name + ".sign"].tolist(), tensors[name + ".limbs"].tolist()
+    out = []
+    for s, row in zip(sign, limbs, strict=True):
+        a = sum(int(x) << (_LIMB * j) for j, x in enumerate(row))
+        out.append(-a if s else a)
+    return out
+
+
+def save_next_token(
+    memo: NextTokenMemorizer,
+    path: str | os.PathLike,
+    token_vocab: list[str] | None = None,
+    label_vocab: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``memo`` (and the vocabularies that map strings to its ids) to ``path`` atomically."""
+    from safetensors.torch import save_file
+
+    from uatlab import __version__
+
+    if token_vocab is not None and len(token_vocab) != memo.V:
+        raise InputError(f"token_vocab lists {len(token_vocab)} tokens, the memorizer reads V = {memo.V}")
+    if label_vocab is not None and len(label_vocab) > memo.C:
+        raise InputError(f"label_vocab lists {len(label_vocab)} labels, the memorizer has C = {memo.C}")
+    tensors: dict[str, torch.Tensor] = {}
+    _pack("nu", [v for row in memo.nu for v in row], tensors)
+    for i, layer in enumerate(memo.circuit.layers):
+        tensors[f"layer{i}.ptr"] = torch.from_numpy(np.asarray(layer.ptr, dtype=np.int64).copy())
+        tensors[f"layer{i}.cols"] = torch.from_numpy(np.asarray(layer.cols, dtype=np.int64).copy())
+        _pack(f"layer{i}.weights", layer.weights, tensors)
+        _pack(f"layer{i}.bias", layer.bias, tensors)
+    lay = memo.layout
+    header = {
+        "layout": {
+            "regime": lay.regime,
+            "C": lay.C,
+            "D": lay.D,
+            "m": lay.m,
+            "sizes": list(lay.sizes),
+            "n_pad": lay.n_pad,
+            "value_range": lay.value_range,
+        },
+        "n": memo.n,
+        "V": memo.V,
+        "seed": memo.seed,
+        "n_inputs": memo.circuit.n_inputs,
+        "depth": memo.circuit.depth,
+        "notes": dict(memo.circuit.notes),
+        "facts": memo.facts,
+        "token_vocab": token_vocab,
+        "label_vocab": label_vocab,
+        "uatlab_version": __version__,
+        **(extra or {}),
+    }
+    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_next_token": json.dumps(header, default=_jsonable)}
+    from uatlab.io_safety import atomic_path
+
+    path = Path(path)
+    with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
+        save_file(tensors, str(tmp), metadata=metadata)
+    return path
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[str, Any]]:
+    """Read a file written by `save_next_token`: (memorizer, header). Errors name the file."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:
+        raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
+    if meta.get("uatlab_format") != FORMAT_TAG:
+        raise ModelFileError(f"{path} is not a uatlab next-token model (no '{FORMAT_TAG}' tag)")
+    try:
+        h = json.loads(meta["uatlab_next_token"])
+        lay = h["layout"]
+        layout = Layout(
+            regime=lay["regime"],
+            C=int(lay["C"]),
+            D=int(lay["D"]),
+            m=int(lay["m"]),
+            sizes=tuple(int(s) for s in lay["sizes"]),  # type: ignore[arg-type]
+            n_pad=int(lay["n_pad"]),
+            value_range=int(lay["value_range"]),
+        )
+        V = int(h["V"])
+        flat = _unpack("nu", tensors)
+        if len(flat) != layout.n_pad * (V + 1):
+            raise ModelFileError(f"{path}: table nu has {len(flat)} entries, the layout needs {layout.n_pad * (V + 1)}")
+        nu = [flat[j * (V + 1) : (j + 1) * (V + 1)] for j in range(layout.n_pad)]
+        circuit = Circuit(n_inputs=int(h["n_inputs"]), notes=dict(h.get("notes", {})))
+        width = circuit.n_inputs
+        for i in range(int(h["depth"])):
+            ptr = tensors[f"layer{i}.ptr"].numpy().astype(np.int64)
+            cols = tensors[f"layer{i}.cols"].numpy().astype(np.int64)
+            weights, bias = _unpack(f"layer{i}.weights", tensors), _unpack(f"layer{i}.bias", tensors)
+            if len(ptr) != len(bias) + 1 or ptr[-1] != len(cols) or len(cols) != len(weights):
+                raise ModelFileError(f"{path}: layer {i} is inconsistent (ptr, cols, weights and bias disagree)")
+            if len(cols) and (cols.min() < 0 or cols.max() >= width):
+                raise ModelFileError(f"{path}: layer {i} reads an input outside the previous layer's {width} units")
+            circuit.layers.append(Layer(ptr, cols, weights, bias))
+            width = len(bias)
+    except KeyError as exc:
+        raise ModelFileError(f"{path}: missing entry {exc} in the next-token model file") from None
+    except (ValueError, TypeError, json.JSONDecodeError) as exc:
+        raise ModelFileError(f"{path}: the next-token model header is invalid: {exc}") from None
+    memo = NextTokenMemorizer(
+        layout=layout, nu=nu, n=int(h["n"]), V=V, circuit=circuit, seed=int(h["seed"]), facts=h.get("facts", {})
+    )
+    return memo, h
+
+
+def module_for(memo: NextTokenMemorizer) -> torch.nn.Module:
+    """The torch module of ``memo`` in its regime: float64/float32 forward, or exact integer evaluation."""
+    from uatlab.constructions.paper_c.api import ExactNextTokenModule
+    from uatlab.constructions.paper_c.model import NextTokenModel
+
+    regime = memo.layout.regime
+    if regime == "exact":
+        return ExactNextTokenModule(memo)
+    return NextTokenModel(memo, torch.float64 if regime == "float64" else torch.float32)
+
+
+def encode_sequences(
+    memo: NextTokenMemorizer, token_vocab: list[str], sequences: list[list[str]], where: list[str] | None = None
+) -> np.ndarray:
+    """Token strings → ids (P, n), left-padded with the pad id V. Errors name the sequence and the token."""
+    index = {t: i for i, t in enumerate(token_vocab)}
+    out = np.full((len(sequences), memo.n), memo.V, dtype=np.int64)
+    for i, seq in enumerate(sequences):
+        at = where[i] if where else f"sequence {i}"
+        if len(seq) == 0:
+            raise InputError(f"{at}: empty sequence (the model predicts the token after a window of tokens)")
+        if len(seq) > memo.n:
+            raise InputError(f"{at}: {len(seq)} tokens, the model reads windows of at most {memo.n}")
+        for k, t in enumerate(seq):
+            if t not in index:
+                raise InputError(f"{at}: token {t!r} (position {k}) is not in the model's vocabulary")
+            out[i, memo.n - len(seq) + k] = index[t]
+    return out
+
+
+def predict_next(model: torch.nn.Module, sequences: list[list[str]], where: list[str] | None = None) -> list[str]:
+    """The predicted label (next token) of every sequence of token strings, with a loaded next-token model."""
+    memo: NextTokenMemorizer = model.memo  # type: ignore[assignment]
+    ids = encode_sequences(memo, model.token_vocab, sequences, where)  # type: ignore[arg-type]
+    labels = model.label_vocab  # type: ignore[attr-defined]
+    out: list[str] = []
+    with torch.no_grad():
+        for i in range(0, len(ids), 8192):
+            pred = model(torch.from_numpy(ids[i : i + 8192])).argmax(-1).tolist()
+            out.extend(labels[p] if p < len(labels) else f"<class {p}>" for p in pred)
+    return out
