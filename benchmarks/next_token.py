@@ -3,8 +3,8 @@
     python benchmarks/next_token.py --quick                 # N = 10², 10³, compiled only (seconds)
     python benchmarks/next_token.py --out /tmp/nt.json      # N = 10², 10³, 10⁴, 10⁵ compiled + certified
     python benchmarks/next_token.py --corpus                # + Python stdlib windows (≥ 200,000), certified
-    python benchmarks/next_token.py --trained               # + smallest trained 1-layer model, N = 10²…10⁴
-    python benchmarks/next_token.py --blocks                # + blocks 1…40 at N = 3,000 (quick variant)
+    python benchmarks/next_token.py --trained DIR           # + the trained table of `uatlab experiment capacity
+                                                            #   --task next-token --out DIR` in the figure
     python benchmarks/next_token.py --figure docs/figures/next_token_params.png
 
 Writes one JSON (rows, fitted log-log slopes, bend, corpus figures); rows are appended as they finish
@@ -128,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--float64-extra", default="", help="further N compiled in float64 only (e.g. 30000,300000)")
     p.add_argument("--corpus", action="store_true")
     p.add_argument("--corpus-windows", type=int, default=200_000)
-    p.add_argument("--trained", action="store_true")
-    p.add_argument("--trained-Ns", default="100,1000,10000")
-    p.add_argument("--blocks", action="store_true")
+    p.add_argument(
+        "--trained", default=None, help="folder of a finished `uatlab experiment capacity --task next-token`"
+    )
     p.add_argument("--figure", default=None)
     a = p.parse_args(argv)
     from uatlab.experiments import next_token as nt
@@ -173,18 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         state["corpus"] = corpus(32, a.corpus_windows)
         print(json.dumps(state["corpus"]), flush=True)
     if a.trained:
-        state.setdefault("trained", [])
-        have = {r["N"] for r in state["trained"]}
-        for N in [int(x) for x in a.trained_Ns.split(",")]:
-            if N not in have:
-                state["trained"].append(nt.trained_point(N))
-                print(json.dumps({k: v for k, v in state["trained"][-1].items() if k != "tried"}), flush=True)
-                _save(out, state)
-        pts = [(r["N"], r["params"]) for r in state["trained"] if r.get("params")]
-        if len(pts) >= 2:
-            state["slopes"]["trained"] = nt.fit_loglog_slope([x for x, _ in pts], [y for _, y in pts])
-    if a.blocks and "blocks" not in state:
-        state["blocks"] = nt.blocks_variant()
+        cap = json.loads((Path(a.trained) / "next_token_capacity.json").read_text())
+        state["trained"] = [
+            {"N": r["N"], "params": r["trained_params"]} for r in cap["table"] if r.get("trained_params")
+        ]
+        state["slopes"]["trained"] = cap.get("slope_trained")
     state["machine"] = nt.threads_note()
     _save(out, state)
     print(json.dumps({"slopes": state["slopes"], "bend_N": state["bend_N"]}))

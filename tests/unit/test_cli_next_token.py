@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
@@ -14,12 +13,14 @@ from uatlab.errors import InputError, PrecisionError
 def test_text_windows_compile_certify_and_save(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the cat sat on the mat and the dog sat on the log " * 3, encoding="utf-8")
-    out = tmp_path / "m.json"
+    out = tmp_path / "m.safetensors"
     fig = compile_next_token_file(text, "auto", 3, "whitespace", "float64", out, seed=0)
     assert fig["certified"] and fig["correct_examples"] == fig["ceiling_examples"]
     assert fig["ceiling_examples"] < fig["examples"]  # repeated windows with different next words conflict
-    saved = json.loads(out.read_text())
-    assert saved["format"] == "uatlab-next-token-v1" and len(saved["layers"]) == fig["depth"]
+    from uatlab.constructions.paper_c.model_file import load_next_token
+
+    memo, header = load_next_token(out)
+    assert header["source"]["window"] == 3 and memo.circuit.depth == fig["depth"]
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,7 @@ def test_text_windows_compile_certify_and_save(tmp_path):
 def test_bad_options_fail_before_writing(tmp_path, kwargs, message):
     text = tmp_path / "t.txt"
     text.write_text("a b c d e f", encoding="utf-8")
-    out = tmp_path / "m.json"
+    out = tmp_path / "m.safetensors"
     args = {"fmt": "auto", "window": 2, "tokenizer": "whitespace", "dtype": "float64", "seed": 0} | kwargs
     with pytest.raises(InputError, match=message):
         compile_next_token_file(text, out=out, **args)
@@ -46,7 +47,37 @@ def test_too_many_windows_for_float32_names_the_largest_n(tmp_path):
     text = tmp_path / "t.txt"
     rng = random.Random(0)
     text.write_text(" ".join(f"w{rng.randrange(97)}" for _ in range(5000)), encoding="utf-8")
-    out = tmp_path / "m.json"
+    out = tmp_path / "m.safetensors"
     with pytest.raises(PrecisionError, match=r"largest N that fits is \d+"):
         compile_next_token_file(text, "auto", 8, "whitespace", "float32", out, seed=0)
     assert not out.exists()
+
+
+BAD_INPUT = [
+    ("l.jsonl", '{"tokens": ["a", "b"], "labels": ["x", "y"]}\n', [], 'l.jsonl:1: has "labels"'),
+    ("l.jsonl", '{"tokens": ["a", "b"], "label": "a", "labels": ["x", "y"]}\n', [], 'has both "label" and "labels"'),
+    ("l.jsonl", '{"tokens": [], "label": "a"}\n', [], "l.jsonl:1: empty token list"),
+    ("l.jsonl", '{"tokens": ["a", "b"], "label": "zz"}\n', [], "l.jsonl:1: label 'zz' never occurs as a token"),
+    ("t.txt", "a b c d\n", ["--window", "0"], "--window 0: a window needs at least one token"),
+    ("t.txt", "a b c d\n", ["--window", "9"], "--window 9 is longer than the text: t.txt has 4 tokens"),
+    ("t.txt", "a b c d\n", [], "--window is required"),
+    ("big.txt", None, ["--window", "8", "--dtype", "float32"], r"float32 .* the largest N that fits is \d+"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "extra", "message"), BAD_INPUT)
+def test_cli_bad_input_one_error_line_exit_2_no_file(tmp_path, monkeypatch, capsys, name, content, extra, message):
+    """Every bad next-token input: exit 2, one 'error: …' line naming the item, no traceback, no output file."""
+    import re
+
+    from uatlab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    if content is None:
+        rng = random.Random(0)
+        content = " ".join(f"w{rng.randrange(97)}" for _ in range(5000))
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    assert main(["compile", name, "--task", "next-token", "--out", "o.safetensors", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and re.search(message, err[0]), err
+    assert not (tmp_path / "o.safetensors").exists()

@@ -97,52 +97,216 @@ def compile_next_token_command(
         console.print(key_value_table("next-token memorizer (Kajitsuka & Sato, ICLR 2025)", fig))
 
 
-def capacity_next_token_command(ns: str, quick: bool, blocks: bool, out: Path, json_out: bool) -> None:
-    """Smallest trained one-layer model reaching 100 % vs the compiled memorizer, with fitted slopes."""
-    from uatlab.cli.app import console, print_json
+def capacity_next_token_command(
+    ns: str,
+    quick: bool,
+    blocks: bool,
+    out: Path,
+    json_out: bool,
+    steps: int | None = None,
+    lr: float | None = None,
+    dim: int | None = None,
+    rank: str = "full",
+    seed: int = 0,
+    max_width: int = 4096,
+    resolution: float = 0.25,
+) -> dict[str, Any]:
+    """Smallest trained one-layer model reaching 100 % vs the compiled memorizer, with fitted slopes.
+
+    Writes ``OUT/next_token_capacity.json`` after every trial (a rerun with the same options resumes:
+    finished trials are kept) and prints one progress line per trial. ``--quick`` runs only the ICLR 2025
+    paper's blocks experiment, scaled down (see `QUICK_BLOCKS`).
+    """
+    from uatlab.cli.app import console, err_console, print_json
     from uatlab.experiments import next_token as nt
+    from uatlab.experiments import next_token_training as ntt
 
     try:
-        n_list = [int(x) for x in ns.split(",") if x.strip()]
+        n_list = sorted({int(x) for x in ns.split(",") if x.strip()})
     except ValueError:
         raise InputError(f"--ns {ns!r}: expected comma-separated integers") from None
-    if quick:
-        n_list = [100, 300, 1000]
     if not n_list or min(n_list) < 2:
         raise InputError("--ns: every N must be ≥ 2")
+    if rank not in ("full", "1"):
+        raise InputError(f"--rank {rank!r}: use 1 or full")
+    shape = dict(QUICK_BLOCKS if quick else FULL_BLOCKS)
+    base = ntt.Recipe()
+    recipe = ntt.Recipe(
+        d=dim or (shape["d"] if quick else base.d),
+        rank=1 if rank == "1" else None,
+        steps=steps or (shape["steps"] if quick else base.steps),
+        lr=lr or (shape["lr"] if quick else base.lr),
+        batch=shape["batch"] if quick else base.batch,
+        seed=seed,
+    )
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "next_token_capacity.json"
-    state = json.loads(state_path.read_text()) if state_path.is_file() else {"trained": [], "compiled": []}
-    have_t = {r["N"] for r in state["trained"]}
-    have_c = {r["N"] for r in state["compiled"]}
-    for N in n_list:
-        if N not in have_c:
-            state["compiled"].append(nt.compiled_point(N, "exact", certify=True))
-        if N not in have_t:
-            state["trained"].append(nt.trained_point(N, epochs=100 if quick else 300))
-        write_text_atomic(state_path, json.dumps(state, default=float))
-        if not json_out:
-            t = next(r for r in state["trained"] if r["N"] == N)
-            c = next(r for r in state["compiled"] if r["N"] == N)
-            console.print(
-                f"N = {N}: compiled {c['params']} parameters (certified {c['certified']}); trained "
-                f"width {t['width']}, {t['params']} parameters, accuracy {t['accuracy']:.4f}"
+    setup = {
+        "recipe": recipe.to_json(),
+        "n": SEQ_LEN,
+        "C": CLASSES,
+        "V": VOCAB,
+        "quick": quick,
+        "max_width": max_width,
+        "resolution": resolution,
+    }
+    if state_path.is_file():
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{state_path}: not valid JSON ({exc.msg}); move it away to start afresh") from None
+        if state.get("setup") != setup:
+            raise InputError(
+                f"{state_path} holds a run with other options ({state.get('setup')}); use another --out to start afresh"
             )
-    if blocks and "blocks" not in state:
-        state["blocks"] = nt.blocks_variant(
-            N=600 if quick else 3000, blocks=(1, 2, 4) if quick else (1, 10, 20, 40), epochs=20 if quick else 60
-        )
-    pts = [(r["N"], r["params"]) for r in state["trained"] if r.get("params")]
-    state["slope_trained"] = nt.fit_loglog_slope([a for a, _ in pts], [b for _, b in pts]) if len(pts) > 1 else None
-    pts = [(r["N"], r["params"]) for r in state["compiled"]]
-    state["slope_compiled"] = nt.fit_loglog_slope([a for a, _ in pts], [b for _, b in pts]) if len(pts) > 1 else None
-    write_text_atomic(state_path, json.dumps(state, default=float))
+    else:
+        state = {"setup": setup, "sweep": {}, "compiled": {}}
+
+    def save() -> None:
+        write_text_atomic(state_path, json.dumps(state, indent=1, default=float))
+
+    def say(text: str) -> None:
+        if not json_out:
+            err_console.print(text, highlight=False)
+
+    if not quick:
+        for N in n_list:
+            key = str(N)
+            if key not in state["compiled"]:
+                state["compiled"][key] = nt.compiled_point(N, "exact", n=SEQ_LEN, C=CLASSES, V=VOCAB, seed=seed)
+                save()
+            entry = state["sweep"].setdefault(key, {"trials": {}})
+            if "result" in entry:
+                continue
+            tokens, labels = nt.random_next_token(N, SEQ_LEN, VOCAB, CLASSES, seed)
+
+            def on_trial(rec: dict[str, Any], N: int = N, entry: dict = entry) -> None:
+                entry["trials"][str(rec["width"])] = rec
+                save()
+                say(
+                    f"N = {N}: width {rec['width']} ({rec['params']} parameters): accuracy {rec['accuracy']:.4f} "
+                    f"after {rec['steps']} steps ({rec['epochs']} epochs), {rec['cpu_seconds']:.1f} CPU s"
+                )
+
+            res = ntt.smallest_width(
+                tokens,
+                labels,
+                VOCAB,
+                CLASSES,
+                recipe,
+                start=min(start_width(N), max_width),
+                max_width=max_width,
+                resolution=resolution,
+                done={int(w): r for w, r in entry["trials"].items()},
+                on_trial=on_trial,
+            )
+            entry["result"] = {k: v for k, v in res.items() if k != "trials"}
+            save()
+    if quick or blocks:
+        if "blocks" not in state:
+            tokens, labels = nt.random_next_token(shape["N"], shape["n"], VOCAB, CLASSES, seed)
+            rows: list[dict[str, Any]] = []
+
+            def on_row(r: dict[str, Any]) -> None:
+                rows.append(r)
+                say(
+                    f"blocks {r['blocks']}: loss {r['loss']:.4f}, accuracy {r['accuracy']:.4f}, {r['cpu_seconds']:.1f} CPU s"
+                )
+
+            ntt.blocks_experiment(
+                tokens, labels, VOCAB, CLASSES, shape["blocks"], shape["width"], recipe, on_row=on_row
+            )
+            state["blocks"] = {"shape": shape, "rows": rows}
+            save()
+    state["table"] = capacity_table(state)
+    pts_t = [(r["N"], r["trained_params"]) for r in state["table"] if r.get("trained_params")]
+    pts_c = [(r["N"], r["compiled_params"]) for r in state["table"]]
+    state["slope_trained"] = nt.fit_loglog_slope(*zip(*pts_t, strict=True)) if len(pts_t) > 1 else None
+    state["slope_compiled"] = nt.fit_loglog_slope(*zip(*pts_c, strict=True)) if len(pts_c) > 1 else None
+    save()
     if json_out:
         print_json(state)
     else:
+        for r in state["table"]:
+            console.print(
+                f"N = {r['N']}: trained width {r['trained_width']}, {r['trained_params']} parameters; "
+                f"compiled {r['compiled_params']} parameters (certified {r['compiled_certified']})",
+                highlight=False,
+            )
         console.print(
-            f"log-log slope: compiled {state['slope_compiled']}, trained {state['slope_trained']}; written {state_path}"
+            f"log-log slope of parameters against N: trained {state['slope_trained']}, compiled "
+            f"{state['slope_compiled']}; written {state_path}",
+            highlight=False,
         )
+    return state
+
+
+SEQ_LEN, CLASSES, VOCAB = 32, 10, 4  # n, C and the token alphabet of the random next-token data
+# The paper's experiment: #blocks = 1, 10, 20, 30, 40 on N = 3,000 sequences. FULL_BLOCKS keeps n = 32;
+# QUICK_BLOCKS keeps the blocks and scales N (3,000 → 1,000), n (32 → 8), d, the width, the batch and the
+# step budget down so that all five depths train in a few CPU minutes.
+FULL_BLOCKS = {
+    "N": 3000,
+    "n": 32,
+    "blocks": (1, 10, 20, 30, 40),
+    "d": 16,
+    "width": 32,
+    "steps": 1000,
+    "batch": 256,
+    "lr": 5e-3,
+}
+QUICK_BLOCKS = {
+    "N": 1000,
+    "n": 8,
+    "blocks": (1, 10, 20, 30, 40),
+    "d": 8,
+    "width": 16,
+    "steps": 400,
+    "batch": 128,
+    "lr": 1e-2,
+}
+
+
+def start_width(N: int) -> int:
+    """First width tried: a power of two near N·log2(C) / (2·16·4), i.e. ~4 bits per feed-forward weight at
+    d = 16 (a trained network rarely stores more), so the doubling phase starts close to the answer."""
+    w = max(4.0, N * 3.32 / 128)
+    return 1 << max(2, int(w).bit_length() - 1)
+
+
+def capacity_table(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per N: trained (smallest width reaching 100 %) against compiled, and bits per parameter
+    (N·log2 C divided by the non-embedding parameter count)."""
+    import math
+
+    rows = []
+    for key in sorted(state["compiled"], key=int):
+        N = int(key)
+        c = state["compiled"][key]
+        res = state["sweep"].get(key, {}).get("result", {})
+        trials = state["sweep"].get(key, {}).get("trials", {})
+        best = trials.get(str(res.get("width"))) if res.get("width") else None
+        bits = N * math.log2(c["C"])
+        rows.append(
+            {
+                "N": N,
+                "trained_width": res.get("width"),
+                "trained_params": res.get("params"),
+                "trained_steps": best["steps"] if best else None,
+                "trained_epochs": best["epochs"] if best else None,
+                "trials": len(trials),
+                "trials_cpu_seconds": sum(t["cpu_seconds"] for t in trials.values()),
+                "largest_failed_width": max((t["width"] for t in trials.values() if t["accuracy"] < 1), default=None),
+                "compiled_params": c["params"],
+                "compiled_certified": c.get("certified"),
+                "trained_over_compiled": res["params"] / c["params"] if res.get("params") else None,
+                "bits_per_param_trained": bits / res["params"] if res.get("params") else None,
+                "bits_per_param_compiled": bits / c["params"],
+            }
+        )
+    return rows
 
 
 NEXT_TOKEN_FORMAT = "uatlab-next-token-v1"

@@ -373,16 +373,36 @@ def capacity_command(
         "token",
         "--task",
         help="'token', or 'next-token': random next-token labels (n = 32, C = 10), smallest "
-        "trained 1-layer model at 100 % vs the compiled memorizer (Kajitsuka & Sato 2025); --ns default 100,1000,10000.",
+        "trained 1-layer model at 100 % vs the compiled memorizer (Kajitsuka & Sato 2025); --ns default "
+        "100,1000,10000; --quick: the paper's blocks experiment scaled down.",
     ),
-    blocks: bool = typer.Option(False, "--blocks", help="next-token: also blocks 1…40 at N = 3,000 (paper's figure)."),
+    blocks: bool = typer.Option(
+        False, "--blocks", help="next-token: also the paper's blocks 1, 10, …, 40 at N = 3,000 (n = 32)."
+    ),
+    rank: str = typer.Option(
+        "full",
+        "--rank",
+        help="next-token: attention rank of the trained models, 1 or full.",
+        callback=one_of("1", "full"),
+    ),
 ) -> None:
     """Smallest 1-layer rank-1 model reaching the ceiling vs N: log-log slope with CI, bits per parameter."""
     if task == "next-token":
         from uatlab.cli.next_token import capacity_next_token_command
 
         nt_ns = ns if ns != "16,32,64,128,256" else "100,1000,10000"
-        return capacity_next_token_command(nt_ns, quick, blocks, out, json_out)
+        capacity_next_token_command(
+            nt_ns,
+            quick,
+            blocks,
+            out,
+            json_out,
+            steps=max_steps if max_steps != 3000 else None,
+            lr=lr if lr != 1e-2 else None,
+            rank=rank,
+            seed=seed,
+        )
+        return
     if task != "token":
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     from uatlab.experiments.capacity import run_capacity

@@ -6,9 +6,9 @@
   same data (causal; the non-final positions carry a filler label), the linear-in-N baseline.
 - `bend_point`: the smallest N whose parameter-optimal exact layout needs words longer than float64
   holds: from there on the float64 count can no longer follow √N and grows like N·log2 C / 50.
-- `trained_point`: the smallest trained one-layer Transformer (feed-forward width searched by
-  doubling) that reaches 100 % training accuracy on the same data.
-- `blocks_variant`: the ICLR 2025 paper's experiment (blocks 1…40 at N = 3,000), quick variant.
+
+The trained counterpart (smallest trained model reaching 100 %, and the paper's blocks experiment) is
+`uatlab.experiments.next_token_training`.
 
 Parameters are "non-embedding" unless said otherwise: attention + feed-forward + readout (the token and
 position tables are reported separately). The float64 floor is N·log2 C / 53: a float64 number holds at
@@ -131,135 +131,6 @@ def slopes(rows: list[dict[str, Any]]) -> dict[str, float]:
         if len(pts) >= 2:
             out[regime] = fit_loglog_slope([p[0] for p in pts], [p[1] for p in pts])
     return out
-
-
-# ---------------------------------------------------------------------------------------------- training
-
-
-def _train_to_full(
-    tokens: np.ndarray,
-    labels: np.ndarray,
-    V: int,
-    C: int,
-    d: int,
-    width: int,
-    rank: int | None,
-    layers: int,
-    epochs: int,
-    lr: float,
-    seed: int,
-    batch: int = 256,
-    max_seconds: float | None = None,
-) -> dict[str, Any]:
-    """Train a Transformer (learned positions, causal, prediction at the last position) until 100 %."""
-    import torch
-
-    from uatlab.models.transformer import Transformer, TransformerConfig
-
-    torch.manual_seed(seed)
-    N, n = tokens.shape
-    cfg = TransformerConfig(
-        d_model=d,
-        n_layers=layers,
-        n_heads=1,
-        head_dim=1 if rank == 1 else d,
-        rank=rank,
-        ff_width=width,
-        vocab_size=V,
-        num_labels=C,
-        max_len=n,
-        positional="learned",
-        causal=True,
-        dtype="float32",
-    )
-    model = Transformer(cfg)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    X = torch.tensor(tokens)
-    Y = torch.tensor(labels)
-    g = torch.Generator().manual_seed(seed)
-    t0 = time.perf_counter()
-    acc, epoch = 0.0, 0
-    for epoch in range(1, epochs + 1):
-        model.train()
-        perm = torch.randperm(N, generator=g)
-        for i in range(0, N, batch):
-            idx = perm[i : i + batch]
-            loss = torch.nn.functional.cross_entropy(model(X[idx])[:, -1, :], Y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        if epoch % 5 == 0 or epoch == epochs:
-            model.eval()
-            with torch.no_grad():
-                acc = float((model(X)[:, -1, :].argmax(-1) == Y).float().mean())
-            if acc == 1.0 or (max_seconds and time.perf_counter() - t0 > max_seconds):
-                break
-    return {
-        "accuracy": acc,
-        "epochs": epoch,
-        "seconds": time.perf_counter() - t0,
-        "params": model.num_parameters(non_embedding=True),
-        "params_total": model.num_parameters(),
-    }
-
-
-def trained_point(
-    N: int,
-    n: int = 32,
-    C: int = 10,
-    V: int = 4,
-    seed: int = 0,
-    d: int = 16,
-    rank: int | None = 1,
-    epochs: int = 300,
-    lr: float = 3e-3,
-    widths: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256, 512),
-    max_seconds: float | None = None,
-) -> dict[str, Any]:
-    """The smallest feed-forward width (doubling) at which a one-layer model reaches 100 % on N examples."""
-    tokens, labels = random_next_token(N, n, V, C, seed)
-    tried = []
-    for w in widths:
-        r = _train_to_full(tokens, labels, V, C, d, w, rank, 1, epochs, lr, seed, max_seconds=max_seconds)
-        tried.append({"width": w, **r})
-        if r["accuracy"] == 1.0:
-            return {
-                "N": N,
-                "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})",
-                "width": w,
-                "d": d,
-                **r,
-                "tried": tried,
-            }
-    return {
-        "N": N,
-        "regime": f"trained 1-layer ({'rank-1' if rank == 1 else 'full'})",
-        "width": None,
-        "d": d,
-        "accuracy": tried[-1]["accuracy"],
-        "params": None,
-        "tried": tried,
-    }
-
-
-def blocks_variant(
-    N: int = 3000,
-    blocks: tuple[int, ...] = (1, 10, 20, 40),
-    n: int = 32,
-    C: int = 10,
-    V: int = 4,
-    d: int = 16,
-    width: int = 32,
-    epochs: int = 60,
-    seed: int = 0,
-) -> list[dict[str, Any]]:
-    """Kajitsuka & Sato 2025's experiment: accuracy after a fixed budget for #blocks = 1 … 40 at N = 3,000."""
-    tokens, labels = random_next_token(N, n, V, C, seed)
-    rows = []
-    for L in blocks:
-        r = _train_to_full(tokens, labels, V, C, d, width, None, L, epochs, 1e-3, seed)
-        rows.append({"blocks": L, **r})
-    return rows
 
 
 def threads_note() -> str:

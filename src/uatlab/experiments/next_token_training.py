@@ -1,0 +1,228 @@
+"""Trained next-token memorization: the smallest one-layer Transformer that fits N random labels.
+
+The compiled memorizer of Kajitsuka & Sato ("On the Optimal Memorization Capacity of Transformers",
+ICLR 2025) stores N next-token labels in Õ(√N) parameters because a deep ReLU network reads labels out of
+long weights by bit extraction. Gradient descent on a one-layer Transformer (one attention layer, one
+two-layer feed-forward network) has no such mechanism. This module measures, for N random next-token
+examples (sequences of n tokens over V symbols, labels uniform in [0, C)):
+
+- `train_next_token`: train one model (fixed seed, one thread, Adam with cosine decay over a step
+  budget, prediction at the last position) until 100 % training accuracy or the budget is spent;
+- `smallest_width`: the smallest feed-forward width q that reaches 100 % within the budget,
+  searched by doubling from ``start`` and then bisection between the last failure and the first success
+  (to a relative resolution ``resolution``; success is assumed monotone in q, which the record of every
+  trial lets one check);
+- `blocks_experiment`: the ICLR 2025 paper's experiment (training loss and accuracy of Transformers
+  with #blocks = 1, 10, 20, 30, 40 on N = 3,000 sequences), at a size this machine can run.
+
+Parameters are "non-embedding" (attention + feed-forward + readout, `Transformer.num_parameters`),
+the convention of the compiled memorizer's count. Everything is deterministic for a seed on CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.models.transformer import Transformer, TransformerConfig
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every trial is trained (one recipe for all widths and all N of a sweep)."""
+
+    d: int = 16  # model dimension
+    rank: int | None = None  # attention rank: None = full (head size d), 1 = paper A's rank-1 head
+    steps: int = 3000  # optimizer step budget per trial
+    lr: float = 5e-3  # peak Adam learning rate (cosine decay to 0 over the budget)
+    batch: int = 256
+    check_every: int = 100  # steps between full-data accuracy checks
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_model(V: int, C: int, n: int, width: int, recipe: Recipe, layers: int = 1) -> Transformer:
+    """Paper A's Transformer: learned positions, causal, one head (rank-1 or full), FF width ``width``."""
+    torch.manual_seed(recipe.seed)
+    cfg = TransformerConfig(
+        d_model=recipe.d,
+        n_layers=layers,
+        n_heads=1,
+        head_dim=1 if recipe.rank == 1 else recipe.d,
+        rank=recipe.rank,
+        ff_width=width,
+        vocab_size=V,
+        num_labels=C,
+        max_len=n,
+        positional="learned",
+        causal=True,
+        dtype="float32",
+    )
+    return Transformer(cfg)
+
+
+def last_logits(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits at the last position (B, C), equal to ``model(tokens)[:, -1]``.
+
+    For a one-block model only the last query is computed (its attention row over all n keys, then the
+    feed-forward layer at that position): n times less work than the full forward pass. Deeper models run
+    the full forward pass (every position feeds the next block).
+    """
+    if len(model.blocks) != 1 or model.input_ff is not None:
+        return model(tokens)[:, -1]
+    if model.embed is None or model.pos is None or tokens.shape[1] > model.config.max_len:
+        return model(tokens)[:, -1]
+    x = model.embed.weight[tokens] + model.pos[: tokens.shape[1]]  # (B, n, d), ids are in range by construction
+    attn = model.blocks[0].attn
+    w = attn.effective_weights()
+    q = torch.einsum("bd,hsd->bhs", x[:, -1], w["W_Q"])  # (B, h, s) the last query
+    k = torch.einsum("bnd,hsd->bhns", x, w["W_K"])  # (B, h, n, s)
+    v = torch.einsum("bnd,hsd->bhns", x, w["W_V"])  # (B, h, n, s)
+    p = torch.softmax(attn.score_scale * torch.einsum("bhs,bhns->bhn", q, k), dim=-1)  # (B, h, n): causal = all
+    heads = torch.einsum("bhn,bhns->bhs", p, v)  # (B, h, s)
+    y = x[:, -1] + torch.einsum("bhs,hds->bd", heads, w["W_O"])  # (B, d)
+    return model.readout(model.blocks[0].ff(y))  # (B, C)
+
+
+def accuracy(model: Transformer, X: torch.Tensor, Y: torch.Tensor) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) on all of (X, Y), in chunks."""
+    model.eval()
+    right, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(X), 8192):
+            z = last_logits(model, X[i : i + 8192])
+            right += int((z.argmax(-1) == Y[i : i + 8192]).sum())
+            loss += float(torch.nn.functional.cross_entropy(z, Y[i : i + 8192], reduction="sum"))
+    model.train()
+    return right / len(X), loss / len(X)
+
+
+def train_next_token(
+    tokens: np.ndarray, labels: np.ndarray, V: int, C: int, width: int, recipe: Recipe, layers: int = 1
+) -> tuple[Transformer, dict[str, Any]]:
+    """Train until 100 % training accuracy (checked every ``check_every`` steps) or the step budget.
+
+    Returns the model and: accuracy, loss, steps, epochs, seconds, cpu_seconds, params (non-embedding),
+    params_total, width, layers.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        N, n = tokens.shape
+        model = build_model(V, C, n, width, recipe, layers)
+        X, Y = torch.as_tensor(tokens, dtype=torch.long), torch.as_tensor(labels, dtype=torch.long)
+        opt = torch.optim.Adam(model.parameters(), lr=recipe.lr)
+        total = recipe.steps
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+        g = torch.Generator().manual_seed(recipe.seed)
+        bs = min(recipe.batch, N)
+        t0, c0, step = time.perf_counter(), _cpu(), 0
+        acc, loss = accuracy(model, X, Y)
+        while step < total and acc < 1.0:
+            perm = torch.randperm(N, generator=g)
+            for i in range(0, N - bs + 1, bs):  # full batches only: every step sees bs examples
+                idx = perm[i : i + bs]
+                out = torch.nn.functional.cross_entropy(last_logits(model, X[idx]), Y[idx])
+                opt.zero_grad()
+                out.backward()
+                opt.step()
+                sched.step()
+                step += 1
+                if step % recipe.check_every == 0 or step == total:
+                    acc, loss = accuracy(model, X, Y)
+                    if acc == 1.0 or step >= total:
+                        break
+        return model, {
+            "width": width,
+            "layers": layers,
+            "accuracy": acc,
+            "loss": loss,
+            "steps": step,
+            "epochs": round(step * bs / N, 2),
+            "seconds": time.perf_counter() - t0,
+            "cpu_seconds": _cpu() - c0,
+            "params": model.num_parameters(non_embedding=True),
+            "params_total": model.num_parameters(),
+        }
+    finally:
+        torch.set_num_threads(threads)
+
+
+def smallest_width(
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    V: int,
+    C: int,
+    recipe: Recipe,
+    start: int = 4,
+    max_width: int = 4096,
+    resolution: float = 0.125,
+    done: dict[int, dict[str, Any]] | None = None,
+    on_trial: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Smallest FF width reaching 100 % (doubling from ``start``, then bisection to ``resolution``).
+
+    ``done`` maps widths already trained (a resumed run) to their records; ``on_trial`` is called with each
+    new record (progress output and checkpointing). Returns {"width", "params", "trials"} (width None if
+    even ``max_width`` fails).
+    """
+    trials: dict[int, dict[str, Any]] = dict(done or {})
+
+    def ok(w: int) -> bool:
+        if w not in trials:
+            _, rec = train_next_token(tokens, labels, V, C, w, recipe)
+            trials[w] = rec
+            if on_trial is not None:
+                on_trial(rec)
+        return trials[w]["accuracy"] == 1.0
+
+    lo, hi, w = 0, None, start
+    while w <= max_width:
+        if ok(w):
+            hi = w
+            break
+        lo, w = w, 2 * w
+    if hi is not None:
+        while hi - lo > max(1, int(resolution * hi)):
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return {
+        "width": hi,
+        "params": trials[hi]["params"] if hi is not None else None,
+        "trials": [trials[k] for k in sorted(trials)],
+    }
+
+
+def blocks_experiment(
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    V: int,
+    C: int,
+    blocks: tuple[int, ...],
+    width: int,
+    recipe: Recipe,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Training loss and accuracy after the same step budget for each number of blocks (Kajitsuka & Sato,
+    ICLR 2025, experiment with #blocks = 1, 10, 20, 30, 40 at N = 3,000)."""
+    rows = []
+    for L in blocks:
+        _, rec = train_next_token(tokens, labels, V, C, width, recipe, layers=L)
+        rows.append({"blocks": L, **rec})
+        if on_row is not None:
+            on_row(rows[-1])
+    return rows

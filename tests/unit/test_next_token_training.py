@@ -1,0 +1,74 @@
+"""Trained next-token capacity: the last-position forward pass, the width search and the resumable sweep."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+from uatlab.experiments import next_token_training as ntt
+from uatlab.experiments.next_token import random_next_token
+
+
+def test_last_position_logits_equal_the_full_forward_pass():
+    tokens, _ = random_next_token(20, 9, 4, 5, seed=3)
+    X = torch.from_numpy(tokens)
+    for rank in (None, 1):
+        model = ntt.build_model(4, 5, 9, 7, ntt.Recipe(d=6, rank=rank))
+        with torch.no_grad():
+            assert torch.allclose(ntt.last_logits(model, X), model(X)[:, -1], atol=1e-6)
+
+
+def test_width_search_doubles_then_bisects_to_the_threshold(monkeypatch):
+    calls = []
+
+    def fake_train(tokens, labels, V, C, width, recipe, layers=1):
+        calls.append(width)
+        return None, {"width": width, "accuracy": 1.0 if width >= 37 else 0.5, "params": 10 * width}
+
+    monkeypatch.setattr(ntt, "train_next_token", fake_train)
+    res = ntt.smallest_width(np.zeros((4, 2)), np.zeros(4), 2, 2, ntt.Recipe(), start=4, resolution=0.125)
+    assert calls[:5] == [4, 8, 16, 32, 64]  # doubling until the first success
+    assert 37 <= res["width"] <= 37 * 1.125 and res["params"] == 10 * res["width"]
+    assert len(calls) == len(set(calls))  # no width trained twice
+    # resuming with the finished trials trains nothing new
+    calls.clear()
+    done = {t["width"]: t for t in res["trials"]}
+    again = ntt.smallest_width(np.zeros((4, 2)), np.zeros(4), 2, 2, ntt.Recipe(), start=4, done=done)
+    assert calls == [] and again["width"] == res["width"]
+
+
+def test_training_is_deterministic_and_reports_its_own_accuracy():
+    tokens, labels = random_next_token(24, 6, 3, 4, seed=1)
+    recipe = ntt.Recipe(d=8, steps=60, check_every=20, lr=1e-2)
+    m1, r1 = ntt.train_next_token(tokens, labels, 3, 4, 16, recipe)
+    m2, r2 = ntt.train_next_token(tokens, labels, 3, 4, 16, recipe)
+    assert r1["steps"] == r2["steps"] and r1["accuracy"] == r2["accuracy"]
+    for a, b in zip(m1.parameters(), m2.parameters(), strict=True):
+        assert torch.equal(a, b)
+    with torch.no_grad():
+        pred = m1(torch.from_numpy(tokens))[:, -1].argmax(-1).numpy()
+    assert r1["accuracy"] == float((pred == labels).mean())
+
+
+def test_capacity_command_writes_table_and_slopes_and_resumes(tmp_path, monkeypatch):
+    from uatlab.cli.next_token import capacity_next_token_command
+
+    state = capacity_next_token_command("12,24", False, False, tmp_path, True, steps=40, seed=0, max_width=8)
+    table = state["table"]
+    assert [r["N"] for r in table] == [12, 24] and all(r["compiled_certified"] for r in table)
+    saved = json.loads((tmp_path / "next_token_capacity.json").read_text())
+    assert saved["table"] == table and saved["slope_compiled"] is not None
+    for r in table:  # the reported width is a trial that reached 100 %; anything smaller that was tried did not
+        trials = saved["sweep"][str(r["N"])]["trials"]
+        if r["trained_width"] is not None:
+            assert trials[str(r["trained_width"])]["accuracy"] == 1.0
+            assert all(t["accuracy"] < 1.0 for t in trials.values() if t["width"] < r["trained_width"])
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished sweep was trained again")
+
+    monkeypatch.setattr(ntt, "train_next_token", no_training)
+    again = capacity_next_token_command("12,24", False, False, tmp_path, True, steps=40, seed=0, max_width=8)
+    assert again["table"] == table
