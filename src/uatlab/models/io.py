@@ -44,7 +44,10 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
     return _read(Path(path), tensors=False)[0]
 
 
-def _read(path: Path, tensors: bool) -> tuple[dict[str, str], dict[str, Any]]:
+NEXT_TOKEN_TAG = "uatlab-next-token-v1"  # a next-token memorizer (`uatlab.constructions.paper_c.model_file`)
+
+
+def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) -> tuple[dict[str, str], dict[str, Any]]:
     """Open the file once: its checked metadata and (with ``tensors``) every tensor."""
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist")
@@ -54,7 +57,7 @@ def _read(path: Path, tensors: bool) -> tuple[dict[str, str], dict[str, Any]]:
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
     with f:
         meta = f.metadata() or {}
-        if meta.get("uatlab_format") != FORMAT_TAG:
+        if meta.get("uatlab_format") not in accept:
             raise ModelFileError(f"{path} is a safetensors file but not a uatlab model (no '{FORMAT_TAG}' tag)")
         try:
             return meta, ({k: f.get_tensor(k) for k in f.keys()} if tensors else {})
@@ -66,6 +69,10 @@ def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
     """Load a model saved by `save_model`. Returns (model in eval mode, extra metadata)."""
     path = Path(path)
     meta, tensors = _read(path, tensors=True)
+    return _transformer_from(path, meta, tensors)
+
+
+def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any]) -> tuple[Transformer, dict[str, Any]]:
     try:
         config = TransformerConfig.from_json(meta["uatlab_config"])
     except (KeyError, json.JSONDecodeError, InputError, TypeError) as exc:
@@ -139,10 +146,12 @@ def load(path: str | os.PathLike) -> Any:
     """
     from uatlab.data.dataset import UNK, Encoding
 
-    if file_format(path) == "uatlab-next-token-v1":
-        from uatlab.constructions.paper_c.model_file import load_next_token, module_for
+    path = Path(path)
+    meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG))
+    if meta.get("uatlab_format") == NEXT_TOKEN_TAG:
+        from uatlab.constructions.paper_c.model_file import memo_from, module_for
 
-        memo, header = load_next_token(path)
+        memo, header = memo_from(path, meta, tensors)
         module = module_for(memo)
         module.memo = memo
         module.token_vocab = header.get("token_vocab") or [str(i) for i in range(memo.V)]
@@ -150,7 +159,7 @@ def load(path: str | os.PathLike) -> Any:
         module.saved_extra = header
         return module
 
-    model, extra = load_model(path)  # a width-0 feed-forward layer is silenced where it is made (FeedForward)
+    model, extra = _transformer_from(path, meta, tensors)  # a width-0 FF layer is silenced where it is made
     enc = extra.get("encoding")
     if enc is None and "tokens" in extra and "labels" in extra:  # files written by `uatlab train` before 0.2
         enc = {"tokens": extra["tokens"], "labels": extra["labels"]}

@@ -134,6 +134,13 @@ def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[s
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
+    return memo_from(path, meta, tensors)
+
+
+def memo_from(
+    path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor]
+) -> tuple[NextTokenMemorizer, dict[str, Any]]:
+    """The memorizer and header from a file's metadata and tensors (already read once)."""
     if meta.get("uatlab_format") != FORMAT_TAG:
         raise ModelFileError(f"{path} is not a uatlab next-token model (no '{FORMAT_TAG}' tag)")
     try:
