@@ -7,7 +7,7 @@ constructed and the trained attention-only models against them (`uatlab.experime
 from __future__ import annotations
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
-from uatlab.report.figures import plot_curve
+from uatlab.report.figures import plot_bars, plot_curve
 
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
 
@@ -117,9 +117,23 @@ def _trained(ctx: ClaimContext) -> ClaimResult:
     ok = ok and get("relu-features", "trained")["rel_rms"] < lin["rel_rms"]
     figures["trained_parameters"] = get("relu-features", "trained")["parameters"]
     figures["train_steps"] = get("relu-features", "trained")["train_steps"]
+    bars = {}
+    for t in tasks:
+        bars[f"{t}: construction (sup)"] = get(t, "construction")["rel_sup"]
+        bars[f"{t}: trained (RMS)"] = get(t, "trained")["rel_rms"]
+    bars["relu-features: linear ridge on x (RMS)"] = lin["rel_rms"]
+    fig = plot_bars(
+        bars,
+        ctx.figure_path("B.exp.incontext-trained-attention", "errors_vs_closed_form.png"),
+        ylabel="error relative to the closed form",
+        title="in-context ridge vs the closed form (Hu et al. 2025, App. B)",
+        logy=True,
+        threshold=("trained-model target 0.5", 0.5),
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures=figures,
+        figure_files=[str(fig)],
         key_figure="relu-features_trained_rel_rms",
         note="quick: the ReLU-feature task only; 3 attention-only layers, 4 heads, width 32, 2 trainable anchor tokens; trained on fresh tasks with "
         "labels y_q (λ = σ²/N makes the closed form the Bayes predictor); errors relative to the closed form on "

@@ -203,9 +203,24 @@ def check_memorization_deep(ctx: ClaimContext) -> ClaimResult:
         "bits_per_param_definition": "Σ_tokens H(label | word), conflicts excluded, / dense non-embedding parameters",
         "seconds": time.perf_counter() - t0,
     }
+    from uatlab.report.figures import plot_bars
+
+    fig = plot_bars(
+        {
+            "dense non-embedding parameters": params["non_embedding"],
+            "non-zero non-embedding parameters": params["non_embedding_nonzero"],
+            "label bits Σ H(label | word)": info.word_bits,
+        },
+        ctx.figure_path("C.seq2seq.memorization-deep", "parameters_vs_label_bits.png"),
+        ylabel="count (log scale)",
+        title="deep-FF memorizer (Kajitsuka & Sato 2025): parameters vs label bits",
+        logy=True,
+        threshold=(f"most parameters at {target} bit/parameter", info.word_bits / target),
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures=figures,
+        figure_files=[str(fig)],
         key_figure="bits_per_param_non_embedding",
         note="the attention averages (equal logits: softmax weights exactly 1/n'), giving every token an integer "
         "id; an integer ReLU circuit reads the labels of the ambiguous words' tokens out of packed words "

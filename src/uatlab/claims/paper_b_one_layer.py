@@ -46,8 +46,23 @@ def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
         and r["two_layer_rel_sup"] < 0.01
         for r in rows
     )
+    from uatlab.report.figures import plot_bars
+
+    bars = {}
+    for k, r in enumerate(rows):
+        bars[f"net {k}: one layer, lower bound"] = 100.0 * r["rel_sup_lower_bound"]
+        bars[f"net {k}: two standard layers"] = 100.0 * r["two_layer_rel_sup"]
+    fig = plot_bars(
+        bars,
+        ctx.figure_path("B.approx.one-standard-layer-limit", "one_vs_two_layers.png"),
+        ylabel="sup error, % of the output range",
+        title="one standard layer (certified lower bound) vs two (Hu et al. 2025)",
+        logy=True,
+        threshold=("1 % of the range", 1.0),
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
+        figure_files=[str(fig)],
         figures={
             "nets": nets,
             "min_tokens_per_hidden_unit": min(r["min_tokens_per_hidden_unit"] for r in rows),
