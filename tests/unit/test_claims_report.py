@@ -109,3 +109,12 @@ def test_report_is_self_contained_with_summary_first_and_anchored_toc(tmp_path):
     moved = tmp_path / "elsewhere.html"
     shutil.move(paths[-1], moved)
     assert moved.read_text().count("data:image/png;base64,") == 2
+
+
+def test_terminal_table_rounds_nested_figures_without_python_reprs() -> None:
+    from uatlab.cli.reproduce import _terminal_value
+
+    text = _terminal_value({"two-layer": {"err": 0.003537211247305473, "params": 190250}, "one": {"err": 0.5}})
+    assert "{" not in text and "'" not in text, text
+    assert "0.00354" in text and "0.003537211" not in text, text
+    assert text.startswith("two-layer: ") and "; one: " in text, text

@@ -14,7 +14,7 @@ from uatlab.cli.app import app, console, err_console, format_value, print_json
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
-from uatlab.report.claims_report import write_claims_report
+from uatlab.report.claims_report import short_text, write_claims_report
 
 
 @app.command()
@@ -67,12 +67,22 @@ def reproduce(
         raise typer.Exit(code=1)
 
 
+def _terminal_value(v: object) -> str:
+    """A figure as one short line, numbers to 3 significant figures; a dict of dicts as ``k: a = x, …; k: …``."""
+    text = short_text(v)
+    if text is not None:
+        return text
+    if isinstance(v, dict):
+        return "; ".join(f"{k}: {short_text(x) or format_value(x)}" for k, x in v.items())
+    return format_value(v)
+
+
 def _print_table(runs: list[ClaimRun], quick: bool, data: dict) -> None:
     table = Table(title=f"uatlab reproduce{' --quick' if quick else ''}", show_lines=True)
     for col in ("claim", "measured", "verdict", "seconds"):
         table.add_column(col, overflow="fold")
     for r in runs:
-        measured = "\n".join(f"{k} = {format_value(v)}" for k, v in list(r.result.figures.items())[:8])
+        measured = "\n".join(f"{k} = {_terminal_value(v)}" for k, v in list(r.result.figures.items())[:8])
         colour = "green" if r.result.verdict == "pass" else "red"
         table.add_row(r.claim.id, measured, f"[{colour}]{r.result.verdict}[/]", f"{r.seconds:.1f}")
     console.print(table)
