@@ -153,7 +153,24 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, MemoryError):
             return _error("out of memory: the request is too large for this machine; use smaller sizes")
         raise
+    finally:
+        if argv is None:
+            _quiet_after_main()
     return code if isinstance(code, int) else 0
+
+
+def _quiet_after_main() -> None:
+    """The command has ended and said so: a held-back interrupt's timer is disarmed and a late Ctrl-C is ignored,
+    so nothing raises KeyboardInterrupt between ``main()`` returning and the process exiting (an uncaught one
+    there would end the process by SIGINT, exit status -2, after the one line was already printed)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if hasattr(signal, "setitimer"):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
