@@ -498,15 +498,10 @@ def main() -> int:
     have_conll = (CONLL / "train.txt").is_file()
     train = CONLL / "train.txt"
     if args.quick and have_conll:  # first 1,000 sentences (kept in the temp dir only)
+        from uatlab.data.conll import read_conll, write_conll
+
         head = work / "conll-head.txt"
-        lines, blanks = [], 0
-        with train.open() as fh:
-            for line in fh:
-                lines.append(line)
-                blanks += not line.strip()
-                if blanks > 1000:
-                    break
-        head.write_text("".join(lines))
+        write_conll(read_conll(train)[:1000], head)
         train = head
     doc: dict = {
         "machine": {

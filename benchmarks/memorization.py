@@ -174,15 +174,10 @@ def cases(quick: bool, work: Path, seed: int) -> list[tuple[str, Path, list[str]
     if (CONLL / "train.txt").is_file():
         src = CONLL / "train.txt"
         if quick:  # the first 1,000 sentences, in the temp dir only
+            from uatlab.data.conll import read_conll, write_conll
+
             head = work / "conll-head.txt"
-            lines, blanks = [], 0
-            with src.open() as fh:
-                for line in fh:
-                    lines.append(line)
-                    blanks += not line.strip()
-                    if blanks > 1000:
-                        break
-            head.write_text("".join(lines))
+            write_conll(read_conll(src)[:1000], head)
             src = head
         tag = "conll-head-1000" if quick else "conll-train"
         made += [(f"{tag}-f64", src, ["--dtype", "float64"]), (f"{tag}-f32", src, ["--dtype", "float32"])]
