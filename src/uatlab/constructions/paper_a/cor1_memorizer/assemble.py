@@ -225,6 +225,90 @@ def assemble_ramp_model(
     Pz[:, lay.query] = b[:max_len]
     Pz[:, lay.pos_code] = pcodes  # m-hot position code (empty unless units are gated on (word, position))
 
+    model, ranks = rank1_memorizer_base(
+        lay,
+        E,
+        Pz,
+        d=d,
+        q=q,
+        V=V,
+        C=C,
+        max_len=max_len,
+        causal=causal,
+        dtype=dtype,
+        readout_bias=True,
+        meta={
+            "construction": CONSTRUCTION,
+            "beta": beta,
+            "seed": seed,
+            "code": code,
+            "code_bits": k,
+            "G": G,
+            "group": "word-pos" if by_pos else "word",
+            "pos_code_bits": lay.kp,
+        },
+    )
+    with torch.no_grad():
+        tdt = model.config.torch_dtype
+        ff = model.blocks[0].ff
+        ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
+        ff.hidden.bias.copy_(torch.from_numpy(b1).to(tdt))
+        ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
+        ff.output.bias.zero_()
+        R = torch.zeros(C, d, dtype=tdt)
+        R[torch.arange(C), L0 + torch.arange(C)] = 1.0
+        model.readout.weight.copy_(R)
+        model.readout.bias.zero_()
+    info = {
+        "code": code,
+        "code_bits": k,
+        "code_weight": m,
+        "G": G,
+        "label_boundaries": int(len(label_boundaries(occ)[0])),
+        "group": "word-pos" if by_pos else "word",
+        "pos_code_bits": lay.kp,
+        "offset_ramps": int(len(off)),
+        # Σ|terms| of an own token's pre-activation: G·k (binary gate) + |h| + |b1| (complement gate: no G term)
+        "preactivation_magnitude": GK + max(abs(a_min), abs(a_max)) + (float(np.abs(b1).max()) if q else 0.0),
+        "unresolved_boundaries": unresolved,
+        "ff_width": q,
+        "d_model": d,
+        "min_gap": float(gaps.min()) if len(gaps) else None,
+        "max_abs_W2": float(sigma.max()) if len(sigma) else 0.0,
+        "a_range": [a_min, a_max],
+        "ranks": ranks,
+    }
+    return model, info
+
+
+def new_transformer(config: TransformerConfig) -> Transformer:
+    """Transformer(config), silencing torch's warning about initialising a width-0 FF (no label changes)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
+        return Transformer(config)
+
+
+def rank1_memorizer_base(
+    lay,
+    E: np.ndarray,
+    Pz: np.ndarray,
+    *,
+    d: int,
+    q: int,
+    V: int,
+    C: int,
+    max_len: int,
+    causal: bool,
+    dtype: str,
+    meta: dict,
+    readout_bias: bool,
+    ff_bias: bool = True,
+) -> tuple[Transformer, dict]:
+    """The part both feed-forward forms of the memorizer share: the one-layer config, the embedding E (V, d),
+    the positional encoding P (max_len, d) and the rank-1 attention; returns (model, ranks of W_Q, W_K, W_V, W_O).
+
+    The feed-forward weights and the readout are left to the caller.
+    """
     config = TransformerConfig(
         d_model=d,
         n_layers=1,
@@ -239,18 +323,10 @@ def assemble_ramp_model(
         attention="softmax",
         beta=1.0,
         causal=causal,
-        readout_bias=True,
+        readout_bias=readout_bias,
+        ff_bias=ff_bias,
         dtype=dtype,
-        meta={
-            "construction": CONSTRUCTION,
-            "beta": beta,
-            "seed": seed,
-            "code": code,
-            "code_bits": k,
-            "G": G,
-            "group": "word-pos" if by_pos else "word",
-            "pos_code_bits": lay.kp,
-        },
+        meta=meta,
     )
     model = new_transformer(config)
     with torch.no_grad():
@@ -288,42 +364,7 @@ def assemble_ramp_model(
         attn.W_V.set_factors(one, unit(lay.key))  # value = key (paper A: W_V = w^T)
         attn.W_Q.set_factors(one, unit(lay.query))  # b = x_QRY
         attn.W_O.set_factors(unit(lay.ctx).transpose(1, 2), one)  # writes h to CTX   (1, d, 1)
-        ff = model.blocks[0].ff
-        ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
-        ff.hidden.bias.copy_(torch.from_numpy(b1).to(tdt))
-        ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
-        ff.output.bias.zero_()
-        R = torch.zeros(C, d, dtype=tdt)
-        R[torch.arange(C), L0 + torch.arange(C)] = 1.0
-        model.readout.weight.copy_(R)
-        model.readout.bias.zero_()
     ranks = attn.check_ranks()
     if any(r != [1] for r in ranks.values()):
         raise AssertionError(f"compiled attention is not rank 1: {ranks}")
-    info = {
-        "code": code,
-        "code_bits": k,
-        "code_weight": m,
-        "G": G,
-        "label_boundaries": int(len(label_boundaries(occ)[0])),
-        "group": "word-pos" if by_pos else "word",
-        "pos_code_bits": lay.kp,
-        "offset_ramps": int(len(off)),
-        # Σ|terms| of an own token's pre-activation: G·k (binary gate) + |h| + |b1| (complement gate: no G term)
-        "preactivation_magnitude": GK + max(abs(a_min), abs(a_max)) + (float(np.abs(b1).max()) if q else 0.0),
-        "unresolved_boundaries": unresolved,
-        "ff_width": q,
-        "d_model": d,
-        "min_gap": float(gaps.min()) if len(gaps) else None,
-        "max_abs_W2": float(sigma.max()) if len(sigma) else 0.0,
-        "a_range": [a_min, a_max],
-        "ranks": ranks,
-    }
-    return model, info
-
-
-def new_transformer(config: TransformerConfig) -> Transformer:
-    """Transformer(config), silencing torch's warning about initialising a width-0 FF (no label changes)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        return Transformer(config)
+    return model, ranks

@@ -92,10 +92,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, new_transformer
+from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, rank1_memorizer_base
 from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, word_codes
 from uatlab.errors import InputError
-from uatlab.models.transformer import TransformerConfig
 
 VIRTUAL_BELOW = 0.25  # (word, position) groups: virtual point at a_min − 1/4 below every h
 OFF_MARGIN = 0.125  # every other group's unit has pre-activation ≤ −OFF_MARGIN
@@ -348,23 +347,19 @@ def assemble_knot_model(
     else:
         R[np.arange(C), lay.labels.start + np.arange(C)] = 1.0
 
-    config = TransformerConfig(
-        d_model=d,
-        n_layers=1,
-        n_heads=1,
-        head_dim=1,
-        rank=1,
-        ff_width=q,
-        vocab_size=V,
-        num_labels=C,
+    model, ranks = rank1_memorizer_base(
+        lay,
+        E,
+        Pz,
+        d=d,
+        q=q,
+        V=V,
+        C=C,
         max_len=max_len,
-        positional="given",
-        attention="softmax",
-        beta=1.0,
         causal=causal,
+        dtype=dtype,
         readout_bias=False,
         ff_bias=False,
-        dtype=dtype,
         meta={
             "construction": CONSTRUCTION,
             "ff": "knots",
@@ -378,30 +373,12 @@ def assemble_knot_model(
             "labels": labels,
         },
     )
-    model = new_transformer(config)
     with torch.no_grad():
-        tdt = config.torch_dtype
-        model.embed.weight.copy_(torch.from_numpy(E).to(tdt))
-        model.pos.copy_(torch.from_numpy(Pz).to(tdt))
-        attn = model.blocks[0].attn
-
-        def unit(i: int) -> torch.Tensor:
-            e = torch.zeros(1, 1, d, dtype=tdt)
-            e[0, 0, i] = 1.0
-            return e
-
-        one = torch.ones(1, 1, 1, dtype=tdt)
-        attn.W_K.set_factors(one, unit(lay.key))  # a = x_KEY (paper A: W_K = wᵀ)      (1, 1, d)
-        attn.W_V.set_factors(one, unit(lay.key))  # value = key (paper A: W_V = wᵀ)
-        attn.W_Q.set_factors(one, unit(lay.query))  # b = x_QRY
-        attn.W_O.set_factors(unit(lay.ctx).transpose(1, 2), one)  # writes h to CTX   (1, d, 1)
+        tdt = model.config.torch_dtype
         ff = model.blocks[0].ff
         ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
         ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
         model.readout.weight.copy_(torch.from_numpy(R).to(tdt))
-    ranks = attn.check_ranks()
-    if any(r != [1] for r in ranks.values()):
-        raise AssertionError(f"compiled attention is not rank 1: {ranks}")
     gaps = np.diff(occ.h)[(occ.group[1:] == occ.group[:-1]) & (occ.label[1:] != occ.label[:-1])]
     info = {
         "ff": "knots",
