@@ -568,7 +568,9 @@ def main() -> int:
     if "ray" in wanted and have_conll:
         doc["ray"] = ray_case(train, work, 2 if args.quick else args.ray_copies, 2, args.quick)
     doc["machine"]["load_average_end"] = os.getloadavg()
-    args.out.write_text(json.dumps(doc, indent=2, default=str))
+    from uatlab.io_safety import write_text_atomic
+
+    write_text_atomic(args.out, json.dumps(doc, indent=2, default=str))
     for r in rows:
         print_case(r)
         if r.get("certify_peak_increase") is not None:

@@ -108,7 +108,9 @@ def main() -> int:
     text = json.dumps(fig, indent=2)
     print(text)
     if args.out:
-        args.out.write_text(text + "\n")
+        from uatlab.io_safety import write_text_atomic
+
+        write_text_atomic(args.out, text + "\n")
     return 0
 
 

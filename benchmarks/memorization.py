@@ -311,7 +311,9 @@ def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None
     ax.set_ylabel("parameters")
     ax.set_title("Memorization: parameters against label information")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    from uatlab.io_safety import save_figure
+
+    save_figure(fig, path, dpi=130)  # atomic: an interrupted run keeps the old figure
     plt.close(fig)
 
 

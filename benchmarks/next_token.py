@@ -114,7 +114,9 @@ def figure(state: dict, path: Path) -> None:
     ax.set_title("Next-token memorization: parameters vs N")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
+    from uatlab.io_safety import save_figure
+
+    save_figure(fig, path, dpi=130)  # atomic: an interrupted run keeps the old figure
 
 
 def main(argv: list[str] | None = None) -> int:
