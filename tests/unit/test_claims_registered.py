@@ -20,6 +20,7 @@ NEW_IDS = {
     "B.approx.incontext-relu-features",
     "B.exp.incontext-trained-attention",
     "B.approx.one-standard-layer-limit",
+    "B.approx.one-standard-layer-positional-keys-limit",
 }
 
 

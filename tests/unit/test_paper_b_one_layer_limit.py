@@ -1,12 +1,16 @@
 """One standard attention layer with data-free scores is affine: certified lower bound on its sup error."""
 
 import numpy as np
+import torch
 
 from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, random_relu_network
 from uatlab.experiments.paper_b.one_layer_standard import (
     affine_error_lower_bound,
+    affinity_defect,
     one_layer_limits,
     output_range_upper_bound,
+    positional_key_error_lower_bound,
+    positional_key_layer,
 )
 
 
@@ -33,3 +37,30 @@ def test_benchmark_net_lower_bound_exceeds_one_percent():
     r = one_layer_limits(random_relu_network(20, 5, 10, seed=0), pairs=100, seed=0)
     assert r["min_tokens_per_hidden_unit"] == 20
     assert r["rel_sup_lower_bound"] > 0.01
+
+
+def _two_token_net(reads: int) -> ReluNetwork:
+    # n = 2, d = 1: f(X)_0 = ReLU(x_reads − 1/2), f(X)_1 = 0
+    return ReluNetwork(np.eye(2)[[reads]], np.array([-0.5]), np.array([[1.0], [0.0]]), np.zeros(2), 2, 1)
+
+
+def test_positional_key_bound_is_exact_on_a_cross_token_kink_and_zero_on_a_tokenwise_one():
+    # output 0 = ReLU(x_1 − 1/2): with x_0 fixed a positional-key layer is affine in x_1, best error 1/8
+    assert abs(positional_key_error_lower_bound(_two_token_net(1), pairs=8)["lower_bound"] - 0.125) < 1e-12
+    # output 0 = ReLU(x_0 − 1/2) reads only its own token: no lower bound (the query may carry x_0)
+    assert positional_key_error_lower_bound(_two_token_net(0), pairs=8)["lower_bound"] < 1e-12
+
+
+def test_positional_key_layer_is_affine_in_the_other_tokens_only():
+    torch.set_num_threads(1)
+    layer = positional_key_layer(6, 3, heads=8, seed=2)
+    assert affinity_defect(layer, 6, 3, pairs=8) < 1e-12
+    assert affinity_defect(layer, 6, 3, pairs=8, fix_token=False) > 1e-3  # nonlinear in its own token
+    keys_data = positional_key_layer(6, 3, heads=8, seed=2, keys_read_data=True)
+    assert affinity_defect(keys_data, 6, 3, pairs=8) > 1e-3  # the lemma needs the keys to ignore the data
+
+
+def test_benchmark_net_positional_key_bound_exceeds_one_percent():
+    net = random_relu_network(20, 5, 10, seed=1)
+    low = positional_key_error_lower_bound(net, pairs=100, seed=1)
+    assert low["lower_bound"] / output_range_upper_bound(net) > 0.01

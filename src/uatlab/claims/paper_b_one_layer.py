@@ -79,3 +79,96 @@ def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
         "relative to the sampled outputs' range (as in the standard-layers table); one-layer forms with "
         "data-dependent scores are not covered",
     )
+
+
+@register_claim(
+    id="B.approx.one-standard-layer-positional-keys-limit",
+    statement="Lemma: one STANDARD multi-head attention layer whose keys read positions only (scores may depend "
+    "on the query's data and the key's position, values may carry positional anchor constants, extra "
+    "fixed-content positions allowed) is, for each fixed token x_i, affine in the other tokens at output i, "
+    "whatever its heads, width or positional encoding. On the benchmark ReLU nets (n=20, d=5, 10 hidden "
+    "units, X in [0,1]) every such layer is therefore provably ≥ 1% of the output range off (midpoint defect "
+    "over pairs sharing token i, divided by an LP upper bound on the range), while paper B's non-standard "
+    "one-layer compiler (a map across positions, anchor tokens) measures below 1%.",
+    paper=PAPER_B,
+    theorem="Sec. 3.3, Lemma 3.11 / Thm 3.9 (interpolation over positional anchors): the one-layer standard form",
+)
+def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
+    import torch
+
+    from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, random_relu_network
+    from uatlab.experiments.measure import measure_compiled
+    from uatlab.experiments.paper_b.one_layer_standard import (
+        affinity_defect,
+        output_range_upper_bound,
+        positional_key_error_lower_bound,
+        positional_key_layer,
+    )
+
+    torch.set_num_threads(1)
+    # the lemma, checked on random layers (32 heads): affine in X_{-i} up to rounding; not so if x_i moves or
+    # if the keys read the data (the hypothesis matters)
+    layer = positional_key_layer(20, 5, 32, seed=ctx.seed)
+    fixed = affinity_defect(layer, 20, 5, pairs=16, seed=ctx.seed)
+    moving = affinity_defect(layer, 20, 5, pairs=16, seed=ctx.seed, fix_token=False)
+    data_keys = affinity_defect(
+        positional_key_layer(20, 5, 32, seed=ctx.seed, keys_read_data=True), 20, 5, pairs=16, seed=ctx.seed
+    )
+    nets = 1 if ctx.quick else 5
+    rows = []
+    for k in range(nets):
+        net = random_relu_network(20, 5, 10, seed=ctx.seed + k)
+        low = positional_key_error_lower_bound(net, pairs=400 if ctx.quick else 2000, seed=ctx.seed + k)
+        r_ub = output_range_upper_bound(net)
+        one = compile_relu_network(net, anchors=257).detail
+        meas = measure_compiled(one, samples=8 if ctx.quick else 100, seed=ctx.seed + 1000 + k)
+        rows.append(
+            {
+                "lower": low["lower_bound"],
+                "range_ub": r_ub,
+                "rel_lower": low["lower_bound"] / r_ub,
+                "nonstandard_rel": meas["relative_sup_error"],
+                "nonstandard_heads": one.heads,
+                "nonstandard_params": one.params,
+            }
+        )
+    ok = (
+        fixed < 1e-9 * max(moving, 1.0)
+        and moving > 1e-3
+        and data_keys > 1e-3
+        and all(r["rel_lower"] > 0.01 and r["nonstandard_rel"] < 0.01 for r in rows)
+    )
+    from uatlab.report.figures import plot_bars
+
+    bars = {}
+    for k, r in enumerate(rows):
+        bars[f"net {k}: standard, positional keys (lower bound)"] = 100.0 * r["rel_lower"]
+        bars[f"net {k}: non-standard one layer (measured)"] = 100.0 * r["nonstandard_rel"]
+    fig = plot_bars(
+        bars,
+        ctx.figure_path("B.approx.one-standard-layer-positional-keys-limit", "one_layer_forms.png"),
+        ylabel="sup error, % of the output range",
+        title="one attention layer: standard with positional keys vs non-standard (Hu et al. 2025)",
+        logy=True,
+        threshold=("1 % of the range", 1.0),
+    )
+    return ClaimResult(
+        verdict="pass" if ok else "fail",
+        figure_files=[str(fig)],
+        figures={
+            "nets": nets,
+            "positional_keys_rel_sup_lower_bound": float(f"{min(r['rel_lower'] for r in rows):.3g}"),
+            "positional_keys_sup_error_lower_bound": [float(f"{r['lower']:.4g}") for r in rows],
+            "output_range_upper_bound": [float(f"{r['range_ub']:.4g}") for r in rows],
+            "nonstandard_one_layer_rel_sup": [float(f"{r['nonstandard_rel']:.3g}") for r in rows],
+            "nonstandard_one_layer_heads": rows[0]["nonstandard_heads"],
+            "nonstandard_one_layer_params": rows[0]["nonstandard_params"],
+            "lemma_check_defect_token_fixed": float(f"{fixed:.3g}"),
+            "lemma_check_defect_token_moving": float(f"{moving:.3g}"),
+            "lemma_check_defect_keys_read_data": float(f"{data_keys:.3g}"),
+        },
+        key_figure="positional_keys_rel_sup_lower_bound",
+        note="the lower bound holds for every number of heads, width and positional encoding (no size suffices); "
+        "relative to an UPPER bound on the box's output range, while the non-standard error is relative to the "
+        "sampled outputs' range; layers whose keys read the data are not covered",
+    )

@@ -24,10 +24,21 @@ Two facts, both proved here and checked by `one_layer_limits`:
    range over the box (a linear program with the triangle relaxation of each ReLU, so at least the true
    range), it bounds the relative sup error from below.
 
-What stays open: a one-layer standard form whose scores do depend on the data (the softmax normaliser is
-then the only place where different tokens meet non-additively: for query i the key weights factor as
-κ_k(z_i)·exp(β(z_i)ᵀx_k), one data direction β per head and query). We neither build one at 1 % nor prove
-that none exists; the measured price of the route that works is the second layer.
+3. **Scores that read the query's data and the keys' POSITIONS only are no better** (the lemma of
+   docs/theory/paper-b-one-layer-standard.md). If every key z_k W_K^h reads only the positional channels
+   (W_E W_K^h = 0; the query may read x_i, the values may carry positional constants acting as anchor
+   values, and any number of extra positions with fixed content may be appended), the softmax weights at
+   query i are functions of x_i alone, so for every FIXED x_i the output out_i is affine in the other
+   tokens X_{−i} — whatever the number of heads, the width, the head dimension or the positional
+   encoding. The midpoint defect of fact 2, taken over pairs A, B that SHARE token i and read at the
+   outputs of position i, is then a rigorous lower bound on the sup error of every such layer
+   (`positional_key_error_lower_bound`); `positional_key_layer` builds a random layer of this class (and,
+   for contrast, one whose keys read the data) to check the affinity numerically.
+
+What stays open: a one-layer standard form whose KEYS read the data. Then the softmax normaliser is the only
+place where different tokens meet non-additively (for query i the key weights are κ_k(z_i)·exp(β(z_i)ᵀx_k),
+one data direction β per head and query); we neither build one at 1 % nor prove that none exists. The price
+of the route that works is the second layer.
 """
 
 from __future__ import annotations
@@ -98,6 +109,86 @@ def affine_error_lower_bound(
             if defect.flat[k] > best["lower_bound"]:
                 best = {"lower_bound": float(defect.flat[k]), "output": k % defect.shape[1], "t": float(t)}
     return best
+
+
+def positional_key_error_lower_bound(
+    net: ReluNetwork, pairs: int = 400, ts: int = 19, seed: int = 0, lo: float = 0.0, hi: float = 1.0
+) -> dict[str, Any]:
+    """max over sampled (A, B, i, t, c) of |f_{i,c}(P_t) − (1−t)f_{i,c}(A) − t f_{i,c}(B)| / 2 with A_i = B_i.
+
+    Fact 3 of the module docstring: every one-layer standard form whose keys read positions only is, for a
+    fixed token i, affine in the other tokens, so this defect bounds its sup error from below. For each
+    pair and each position i, B's token i is replaced by A's (half antipodal box corners, half uniform).
+    """
+    rng = np.random.default_rng(seed)
+    n, d = net.n, net.d
+    half = max(1, pairs // 2)
+    corners = lo + (hi - lo) * rng.integers(0, 2, (half, n, d)).astype(np.float64)
+    sets = [(corners, lo + hi - corners), (rng.uniform(lo, hi, (half, n, d)), rng.uniform(lo, hi, (half, n, d)))]
+    best: dict[str, Any] = {"lower_bound": 0.0}
+    for A, B in sets:
+        fa = net(A)  # (half, n, d)
+        for i in range(n):
+            Bi = B.copy()
+            Bi[:, i] = A[:, i]  # token i shared: the segment keeps x_i fixed
+            fa_i, fb_i = fa[:, i], net(Bi)[:, i]  # (half, d)
+            for t in np.linspace(0, 1, ts + 2)[1:-1]:
+                ft_i = net((1 - t) * A + t * Bi)[:, i]
+                defect = np.abs(ft_i - (1 - t) * fa_i - t * fb_i) / 2  # (half, d)
+                k = int(np.argmax(defect))
+                if defect.flat[k] > best["lower_bound"]:
+                    best = {"lower_bound": float(defect.flat[k]), "position": i, "channel": k % d, "t": float(t)}
+    return best
+
+
+def positional_key_layer(n: int, d: int, heads: int, seed: int = 0, keys_read_data: bool = False):
+    """A random one-layer `StandardAttentionNetwork` of fact 3's class (keys read positions only), as a check.
+
+    Width D = d + n: channels x (W_E = identity) and a one-hot position (P); queries, values, W_O and the
+    readout read every channel; the keys read only the positional channels unless ``keys_read_data``.
+    Scores are of order 3 so the softmax is far from uniform.
+    """
+    import torch
+
+    from uatlab.constructions.paper_b.lem3_11_standard_attention import StandardAttentionNetwork
+
+    g = torch.Generator().manual_seed(seed)
+    D = d + n
+    model = StandardAttentionNetwork(n, d, D, d, heads=[heads], head_dims=[4])
+    with torch.no_grad():
+        model.W_E.copy_(torch.eye(d, D, dtype=torch.float64))  # (d, D): x into channels 0..d−1
+        model.P.copy_(torch.cat([torch.zeros(n, d, dtype=torch.float64), torch.eye(n, dtype=torch.float64)], 1))
+        model.W_Q[0].copy_(torch.randn(heads, 4, D, generator=g, dtype=torch.float64))
+        W_K = torch.randn(heads, 4, D, generator=g, dtype=torch.float64)  # (h, s, D)
+        if not keys_read_data:
+            W_K[:, :, :d] = 0.0  # keys read positions only
+        model.W_K[0].copy_(W_K)
+        model.W_V[0].copy_(torch.randn(heads, 1, D, generator=g, dtype=torch.float64))
+        model.W_O[0].copy_(torch.randn(heads, D, generator=g, dtype=torch.float64))
+        model.W_R.copy_(torch.randn(D, d, generator=g, dtype=torch.float64))
+    return model
+
+
+def affinity_defect(model, n: int, d: int, pairs: int = 64, seed: int = 0, fix_token: bool = True) -> float:
+    """Largest |g_i(P_t) − (1−t)g_i(A) − t g_i(B)| of a model over random pairs, t = 1/3, every position i.
+
+    With ``fix_token`` B's token i equals A's (fact 3: zero up to rounding for a positional-key layer).
+    """
+    import torch
+
+    rng = np.random.default_rng(seed)
+    A, B = rng.uniform(0, 1, (pairs, n, d)), rng.uniform(0, 1, (pairs, n, d))
+    worst, t = 0.0, 1.0 / 3.0
+    with torch.no_grad():
+        run = lambda x: model(torch.as_tensor(x)).numpy()  # noqa: E731  (B, n, d)
+        ga = run(A)
+        for i in range(n):
+            Bi = B.copy()
+            if fix_token:
+                Bi[:, i] = A[:, i]
+            gt, gb = run((1 - t) * A + t * Bi), run(Bi)
+            worst = max(worst, float(np.abs(gt[:, i] - (1 - t) * ga[:, i] - t * gb[:, i]).max()))
+    return worst
 
 
 def one_layer_limits(net: ReluNetwork, pairs: int = 1000, seed: int = 0) -> dict[str, Any]:
