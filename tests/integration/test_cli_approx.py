@@ -102,6 +102,19 @@ def test_relu_network_two_layers_is_smaller_and_bounded(capsys, tmp_path):
     assert code == 2 and "layers must be 1 or 2" in err
 
 
+def test_relu_network_standard_forms(capsys, tmp_path):
+    small = ["approx", "relu-network", "--nets", "1", "--n", "4", "--d", "2", "--hidden", "3", "--out", str(tmp_path)]
+    two = _run_json(capsys, small + ["--layers", "2", "--standard", "--anchors", "17,33", "--samples", "8"])
+    assert all(r["standard"] and r["layers"] == 2 and r["sup_error"] <= r["bound"] for r in two["rows"])
+    assert two["summary"]["nonstandard"] == [] and two["name"] == "relu-network-standard"
+    one = _run_json(capsys, small + ["--layers", "1", "--standard", "--pairs", "40"])
+    (row,) = one["rows"]
+    assert row["lower_bound"] > 0 and row["output_range_upper_bound"] > 0
+    assert row["relative_lower_bound"] == row["lower_bound"] / row["output_range_upper_bound"]
+    assert (tmp_path / "relu-network-one-standard-layer.csv").exists()
+    assert (tmp_path / "relu-network-one-standard-layer.png").exists()
+
+
 def test_incontext_command_rows_and_errors(capsys, tmp_path):
     args = ["approx", "incontext", "--task", "relu-features", "--steps", "5,40", "--train-steps", "20"]
     data = _run_json(capsys, args + ["--test-tasks", "8", "--context", "8", "--out", str(tmp_path)])

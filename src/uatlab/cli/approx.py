@@ -172,6 +172,15 @@ def relu_cmd(
     samples: int = typer.Option(100, "--samples", min=1, max=10**7, help="Random inputs in [0,1]^{n×d} per network."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the first network."),
     layers: int = typer.Option(1, "--layers", help="Attention layers of the compiled model: 1 or 2."),
+    standard: bool = typer.Option(
+        False,
+        "--standard",
+        help="Standard multi-head attention only (no map across positions, no appended tokens). With --layers 2: "
+        "the standard compiler; with --layers 1: certified lower bounds (no one-layer standard form reaches them).",
+    ),
+    pairs: int = typer.Option(
+        2000, "--pairs", min=1, max=10**6, help="Point pairs for the lower bound (--layers 1 --standard only)."
+    ),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -182,9 +191,32 @@ def relu_cmd(
     from uatlab.experiments import approximation_sweeps as sw
 
     torch.set_num_threads(1)
-    reject_overridden(ctx, quick, "anchors", "nets", "samples")
+    reject_overridden(ctx, quick, "anchors", "nets", "samples", "pairs")
     _ints(anchors, "anchors")
+    if layers not in (1, 2):
+        raise InputError(f"layers must be 1 or 2, got {layers}")
+    bounds_only = standard and layers == 1
+    for name in ("anchors", "samples") if bounds_only else ("pairs",):
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            what = "--layers 1 --standard (lower bounds, nothing is compiled)" if bounds_only else "compilation"
+            raise InputError(f"--{name} has no effect with {what}")
     check_output_dir(out)
+    if bounds_only:
+        _finish_bounds(
+            sw.sweep_one_standard_layer_bounds(
+                nets=2 if quick else nets,
+                n=n,
+                d=d,
+                hidden=hidden,
+                pairs=400 if quick else pairs,
+                seed=seed,
+                progress=_progress(json_out),
+            ),
+            out,
+            json_out,
+        )
+        return
     s = sw.sweep_relu_network(
         [65, 257] if quick else _ints(anchors, "anchors"),
         nets=2 if quick else nets,
@@ -194,6 +226,7 @@ def relu_cmd(
         samples=32 if quick else samples,
         seed=seed,
         layers=layers,
+        standard=standard,
         progress=_progress(json_out),
     )
     _finish(
@@ -214,8 +247,47 @@ def relu_cmd(
             "net_params",
         ],
         group_key="net",
-        title=f"ReLU network compiled into {layers} softmax attention layer{'s' if layers > 1 else ''}",
+        title=f"ReLU network compiled into {layers} {'standard ' if standard else ''}softmax attention "
+        f"layer{'s' if layers > 1 else ''}",
     )
+
+
+def _finish_bounds(sweep: sw.Sweep, out: Path, json_out: bool) -> None:
+    """CSV, a bar figure (lower bound per net against 1 %) and the table of `sweep_one_standard_layer_bounds`."""
+    from uatlab.experiments import approximation_sweeps as sw
+    from uatlab.report.figures import plot_bars
+
+    csv_path = sw.write_csv(sweep, out / f"{sweep.name}.csv")
+    fig_path = plot_bars(
+        {f"net {r['net']}": 100.0 * r["relative_lower_bound"] for r in sweep.rows},
+        out / f"{sweep.name}.png",
+        ylabel="certified lower bound, % of the output range",
+        title="one standard attention layer (keys read positions), any size",
+        threshold=("1 % of the range", 1.0),
+    )
+    data = sweep.to_json()
+    data["csv"], data["figure"] = str(csv_path), str(fig_path)
+    if json_out:
+        print_json(data)
+        return
+    columns = {  # row key → header
+        "net": "net",
+        "lower_bound": "sup error ≥",
+        "output_range_upper_bound": "range ≤",
+        "relative_lower_bound": "relative ≥",
+        "data_free_lower_bound": "data-free ≥",
+        "relative_data_free_lower_bound": "relative ≥ (data-free)",
+        "pairs": "pairs",
+    }
+    table = Table(title=f"uatlab approx {sweep.name} (any number of heads)", header_style="bold")
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    for r in sweep.rows:
+        table.add_row(*(format_value(r[c]) for c in columns))
+    console.print(table, width=max(console.width, 170))
+    for k, v in sweep.summary.items():
+        console.print(f"{k}: {format_value(v)}")
+    console.print(f"CSV: {csv_path}   figure: {fig_path}   ({sweep.seconds:.1f} s)")
 
 
 @approx.command("universal")

@@ -153,19 +153,29 @@ def sweep_relu_network(
     samples: int = 100,
     seed: int = 0,
     layers: int = 1,
+    standard: bool = False,
     progress: Progress = _noop,
 ) -> Sweep:
     """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors.
 
     ``layers=1``: `compile_relu_network` (one attention layer); ``layers=2``:
     `uatlab.constructions.paper_b.lem3_11_relu_network.compile_relu_network_two_layer` (two attention layers,
-    far fewer parameters).
+    far fewer parameters). ``standard=True`` (two layers only): `compile_relu_network_standard`, two STANDARD
+    multi-head attention layers (no map across positions, no appended token); one standard layer has no
+    compiler, see `sweep_one_standard_layer_bounds`.
     """
     from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network_two_layer
+    from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
 
     if layers not in (1, 2):
         raise InputError(f"layers must be 1 or 2, got {layers}")
-    compile_fn = compile_relu_network if layers == 1 else compile_relu_network_two_layer
+    if standard and layers != 2:
+        raise InputError("the standard-attention compiler has two layers; one standard layer has only lower bounds")
+    compile_fn = (
+        compile_relu_network_standard
+        if standard
+        else (compile_relu_network if layers == 1 else compile_relu_network_two_layer)
+    )
     t0 = time.perf_counter()
     rows = []
     nonstandard: list[str] = []
@@ -179,6 +189,7 @@ def sweep_relu_network(
                 {
                     "net": k,
                     "layers": layers,
+                    "standard": standard,
                     "anchors": m,
                     "heads": c.heads,
                     "sup_error": r["sup_error"],
@@ -210,7 +221,62 @@ def sweep_relu_network(
         "layers": layers,
         "nonstandard": nonstandard,
     }
-    return Sweep("relu-network", "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
+    name = "relu-network-standard" if standard else "relu-network"
+    return Sweep(name, "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
+
+
+def sweep_one_standard_layer_bounds(
+    *,
+    nets: int = 5,
+    n: int = 20,
+    d: int = 5,
+    hidden: int = 10,
+    pairs: int = 2000,
+    seed: int = 0,
+    progress: Progress = _noop,
+) -> Sweep:
+    """Certified lower bounds on the sup error of ONE standard attention layer on random ReLU networks.
+
+    No size helps (Hu et al. 2025, Sec. 3.3; the lemma of `uatlab.experiments.paper_b.one_layer_standard`):
+    a standard layer whose keys read positions only is, for each fixed token x_i, affine in the other
+    tokens at output i, so the midpoint defect over pairs sharing token i bounds its sup error from below
+    (``lower_bound``); ``data_free_lower_bound`` is the weaker bound for scores that ignore the data.
+    Relative figures divide by an UPPER bound on the output range over the box (linear programs).
+    """
+    from uatlab.experiments.paper_b.one_layer_standard import (
+        affine_error_lower_bound,
+        output_range_upper_bound,
+        positional_key_error_lower_bound,
+    )
+
+    t0 = time.perf_counter()
+    rows = []
+    for k in range(nets):
+        net = random_relu_network(n, d, hidden, seed=seed + k)
+        low = positional_key_error_lower_bound(net, pairs=pairs, seed=seed + k)["lower_bound"]
+        free = affine_error_lower_bound(net, pairs=pairs, seed=seed + k)["lower_bound"]
+        r_ub = output_range_upper_bound(net)
+        rows.append(
+            {
+                "net": k,
+                "layers": 1,
+                "standard": True,
+                "lower_bound": low,
+                "data_free_lower_bound": free,
+                "output_range_upper_bound": r_ub,
+                "relative_lower_bound": low / r_ub,
+                "relative_data_free_lower_bound": free / r_ub,
+                "pairs": pairs,
+                "net_params": net.params,
+            }
+        )
+        progress(f"one standard layer, net {k}: sup error ≥ {low:.4g} = {100 * low / r_ub:.3g}% of range (any size)")
+    summary = {
+        "min_relative_lower_bound": min(r["relative_lower_bound"] for r in rows),
+        "holds_for": "every number of heads, width and positional encoding (keys reading positions only)",
+        "not_covered": "layers whose keys read the data",
+    }
+    return Sweep("relu-network-one-standard-layer", "net", rows, {}, summary, seconds=time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------- paper A: FF∘SA∘FF
