@@ -564,6 +564,9 @@ class _BoundedModel:
             "Wpos": np.maximum(Wo, 0.0),
             "Wneg": np.minimum(Wo, 0.0),
             "absWo": np.abs(Wo),
+            # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
+            "R1": np.flatnonzero(np.any(ff1.W != 0.0, axis=0)),
+            "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
         }
 
     # ---------------------------------------------------------------- stages
@@ -662,8 +665,6 @@ class _BoundedModel:
         """x, r (B, n, d) → x + SA(x), radius; also a (B, n) flag of rows that are not certifiable."""
         u = self.u
         B, n, d = x.shape
-        upd = np.zeros_like(x)
-        rupd_lin = np.zeros_like(x)
         Hb_acc = []
         bad = np.zeros((B, n), dtype=bool)
         if mask_causal:
@@ -718,14 +719,22 @@ class _BoundedModel:
             Hb_acc.append(np.abs(h) + 2 * rh)
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
         hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
-        rounding = np.zeros_like(x)
+        # coordinates no head writes (hs_count 0) pass through exactly: x + 0 with radius r (`_residual` with
+        # no term that can be non-zero); the update and its bound are formed on the written ones only
+        W = np.flatnonzero(hs_count)
+        upd = np.zeros((B, n, len(W)))
+        rupd_lin = np.zeros_like(upd)
+        rounding = np.zeros_like(upd)
         for i, (h, rh) in enumerate(heads):
-            WO, rO = att.WO[i], att.rO[i]  # (d, s)
+            WO, rO = att.WO[i][W], att.rO[i][W]  # (|W|, s)
             upd += h @ WO.T
             rupd_lin += rh @ np.abs(WO).T + Hb_acc[i] @ rO.T
             rounding += Hb_acc[i] @ (np.abs(WO) + rO).T
         # update = Σ W_O h over h·s terms per coordinate; residual x + update, possibly fused (see _residual)
-        y, ry = self._residual(x, r, upd, rupd_lin + hs_count * self.eta, rounding, hs_count)
+        y, ry = x.copy(), r.copy()
+        y[..., W], ry[..., W] = self._residual(
+            x[..., W], r[..., W], upd, rupd_lin + hs_count[W] * self.eta, rounding, hs_count[W]
+        )
         return y, ry, bad
 
     def readout_bound(self, y, ry):
@@ -760,8 +769,10 @@ class _BoundedModel:
         dense_units = np.flatnonzero(~proven_off)
         # tokens grouped by code id; gated units with the same code are candidates
         cid = g["word_cid"][ids]
-        yv = np.empty_like(x)
-        ry = np.empty_like(r)
+        # coordinates outside R2 (no unit writes them, zero bias) pass through exactly: x + 0, radius r
+        # (`_residual` with no term that can be non-zero); the batched codes write R2 only
+        yv = x.copy()
+        ry = r.copy()
         order = np.argsort(cid, kind="stable")
         cids_sorted = cid[order]
         starts = np.flatnonzero(np.r_[True, cids_sorted[1:] != cids_sorted[:-1]])
@@ -770,7 +781,7 @@ class _BoundedModel:
         lo_u = np.searchsorted(g["sorted_cid"], codes, side="left")
         hi_u = np.searchsorted(g["sorted_cid"], codes, side="right")
         # a code whose units are all proven off for other codes (and no dense unit): its tokens need only
-        # its own units. Such codes are evaluated together in blocks (see _ff_blocks)
+        # its own units. Such codes are evaluated together in batches (see _ff_batched)
         not_off = np.r_[0, np.cumsum(~proven_off)]
         own_only = (hi_u > lo_u) & (len(dense_units) == 0) & (not_off[hi_u] == not_off[lo_u])
         no_unit_tokens = []
@@ -789,28 +800,41 @@ class _BoundedModel:
                 yv[t], ry[t] = self._ff_units(x[t], r[t], sel, hid, out)
         if no_unit_tokens:
             toks = np.concatenate(no_unit_tokens)
-            yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
+            if len(dense_units):
+                yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
+            else:  # no unit at all: `_ff_units` with none, y = x + b2 on R2 (the rest passes through, above)
+                R2 = g["R2"]
+                xo, ro, b2 = x[toks[:, None], R2], r[toks[:, None], R2], out.b[R2]
+                nb2 = np.broadcast_to((b2 != 0).astype(np.float64), xo.shape)
+                yv[toks[:, None], R2], ry[toks[:, None], R2] = self._residual(
+                    xo, ro, np.broadcast_to(b2, xo.shape), np.zeros_like(xo), np.broadcast_to(np.abs(b2), xo.shape), nb2
+                )
         fast = np.flatnonzero(own_only)
         if len(fast):
-            self._ff_blocks(x, r, order, starts[fast], ends[fast], lo_u[fast], hi_u[fast], hid, out, yv, ry)
+            self._ff_batched(x, r, order, starts[fast], ends[fast], lo_u[fast], hi_u[fast], hid, out, yv, ry)
         return yv, ry
 
-    # (token, unit) pairs evaluated together at most (a block of codes; a larger code is a block of its own)
-    BLOCK_PAIRS = 4096
     # (token, unit) pairs of one call for a code with many tokens (bounds the memory: ~20 such arrays)
     UNIT_PAIRS = 1 << 20
+    # (token, unit) pairs of one batched evaluation, padding included (its ~20 temporaries: 4 MB each)
+    BATCH_PAIRS = 1 << 19
 
-    def _ff_blocks(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
-        """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``, in increasing unit order)
-        evaluated in blocks of consecutive codes: one product of the block's tokens with the block's unit
-        range, each token restricted to its own code's units (the others contribute exact zeros).
+    def _ff_batched(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
+        """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``) whose tokens read only their own
+        code's units, evaluated many codes at a time: codes with similar token and unit counts (both within a
+        factor √2) are stacked into one batch of products ``(codes, tokens, d) @ (codes, d, units)``, padded to the
+        batch's largest counts.
 
-        The result equals `_ff_units` per code: every sum over units only gains exact zero terms, and the
-        per-call quantities of `_ff_tail` (the error-carrying coordinates Jr with their ≤
-        LINEAR_ON_MAX_COORDS test, and γ of the unit count in `_on_units_linear_error`) are taken per code.
+        The result is `_ff_units` per code. Padding: a padded token slot repeats a token of its own code (every
+        per-code quantity below, a maximum or an "any" over the code's tokens, is unchanged by a repeat; the
+        slot's outputs are discarded); a padded unit slot has an all-zero weight row, bias and output column, so
+        its pre-activation and radius are exactly 0, it is not live, and every sum over units only gains exact
+        zero terms (a run's sum, and its rounding count, is that of the code's own units). The per-code
+        quantities of `_ff_tail` (the error-carrying coordinates Jr with their ≤ LINEAR_ON_MAX_COORDS test, γ of
+        the unit count in `_on_units_linear_error`) are taken per code. A code with more than UNIT_PAIRS
+        (token, unit) pairs is split into slices of its tokens: every per-code quantity is a bound over the
+        tokens it is given, so it stays sound per slice.
         """
-        # a code with more than UNIT_PAIRS (token, unit) pairs is split into slices of its tokens: every
-        # per-code quantity of _ff_block is a bound over the tokens it is given, so it stays sound per slice
         size = hi_u - lo_u
         step = np.maximum(1, self.UNIT_PAIRS // np.maximum(size, 1))
         if ((ends - starts) > step).any():
@@ -819,55 +843,111 @@ class _BoundedModel:
             starts = np.concatenate(pieces)
             ends = np.minimum(starts + np.repeat(step, rep), np.repeat(ends, rep))
             lo_u, hi_u = np.repeat(lo_u, rep), np.repeat(hi_u, rep)
-        cum = np.r_[0, np.cumsum(ends - starts)].tolist()
-        lo_l, hi_l = lo_u.tolist(), hi_u.tolist()
-        i, G = 0, len(starts)
-        while i < G:
-            j = i + 1
-            while j < G and (cum[j + 1] - cum[i]) * (hi_l[j] - lo_l[i]) <= self.BLOCK_PAIRS:
-                j += 1
-            self._ff_block(x, r, order, starts[i:j], ends[i:j], lo_u[i:j], hi_u[i:j], hid, out, yv, ry)
-            i = j
+        T, K = ends - starts, hi_u - lo_u  # both ≥ 1
+        tb = np.ceil(2 * np.log2(T)).astype(np.int64)  # buckets of counts within a factor √2
+        kb = np.ceil(2 * np.log2(K)).astype(np.int64)
+        perm = np.lexsort((T, K, kb, tb))
+        key = tb[perm] * (int(kb.max()) + 1) + kb[perm]
+        cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
+        for a, b in itertools.pairwise(cuts):
+            idx = perm[a:b]
+            per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
+            for s in range(0, len(idx), per):
+                p = idx[s : s + per]
+                self._ff_batch(x, r, order, starts[p], T[p], lo_u[p], K[p], hid, out, yv, ry)
 
-    def _ff_block(self, x, r, order, starts, ends, lo_g, hi_g, hid: _Linear, out: _Linear, yv, ry):
-        ntok = ends - starts
-        toks = np.concatenate([order[s:e] for s, e in zip(starts, ends, strict=True)])
-        lo, hi = int(lo_g[0]), int(hi_g[-1])
-        xb, rb = x[toks], r[toks]  # (Tb, d)
-        W1, b1, aW1 = hid.W[lo:hi], hid.b[lo:hi], hid.abs_rows(slice(lo, hi))
-        W2, absW2, b2 = out.W[:, lo:hi], out.abs_cols(slice(lo, hi)), out.b
-        z, rz_prop, rz_round = self._preactivation_bounds(xb, rb, W1, b1, aW1)  # (Tb, K)
-        rz = rz_prop + rz_round
-        if len(lo_g) == 1:  # one code: every token owns every unit of the block
-            live = (z + 2 * rz * RADIUS_SAFETY) > 0
-            a = np.maximum(z, 0.0)
-        else:
-            k = np.arange(lo, hi)
-            own = (k >= np.repeat(lo_g, ntok)[:, None]) & (k < np.repeat(hi_g, ntok)[:, None])  # (Tb, K)
-            live = own & ((z + 2 * rz * RADIUS_SAFETY) > 0)
-            a = np.where(own, np.maximum(z, 0.0), 0.0)
-        A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
+    def _ff_batch(self, x, r, order, start, T, lo, K, hid: _Linear, out: _Linear, yv, ry):
+        """One batch of `_ff_batched`: codes with tokens ``order[start[i] : start[i] + T[i]]`` and units
+        ``lo[i] : lo[i] + K[i]``; writes the output coordinates the layer can change (``gate["R2"]``).
+
+        Only the coordinates R1 that some unit of the layer reads enter the pre-activation products (the others
+        are multiplied by exact zero weights, and ``n`` counts non-zero weights only). Values are the ones of
+        `_ff_units` up to the summation order inside the products (a float64 run of the same sums: within the
+        radius of the exact value, whose bound does not depend on the order); radii are the same bounds, and
+        their own float64 rounding is covered by RADIUS_SAFETY. Two simplifications are exact:
+
+        * ``A = max(ẑ + 2 r_z, 0)`` needs no "live" mask: a unit that is not live has
+          ``fl(ẑ + fl(2·RADIUS_SAFETY·r_z)) ≤ 0``, and by the monotonicity of rounding
+          ``fl(ẑ + fl(2 r_z)) ≤`` that, so the maximum is 0 there (as is ``max(ẑ, 0)``);
+        * a padded unit slot (zero weights, zero bias) has ``ẑ = 0`` and ``r_z = 0`` exactly: never live.
+        """
+        g = self.gate
+        R1, R2 = g["R1"], g["R2"]
+        u, eta = self.u, self.eta
+        Tm, Km = int(T.max()), int(K.max())
+        at, ak = np.arange(Tm), np.arange(Km)
+        toks = order[start[:, None] + np.minimum(at, T[:, None] - 1)]  # (nb, Tm): padding repeats the last token
+        valid = ak < K[:, None]  # (nb, Km)
+        units = lo[:, None] + np.minimum(ak, K[:, None] - 1)  # (nb, Km)
+        xb, rb = x[toks[..., None], R1], r[toks[..., None], R1]  # (nb, Tm, |R1|)
+        W1 = hid.W[units[..., None], R1]  # (nb, Km, |R1|), a gathered copy
+        W1[~valid] = 0.0  # padded units: all-zero rows
+        W1t = W1.transpose(0, 2, 1)
+        aW1t = np.abs(W1t)  # (nb, |R1|, Km)
+        W2T = out.W[R2[None, None, :], units[..., None]]  # (nb, Km, |R2|)
+        W2T[~valid] = 0.0
+        aW2T = np.abs(W2T)
+        b1 = hid.b[units] * valid  # (nb, Km): padded slots 0
+        b2 = out.b[R2]
+        has_b1 = bool(b1.any())
+        X = np.abs(xb)
+        X += 2 * rb
+        nz = W1 != 0
+        read = nz.any(axis=1)  # (nb, |R1|) coordinates the code's units read
+        if ((X > 0) | ~read[:, None, :]).all():  # n of _preactivation_bounds: every unit's term count
+            n = (nz.sum(axis=2) + (b1 != 0)).astype(np.float64)[:, None, :]  # (nb, 1, Km)
+        else:  # exact counts per (token, unit)
+            n = (X > 0).astype(np.float64) @ nz.transpose(0, 2, 1).astype(np.float64) + (b1 != 0)[:, None, :]
+        # rounding of the pre-activation sum: γ_n (Σ_j |W1_ij| X_tj + |b1_i|) + n η
+        rz_round = X @ aW1t  # (nb, Tm, Km)
+        del X
+        if has_b1:
+            rz_round += np.abs(b1)[:, None, :]
+        rz_round *= gamma(np.maximum(n, 1), u)
+        rz_round += n * eta
+        rz = rb @ aW1t  # propagated input error |W1| r
+        rz += rz_round
+        z = xb @ W1t
+        if has_b1:
+            z += b1[:, None, :]
+        slack = rz * (2 * RADIUS_SAFETY)
+        live = (z + slack) > 0  # units that may be non-zero in some run
         ra = np.where(live, rz, 0.0)
         # per code: coordinates with an input error read by its units (Jr of _ff_tail)
-        first = np.r_[0, np.cumsum(ntok)[:-1]]
-        err_coords = np.maximum.reduceat(rb, first, axis=0) > 0  # (codes, d)
-        reads = np.r_[np.zeros((1, W1.shape[1]), np.int64), np.cumsum(W1 != 0, axis=0)]
-        Jr = err_coords & ((reads[hi_g - lo] - reads[lo_g - lo]) > 0)
+        Jr = (rb > 0).any(axis=1) & read  # (nb, |R1|)
         linear = Jr.sum(axis=1) <= self.LINEAR_ON_MAX_COORDS
-        d_out = W2.shape[0]
-        prop = np.zeros((len(toks), d_out))
-        if linear.any():
-            on = live & np.repeat(linear, ntok)[:, None] & ((z - 2 * rz * RADIUS_SAFETY) > 0)
-            ra = np.where(on, rz_round, ra)
-            g64 = np.repeat(gamma(hi_g - lo_g + 1, U64), ntok)[:, None]  # γ of each code's unit count
+        nnz = live.astype(np.float64) @ (W2T != 0).astype(np.float64)  # (nb, Tm, |R2|), exact counts
+        ro_prop = nnz * eta
+        nnz += b2 != 0
+        if linear.any():  # units ON in every run: see _on_units_linear_error
+            on = (z - slack) > 0  # implies live
+            if not linear.all():
+                on &= linear[:, None, None]
+            np.copyto(ra, rz_round, where=on)
+            g64 = gamma(K + 1, U64)[:, None, None]  # γ of each code's unit count
             for j in np.flatnonzero(Jr[linear].any(axis=0)):
-                w = np.where(on, W1[:, j], 0.0)  # (Tb, K)
-                prop += (np.abs(w @ W2.T) + g64 * (np.abs(w) @ absW2.T)) * rb[:, j : j + 1]
-        nnz = live.astype(np.float64) @ (W2 != 0).T.astype(np.float64) + (b2 != 0)  # (Tb, d_out), exact
-        nprod = nnz - (b2 != 0)
-        o = a @ W2.T + b2
-        ro_prop = ra @ absW2.T + prop + nprod * self.eta
-        yv[toks], ry[toks] = self._residual(xb, rb, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
+                w = np.where(on, W1[:, None, :, j], 0.0)  # (nb, Tm, Km)
+                M = np.abs(w @ W2T)
+                np.abs(w, out=w)
+                M += g64 * (w @ aW2T)
+                M *= rb[:, :, j : j + 1]
+                ro_prop += M
+        del rz_round, slack, live
+        rz *= 2
+        rz += z
+        np.maximum(rz, 0.0, out=rz)  # A = max(ẑ + 2 r_z, 0): 0 where not live (see above)
+        S = rz @ aW2T
+        S += np.abs(b2)
+        np.maximum(z, 0.0, out=z)  # relu(ẑ): 0 where not live
+        o = z @ W2T
+        o += b2
+        ro_prop += ra @ aW2T
+        del z, rz, ra
+        keep = at[None, :] < T[:, None]
+        tk = toks[keep]
+        xo, ro = x[tk[:, None], R2], r[tk[:, None], R2]
+        y, ryb = self._residual(xo, ro, o[keep], ro_prop[keep], S[keep], nnz[keep])
+        yv[tk[:, None], R2], ry[tk[:, None], R2] = y, ryb
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.abs_rows(units)
@@ -897,30 +977,78 @@ class _BoundedModel:
     # ---------------------------------------------------------------- whole forward
     def forward_bounds(self, ids: np.ndarray):
         """ids (B, n) → logits L, radii rL (B, n, C) and a (B, n) flag of uncertifiable rows."""
-        x, r = self.embed(ids)
-        B, n, d = x.shape
-        bad = np.zeros((B, n), dtype=bool)
-        overflow = self._may_overflow(x, r, "embed")
-        if self.input_ff is not None:
-            overflow |= self._may_overflow(x, r, "ff", self.input_ff)
-            x, r = self._ff_dense_chunked(x, r, *self.input_ff)  # (T, d) rows: _ff_tail reads r per coordinate
+        return self.forward_bounds_groups([ids])[0]
+
+    # score elements (sequences × n × n) of one attention evaluation (its ~15 temporaries: 8 MB each)
+    ATTENTION_ELEMENTS = 1 << 20
+
+    def forward_bounds_groups(self, groups: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Several batches of token ids, each (B_g, n_g) of one length → per batch (L, rL, bad) as in
+        `forward_bounds`.
+
+        Attention runs per batch, in blocks of at most ATTENTION_ELEMENTS scores (a row's bound involves its own
+        sequence only); every later stage is per token and runs once over all batches' tokens together. What
+        the token-wise stages take over the tokens of a call is a bound over those tokens (the gated layer's
+        box, the per-code error coordinates, the coarse overflow check), so it is as sound over the union. An
+        overflow found in a block of sequences flags that block; one found in a token-wise stage flags every
+        batch.
+        """
+        if not groups:
+            return []
+        d = self.cfg.d_model
+        xs, rs, bads, flags = [], [], [], []
+        for ids in groups:
+            x, r = self.embed(ids)
+            flag = np.zeros(ids.shape[0], dtype=bool)  # per sequence: some run might overflow
+            flag[:] = self._may_overflow(x, r, "embed")
+            if self.input_ff is not None:
+                flag |= self._may_overflow(x, r, "ff", self.input_ff)
+                x, r = self._ff_dense_chunked(x, r, *self.input_ff)
+            xs.append(x)
+            rs.append(r)
+            bads.append(np.zeros(ids.shape, dtype=bool))
+            flags.append(flag)
+        overflow = False
+        sizes = [ids.size for ids in groups]
         for li, (att, hid, out) in enumerate(self.layers):
-            if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
-                bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
-            overflow |= self._may_overflow(x, r, "attention", att)
-            x, r, b = self.attention(x, r, att, att.causal)
-            bad |= b
-            overflow |= self._may_overflow(x, r, "ff", (hid, out))
+            for gi, ids in enumerate(groups):
+                B, n = ids.shape
+                bad = bads[gi]
+                if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
+                    bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
+                x, r = xs[gi], rs[gi]
+                ys, rys = np.empty_like(x), np.empty_like(r)
+                step = max(1, self.ATTENTION_ELEMENTS // max(n * n, 1))
+                for s in range(0, B, step):
+                    e = min(B, s + step)
+                    flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
+                    ys[s:e], rys[s:e], b = self.attention(x[s:e], r[s:e], att, att.causal)
+                    bad[s:e] |= b
+                xs[gi], rs[gi], bads[gi] = ys, rys, bad
+            xf = np.concatenate([x.reshape(-1, d) for x in xs])  # (T, d): every group's tokens
+            rf = np.concatenate([r.reshape(-1, d) for r in rs])
+            xs = rs = None
+            overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
             if li == 0 and self.gate is not None:
-                xf, rf = self.ff_gated(x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1), hid, out)
-                x, r = xf.reshape(B, n, d), rf.reshape(B, n, d)
+                xf, rf = self.ff_gated(xf, rf, np.concatenate([ids.reshape(-1) for ids in groups]), hid, out)
             else:
-                x, r = self._ff_dense_chunked(x, r, hid, out)
-        overflow |= self._may_overflow(x, r, "readout", self.readout)
-        L, rL = self.readout_bound(x, r)
-        if overflow:  # some run of this batch might overflow: nothing in it is certified
-            bad[:] = True
-        return L, rL, bad
+                xf, rf = self._ff_dense_chunked(xf[None], rf[None], hid, out)
+                xf, rf = xf[0], rf[0]
+            cut = np.cumsum(sizes)[:-1]
+            xs = [x.reshape(*ids.shape, d) for x, ids in zip(np.split(xf, cut), groups, strict=True)]
+            rs = [r.reshape(*ids.shape, d) for r, ids in zip(np.split(rf, cut), groups, strict=True)]
+        xf = np.concatenate([x.reshape(-1, d) for x in xs])
+        rf = np.concatenate([r.reshape(-1, d) for r in rs])
+        del xs, rs
+        overflow |= self._may_overflow(xf, rf, "readout", self.readout)
+        L, rL = self.readout_bound(xf, rf)
+        del xf, rf
+        cut = np.cumsum(sizes)[:-1]
+        res = []
+        for Lg, rLg, bad, flag, ids in zip(np.split(L, cut), np.split(rL, cut), bads, flags, groups, strict=True):
+            bad = bad | flag[:, None] | overflow  # some run of these rows might overflow: not certified
+            res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
+        return res
 
     def _may_overflow(self, x, r, stage: str, params=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
@@ -1267,11 +1395,12 @@ def _certify_chunk(
     }
     spot, examples, margins = out["spot"], out["examples"], out["margins"]
     lengths = np.array([len(t) for t in tok_ids])
-    for n in np.unique(lengths):
-        idx = np.flatnonzero(lengths == n)
-        ids = np.stack([tok_ids[i] for i in idx])  # (B, n)
+    by_length = [np.flatnonzero(lengths == n) for n in np.unique(lengths)]
+    batches = [np.stack([tok_ids[i] for i in idx]) for idx in by_length]  # (B, n) per length
+    bounds = bm.forward_bounds_groups(batches)  # one pass of the token-wise stages over the whole chunk
+    for idx, ids, (L, rL, bad) in zip(by_length, batches, bounds, strict=True):
+        n = ids.shape[1]
         ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
-        L, rL, bad = bm.forward_bounds(ids)
         C = L.shape[-1]
         Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
         rc = np.take_along_axis(rL, ys[..., None], axis=-1)
