@@ -19,7 +19,7 @@ def _per_code(bm, x, r, ids, hid, out):
     for c in np.unique(cid):
         toks = np.flatnonzero(cid == c)
         lo, hi = np.searchsorted(g["sorted_cid"], c, "left"), np.searchsorted(g["sorted_cid"], c, "right")
-        y[toks], ry[toks] = bm._ff_units(x[toks], r[toks], slice(lo, hi), hid, out)
+        y[toks], ry[toks] = bm._ff_units(x[toks], r[toks], g["order"][lo:hi], hid, out)
     return y, ry
 
 
@@ -134,3 +134,34 @@ def test_length_groups_together_equal_one_at_a_time(monkeypatch):
         np.testing.assert_allclose(rL, rL1, rtol=1e-12, atol=0)
     cert = certify(model, data)
     assert cert.certified and cert.certified_tokens == cert.ceiling_tokens
+
+
+def test_certificate_unchanged_by_pass_size(monkeypatch):
+    """Forward passes of any size (length groups packed together or split by sequences): the same certified
+    tokens, spot check, examples and smallest margin (its value up to the reference's rounding)."""
+    import uatlab.verify.certificate as certificate_module
+
+    base = synthetic_dataset(90, 8, 30, 3, seed=11)
+    cut = np.random.default_rng(1).integers(1, 9, len(base.tokens))
+    data = from_lists(
+        [t[:k] for t, k in zip(base.tokens, cut, strict=True)], [y[:k] for y, k in zip(base.labels, cut, strict=True)]
+    )
+    model = compile_dataset(data, run_certificate=False).model
+    whole = certify(model, data)
+    for elements in (1, 50 * model.config.d_model):
+        monkeypatch.setattr(certificate_module, "PASS_ELEMENTS", elements)
+        split = certify(model, data)
+        assert split.certified_tokens == whole.certified_tokens == whole.ceiling_tokens
+        assert split.torch_spot_check == whole.torch_spot_check and split.torch_spot_check["tokens"] > 0
+        assert len(split.uncertified_examples) == len(whole.uncertified_examples) > 0  # conflicts of the cut data
+        for a, b in zip(split.uncertified_examples, whole.uncertified_examples, strict=True):
+            a, b = dict(a), dict(b)
+            assert a.pop("certified_margin_lower_bound") == pytest.approx(
+                b.pop("certified_margin_lower_bound"), rel=1e-9
+            )
+            assert a == b
+        at_s, at_w = dict(split.min_margin_at), dict(whole.min_margin_at)
+        assert at_s.pop("reference_margin") == pytest.approx(at_w.pop("reference_margin"), rel=1e-12)
+        assert at_s == at_w
+        for a, b in zip(split.margins, whole.margins, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9)

@@ -17,6 +17,12 @@ below). The proof is a forward error analysis (Higham's model, see
    provably-zero ReLU units) and carry, for every intermediate quantity z, a radius r(z) with
    ``|z_run − z_exact| ≤ r(z)`` for every run in the model's dtype (u = 2^-53 or 2^-24). Since
    u(float64) ≤ u(dtype), the same radius bounds the reference's own deviation from the exact model.
+   The reference's own evaluation order is therefore free: products in blocks or batches of any shape,
+   padded with exact zero terms (a zero product added to a partial sum leaves it unchanged, so the sum
+   and its count of rounding terms are those of the unpadded sum), sums split at any point. Each is one
+   float64 run of the same formula, within the radius of the exact value, whose bound does not depend on
+   the order; only the reference's last bits (at the scale of the radius, not of the value) change with it.
+   The radii are sums and products of non-negative float64 terms in any order (see RADIUS_SAFETY).
 3. So ``L_c − L_o ≥ ref_c − ref_o − 2 (r_c + r_o)`` for every run; the token is certified when this lower
    bound is positive for every o ≠ c. It is reported as the token's *certified margin*.
 
@@ -252,6 +258,10 @@ def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int, store_abs:
     if layer is None:
         W = np.zeros((out_dim, in_dim))
         b = np.zeros(out_dim)
+    elif not store_abs:  # a large layer: the model's own memory when it is float64 (read-only), else a copy
+        W = layer.weight.detach().to(torch.float64).numpy().view()
+        W.flags.writeable = False
+        b = layer.bias.detach().to(torch.float64).numpy().copy() if layer.bias is not None else np.zeros(W.shape[0])
     else:
         W = layer.weight.detach().to(torch.float64).numpy().copy()
         b = layer.bias.detach().to(torch.float64).numpy().copy() if layer.bias is not None else np.zeros(W.shape[0])
@@ -529,7 +539,7 @@ class _BoundedModel:
             return None
         cap = np.where(gated, cap, np.inf)
         code_abs = np.abs(WJ).sum(axis=1)  # Σ_J |W1| (for the float64 slack of the bound)
-        del q
+        del q, WJ
         # codes as byte strings → integer ids (vectorised: np.unique over fixed-width void views)
         word_bytes = _row_keys(np.packbits(E[:, J] > 0, axis=1))
         unit_bytes = _row_keys(np.packbits(unit_pattern, axis=1))
@@ -540,17 +550,13 @@ class _BoundedModel:
         # -1: not gated; -2: gated with a code that no word has (then never active, proven below)
         unit_cid = np.where(gated, np.where(found, pos_c, -2), -1).astype(np.int64)
         others = np.setdiff1d(np.arange(E.shape[1]), J)
-        # permute the FF's units by code id (a sum over units is order-free, and so is its error bound):
-        # the candidate units of one code are then a contiguous slice, read without gathering
+        # the FF's units in code-id order (a sum over units is order-free, and so is its error bound): position
+        # k of this order is unit order[k], and the candidate units of one code are a contiguous range of
+        # positions. W1 and W2 (the model's largest matrices, |W| formed per slice) stay as they are, read
+        # through ``order``; the per-unit vectors below are stored in this order
         order = np.argsort(unit_cid, kind="stable")
         ff2 = self.layers[0][2]
-        # |W| of these two (the model's largest matrices) is formed per slice, not stored (memory)
-        ff1.W, ff1.b, ff1.terms = ff1.W[order], ff1.b[order], ff1.terms[order]
-        if ff1.gam is not None:
-            ff1.gam = ff1.gam[order]
-        ff2.W = np.ascontiguousarray(ff2.W[:, order])
         unit_cid, gated, cap, code_abs, G = unit_cid[order], gated[order], cap[order], code_abs[order], G[order]
-        Wo = ff1.W[:, others]
         return {
             "J": J,
             "others": others,
@@ -561,9 +567,11 @@ class _BoundedModel:
             "unit_cid": unit_cid,
             "word_cid": word_cid.astype(np.int64),
             "sorted_cid": unit_cid,
-            "Wpos": np.maximum(Wo, 0.0),
-            "Wneg": np.minimum(Wo, 0.0),
-            "absWo": np.abs(Wo),
+            "order": order,
+            "b": ff1.b[order],
+            "terms": ff1.terms[order],
+            "gam": gamma(np.maximum(ff1.terms[order], 1), self.u),
+            "Wo": ff1.W[order[:, None], others],  # (q, |others|) W1's non-code columns, in this order
             # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
             "R1": np.flatnonzero(np.any(ff1.W != 0.0, axis=0)),
             "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
@@ -667,7 +675,8 @@ class _BoundedModel:
         B, n, d = x.shape
         Hb_acc = []
         bad = np.zeros((B, n), dtype=bool)
-        if mask_causal:
+        causal = bool(mask_causal)
+        if causal:
             allowed = np.tril(np.ones((n, n), dtype=bool))[None]
         else:
             allowed = np.ones((1, n, n), dtype=bool)
@@ -680,30 +689,44 @@ class _BoundedModel:
             v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u, self.eta)
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
             s_dim = q.shape[-1]
-            S = att.scale * (q @ k.transpose(0, 2, 1))  # (B, n_q, n_k)
-            QK = Qb @ Kb.transpose(0, 2, 1)
-            rS = abs(att.scale) * (
-                rq @ Kb.transpose(0, 2, 1) + Qb @ rk.transpose(0, 2, 1) + gamma(s_dim, u) * QK + s_dim * self.eta
-            )
+            S = q @ k.transpose(0, 2, 1)  # (B, n_q, n_k)
+            S *= att.scale
+            # rS = |β| (Σ_s rq Kb + Qb rk + γ_s Qb Kb + s η): the first and third sums as one product
+            rS = (rq + gamma(s_dim, u) * Qb) @ Kb.transpose(0, 2, 1)
+            rS += Qb @ rk.transpose(0, 2, 1)
+            rS += s_dim * self.eta
+            rS *= abs(att.scale)
             if s_dim == 1 and self.dtype == "float32":
-                rS = np.where(_exact_score_products(q, rq, k, rk), 0.0, rS)
+                rS[_exact_score_products(q, rq, k, rk)] = 0.0
             if not scale_exact:
                 # PyTorch first rounds the Python scalar to the model's dtype (opmath of float32 is float32),
                 # then rounds the product: two roundings unless the scale is representable in the dtype
                 once = representable(np.array([att.scale]), self.dtype)
-                rS = rS + (u if once else 2 * u + u * u) * (np.abs(S) + rS)
-            rS = rS + self.eta  # scaling (even by 2^k) may underflow
-            Sm = np.where(allowed, S, -np.inf)
-            M = Sm.max(axis=-1, keepdims=True)  # (B, n, 1)
-            e = np.where(allowed, np.exp(Sm - M), 0.0)
-            P = e / e.sum(axis=-1, keepdims=True)  # (B, n, n)
-            rSmax = np.where(allowed, rS, 0.0).max(axis=-1, keepdims=True)
-            T = np.where(allowed, (M - S) + 4 * rSmax, 0.0)
-            rho = np.where(allowed, 2 * rS + u * T, 0.0).max(axis=-1) + exp_relative_error(u, self.exp_ulps)  # (B, n)
+                rS += (u if once else 2 * u + u * u) * (np.abs(S) + rS)
+            rS += self.eta  # scaling (even by 2^k) may underflow
+            # D = s − max over the allowed keys (≤ 0); P = exp(D) / Σ exp(D); masked keys: weight exactly 0 and,
+            # below, D = 0 and rS = 0, so they add nothing to the maxima that follow
+            if causal:
+                D = np.where(allowed, S, -np.inf)
+                D -= D.max(axis=-1, keepdims=True)
+            else:
+                D = S - S.max(axis=-1, keepdims=True)
+            P = np.exp(D)
+            P /= P.sum(axis=-1, keepdims=True)  # (B, n, n)
+            if causal:
+                np.copyto(D, 0.0, where=~allowed)
+                np.copyto(rS, 0.0, where=~allowed)
+            rSmax = rS.max(axis=-1)  # (B, n)
+            # T_j = max − s_j + 4 max rS ≥ 0 (over allowed keys); ρ = max_j (2 rS_j + u T_j) + exp error
+            Tmax = 4 * rSmax - D.min(axis=-1)
+            D *= -u
+            D += 2 * rS
+            rho = D.max(axis=-1) + 4 * u * rSmax + exp_relative_error(u, self.exp_ulps)  # (B, n)
+            del D
             # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
             rho = rho + u * (np.log(nkeys) + 2.0)
             # every exp(s − max) AND every weight exp(·)/Σ (Σ ≤ nkeys) must stay normal for the relative bounds
-            bad |= (T.max(axis=-1) + rho + np.log(nkeys)) > exp_underflow_threshold(self.dtype)
+            bad |= (Tmax + rho + np.log(nkeys)) > exp_underflow_threshold(self.dtype)
             g = gamma(np.maximum(nkeys - 1, 1), u)  # (1, n)
             # e^{2ρ}(1+u)²/((1−u)(1−γ)) − 1, via expm1/log1p: in float64 (1 + 2^-53) rounds to 1
             eps_p = np.expm1(2 * rho + 2 * np.log1p(u) - np.log1p(-u) - np.log1p(-g))  # (B, n)
@@ -758,11 +781,12 @@ class _BoundedModel:
         hi = (x[:, others] + r[:, others]).max(axis=0)
         Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
         Mr = r.max(axis=0)
-        upper = g["cap"] + g["Wpos"] @ hi + g["Wneg"] @ lo + hid.b  # bound on z_exact (other codes)
-        aWM = hid.abs_matvec(Mx)
-        rz = hid.abs_matvec(Mr) + hid.gam * (aWM + np.abs(hid.b)) + hid.terms * self.eta
+        uorder, b1, Wo = g["order"], g["b"], g["Wo"]  # units in code order (see _detect_gate)
+        upper = g["cap"] + np.maximum(Wo, 0.0) @ hi + np.minimum(Wo, 0.0) @ lo + b1  # bound on z_exact (other codes)
+        aWM, aWr = hid.abs_matvec(np.stack([Mx, Mr], axis=1))[uorder].T  # |W1| Mx, |W1| Mr (one pass over |W1|)
+        rz = aWr + g["gam"] * (aWM + np.abs(b1)) + g["terms"] * self.eta
         slack = gamma(hid.W.shape[1] + 3, U64) * (
-            g["code_abs"] + aWM + g["absWo"] @ (np.abs(lo) + np.abs(hi)) + np.abs(hid.b)
+            g["code_abs"] + aWM + np.abs(Wo) @ (np.abs(lo) + np.abs(hi)) + np.abs(b1)
         )
         # gated units proven off for every token whose code differs from theirs; all others are dense
         proven_off = g["gated"] & (upper + (rz + slack) * RADIUS_SAFETY <= 0)
@@ -797,11 +821,11 @@ class _BoundedModel:
             step = max(1, self.UNIT_PAIRS // max(len(sel), 1))
             for k in range(0, len(toks), step):
                 t = toks[k : k + step]
-                yv[t], ry[t] = self._ff_units(x[t], r[t], sel, hid, out)
+                yv[t], ry[t] = self._ff_units(x[t], r[t], uorder[sel], hid, out)
         if no_unit_tokens:
             toks = np.concatenate(no_unit_tokens)
             if len(dense_units):
-                yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], dense_units, hid, out)
+                yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], uorder[dense_units], hid, out)
             else:  # no unit at all: `_ff_units` with none, y = x + b2 on R2 (the rest passes through, above)
                 R2 = g["R2"]
                 xo, ro, b2 = x[toks[:, None], R2], r[toks[:, None], R2], out.b[R2]
@@ -878,12 +902,12 @@ class _BoundedModel:
         at, ak = np.arange(Tm), np.arange(Km)
         toks = order[start[:, None] + np.minimum(at, T[:, None] - 1)]  # (nb, Tm): padding repeats the last token
         valid = ak < K[:, None]  # (nb, Km)
-        units = lo[:, None] + np.minimum(ak, K[:, None] - 1)  # (nb, Km)
+        units = g["order"][lo[:, None] + np.minimum(ak, K[:, None] - 1)]  # (nb, Km) unit indices
         xb, rb = x[toks[..., None], R1], r[toks[..., None], R1]  # (nb, Tm, |R1|)
         W1 = hid.W[units[..., None], R1]  # (nb, Km, |R1|), a gathered copy
         W1[~valid] = 0.0  # padded units: all-zero rows
-        W1t = W1.transpose(0, 2, 1)
-        aW1t = np.abs(W1t)  # (nb, |R1|, Km)
+        W1t = np.ascontiguousarray(W1.transpose(0, 2, 1))  # (nb, |R1|, Km)
+        aW1t = np.abs(W1t)
         W2T = out.W[R2[None, None, :], units[..., None]]  # (nb, Km, |R2|)
         W2T[~valid] = 0.0
         aW2T = np.abs(W2T)
@@ -910,29 +934,43 @@ class _BoundedModel:
         z = xb @ W1t
         if has_b1:
             z += b1[:, None, :]
+        # live: fl(ẑ + fl(2·RADIUS_SAFETY·r_z)) > 0, i.e. ẑ > −fl(2·RADIUS_SAFETY·r_z) (the sum of two floats is
+        # positive iff its rounding is); ON: ẑ − 2·RADIUS_SAFETY·r_z > 0 likewise
         slack = rz * (2 * RADIUS_SAFETY)
-        live = (z + slack) > 0  # units that may be non-zero in some run
-        ra = np.where(live, rz, 0.0)
+        on = z > slack  # ON in every run (implies live)
+        np.negative(slack, out=slack)
+        live = z > slack  # units that may be non-zero in some run
+        del slack
         # per code: coordinates with an input error read by its units (Jr of _ff_tail)
         Jr = (rb > 0).any(axis=1) & read  # (nb, |R1|)
         linear = Jr.sum(axis=1) <= self.LINEAR_ON_MAX_COORDS
-        nnz = live.astype(np.float64) @ (W2T != 0).astype(np.float64)  # (nb, Tm, |R2|), exact counts
+        if not linear.all():
+            on &= linear[:, None, None]
+        # terms per output coordinate that can be non-zero: live units with W2 ≠ 0 (exact counts)
+        nz2 = W2T != 0  # (nb, Km, |R2|)
+        if (nz2 | ~valid[..., None]).all():  # every unit writes every coordinate of R2: a count of live units
+            nnz = np.repeat(np.count_nonzero(live, axis=2)[..., None].astype(np.float64), len(R2), axis=2)
+        else:
+            nnz = live.astype(np.float64) @ nz2.astype(np.float64)  # (nb, Tm, |R2|)
         ro_prop = nnz * eta
         nnz += b2 != 0
-        if linear.any():  # units ON in every run: see _on_units_linear_error
-            on = (z - slack) > 0  # implies live
-            if not linear.all():
-                on &= linear[:, None, None]
-            np.copyto(ra, rz_round, where=on)
+        # ra: the radius through |W2| of each unit: r_z if live, only its rounding if ON (see _on_units_linear_error)
+        ra = rz * (live & ~on)
+        ra += rz_round * on
+        del rz_round
+        if linear.any():  # ON units: Σ_j |Σ_{i ON} W2[:, i] W1[i, j]| r_j, with the float64 slack of that sum
+            onf = on.astype(np.float64)
             g64 = gamma(K + 1, U64)[:, None, None]  # γ of each code's unit count
             for j in np.flatnonzero(Jr[linear].any(axis=0)):
-                w = np.where(on, W1[:, None, :, j], 0.0)  # (nb, Tm, Km)
-                M = np.abs(w @ W2T)
-                np.abs(w, out=w)
-                M += g64 * (w @ aW2T)
-                M *= rb[:, :, j : j + 1]
-                ro_prop += M
-        del rz_round, slack, live
+                # W1[i, j]·W2[c, i] per unit, rounded once as in the per-pair product; its sum over the ON units
+                # (a sum of ≤ K terms: with that product rounding, below γ_{K+1} Σ |W1||W2|)
+                V = W1[:, :, j, None] * W2T  # (nb, Km, |R2|)
+                M = onf @ np.concatenate([V, np.abs(V)], axis=2)  # (nb, Tm, 2|R2|)
+                prop = np.abs(M[..., : len(R2)])
+                prop += g64 * M[..., len(R2) :]
+                prop *= rb[:, :, j : j + 1]
+                ro_prop += prop
+        del on, live
         rz *= 2
         rz += z
         np.maximum(rz, 0.0, out=rz)  # A = max(ẑ + 2 r_z, 0): 0 where not live (see above)
@@ -950,6 +988,7 @@ class _BoundedModel:
         yv[tk[:, None], R2], ry[tk[:, None], R2] = y, ryb
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
+        """The feed-forward layer restricted to ``units`` (indices of W1's rows) for tokens x, r (T, d)."""
         W1, b1, aW1 = hid.W[units], hid.b[units], hid.abs_rows(units)
         z, rz_prop, rz_round = self._preactivation_bounds(x, r, W1, b1, aW1)
         return self._ff_tail(x, r, z, rz_prop + rz_round, out.W[:, units], out.abs_cols(units), out.b, rz_round, W1)
@@ -979,8 +1018,8 @@ class _BoundedModel:
         """ids (B, n) → logits L, radii rL (B, n, C) and a (B, n) flag of uncertifiable rows."""
         return self.forward_bounds_groups([ids])[0]
 
-    # score elements (sequences × n × n) of one attention evaluation (its ~15 temporaries: 8 MB each)
-    ATTENTION_ELEMENTS = 1 << 20
+    # score elements (sequences × n × n) of one attention evaluation (its ~15 temporaries: 2 MB each)
+    ATTENTION_ELEMENTS = 1 << 18
 
     def forward_bounds_groups(self, groups: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Several batches of token ids, each (B_g, n_g) of one length → per batch (L, rL, bad) as in
@@ -1393,67 +1432,117 @@ def _certify_chunk(
         "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
         "margins": {} if setup.keep_margins else None,
     }
-    spot, examples, margins = out["spot"], out["examples"], out["margins"]
+    spot = out["spot"]
     lengths = np.array([len(t) for t in tok_ids])
-    by_length = [np.flatnonzero(lengths == n) for n in np.unique(lengths)]
-    batches = [np.stack([tok_ids[i] for i in idx]) for idx in by_length]  # (B, n) per length
-    bounds = bm.forward_bounds_groups(batches)  # one pass of the token-wise stages over the whole chunk
-    for idx, ids, (L, rL, bad) in zip(by_length, batches, bounds, strict=True):
-        n = ids.shape[1]
-        ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
-        C = L.shape[-1]
-        Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
-        rc = np.take_along_axis(rL, ys[..., None], axis=-1)
-        lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
-        onehot = np.arange(C)[None, None, :] == ys[..., None]
-        lower = np.where(onehot, np.inf, lower).min(axis=-1)
-        lower = np.where(bad, -np.inf, lower)
-        if margins is not None:
-            for b, si in enumerate(idx):
-                margins[start + int(si)] = lower[b].copy()
-        pred = L.argmax(axis=-1)
-        out["correct"] += int((pred == ys).sum())
-        ok = lower > 0
-        if spot_budget > 0:  # PyTorch's own forward on a few sequences: certified tokens must be right
-            take = max(1, min(len(idx), spot_budget // (int(n) * setup.cost_per_token)))
+    uniq = np.unique(lengths)
+    by_length = [np.flatnonzero(lengths == n) for n in uniq]
+    # the PyTorch spot check: per length (in increasing order), the first `take` sequences of that length
+    takes = []
+    for n, idx in zip(uniq.tolist(), by_length, strict=True):
+        take = 0
+        if spot_budget > 0:
+            take = max(1, min(len(idx), spot_budget // (n * setup.cost_per_token)))
+            spot_budget -= take * n * setup.cost_per_token
+        takes.append(take)
+    spot_rows: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in by_length]  # (pred, ok) of those
+    for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
+        batches = [np.stack([tok_ids[i] for i in idx]) for _, _, idx in part]  # (B, n) per piece
+        bounds = bm.forward_bounds_groups(batches)  # the token-wise stages once over the pass's tokens
+        for (gi, offset, idx), (L, rL, bad) in zip(part, bounds, strict=True):
+            ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
+            pred, ok = _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys)
+            k = max(0, min(len(idx), takes[gi] - offset))
+            if k:
+                spot_rows[gi].append((pred[:k], ok[:k]))
+    for gi, take in enumerate(takes):
+        if take:  # PyTorch's own forward on a few sequences: certified tokens must be right
+            idx = by_length[gi][:take]
+            ids = np.stack([tok_ids[i] for i in idx])
+            ys = np.stack([lab_ids[i] for i in idx])
+            pred = np.concatenate([p for p, _ in spot_rows[gi]])
+            ok = np.concatenate([o for _, o in spot_rows[gi]])
             with torch.no_grad():
-                run = model(torch.from_numpy(ids[:take])).argmax(-1).numpy()
-            spot["tokens"] += int(take * n)
-            spot["certified"] += int(ok[:take].sum())
-            spot["certified_but_wrong"] += int((ok[:take] & (run != ys[:take])).sum())
-            spot["torch_agrees_with_reference"] += int((run == pred[:take]).sum())
-            spot_budget -= take * int(n) * setup.cost_per_token
-        out["certified"] += int(ok.sum())
-        out["max_err"] = max(out["max_err"], float(rL.max()))
-        if ok.any():
-            b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
-            if lower[b, k] < out["min_margin"]:
-                out["min_margin"] = float(lower[b, k])
-                si = int(idx[b])
-                out["min_at"] = {
+                run = model(torch.from_numpy(ids)).argmax(-1).numpy()
+            spot["tokens"] += int(ids.size)
+            spot["certified"] += int(ok.sum())
+            spot["certified_but_wrong"] += int((ok & (run != ys)).sum())
+            spot["torch_agrees_with_reference"] += int((run == pred).sum())
+    return out
+
+
+# (token, coordinate) values of one forward pass: length groups are packed together up to this many tokens × d
+# (a longer group is split by sequences), which bounds the (tokens, d) arrays of the token-wise stages (16 MB)
+PASS_ELEMENTS = 1 << 21
+
+
+def _passes(
+    by_length: list[np.ndarray], lengths: list[int], budget: int
+) -> Iterator[list[tuple[int, int, np.ndarray]]]:
+    """Passes of at most ``budget`` tokens (one piece may exceed it if one sequence does): lists of (length
+    group, offset of the piece in its group, the piece's sequence indices), in group order then data order."""
+    part: list[tuple[int, int, np.ndarray]] = []
+    size = 0
+    for gi, (idx, n) in enumerate(zip(by_length, lengths, strict=True)):
+        step = max(1, budget // max(n, 1))
+        for s in range(0, len(idx), step):
+            piece = idx[s : s + step]
+            if part and size + len(piece) * n > budget:
+                yield part
+                part, size = [], 0
+            part.append((gi, s, piece))
+            size += len(piece) * n
+    if part:
+        yield part
+
+
+def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[np.ndarray, np.ndarray]:
+    """Fold one piece's bounds (sequences ``idx`` of one length, labels ``ys`` (B, n)) into ``out``; returns its
+    reference predictions and certified flags (B, n)."""
+    examples, margins = out["examples"], out["margins"]
+    C = L.shape[-1]
+    Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
+    rc = np.take_along_axis(rL, ys[..., None], axis=-1)
+    lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
+    onehot = np.arange(C)[None, None, :] == ys[..., None]
+    lower = np.where(onehot, np.inf, lower).min(axis=-1)
+    lower = np.where(bad, -np.inf, lower)
+    if margins is not None:
+        for b, si in enumerate(idx):
+            margins[start + int(si)] = lower[b].copy()
+    pred = L.argmax(axis=-1)
+    out["correct"] += int((pred == ys).sum())
+    ok = lower > 0
+    out["certified"] += int(ok.sum())
+    out["max_err"] = max(out["max_err"], float(rL.max()))
+    if ok.any():
+        b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
+        if lower[b, k] < out["min_margin"]:
+            out["min_margin"] = float(lower[b, k])
+            si = int(idx[b])
+            out["min_at"] = {
+                "sequence": start + si,
+                "position": int(k),
+                "token": _token_at(chunk, enc, si, k),
+                "line": chunk.lines[si],
+                "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
+            }
+    if len(examples) < setup.max_examples and not ok.all():
+        for b, k in zip(*np.nonzero(~ok), strict=True):
+            if len(examples) >= setup.max_examples:
+                break
+            si = int(idx[b])
+            examples.append(
+                {
                     "sequence": start + si,
                     "position": int(k),
                     "token": _token_at(chunk, enc, si, k),
+                    "label": _label_at(chunk, enc, si, k),
                     "line": chunk.lines[si],
-                    "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
+                    "certified_margin_lower_bound": float(lower[b, k]),
+                    "softmax_range_exceeded": bool(bad[b, k]),
                 }
-        if len(examples) < setup.max_examples and not ok.all():
-            for b, k in zip(*np.nonzero(~ok), strict=True):
-                if len(examples) >= setup.max_examples:
-                    break
-                si = int(idx[b])
-                examples.append(
-                    {
-                        "sequence": start + si,
-                        "position": int(k),
-                        "token": _token_at(chunk, enc, si, k),
-                        "label": _label_at(chunk, enc, si, k),
-                        "line": chunk.lines[si],
-                        "certified_margin_lower_bound": float(lower[b, k]),
-                        "softmax_range_exceeded": bool(bad[b, k]),
-                    }
-                )
-    return out
+            )
+    return pred, ok
 
 
 def stream_chunks(
