@@ -94,7 +94,7 @@ def ff_of(extra: list[str]) -> str:
 
 
 def run_case(name: str, data: Path, extra: list[str], work: Path) -> dict:
-    out = work / f"{name}.{'npz' if ff_of(extra) == 'deep' else 'safetensors'}"
+    out = work / f"{name}.safetensors"
     cmd = [*UATLAB, "compile", str(data), *extra, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -95,17 +95,21 @@ def test_cli_compile_ff_deep(tmp_path, capsys) -> None:
 
     data = tmp_path / "d.txt"
     data.write_text(CONLL, encoding="utf-8")
-    out = tmp_path / "m.npz"
+    out = tmp_path / "m.safetensors"
     assert main(["compile", str(data), "--ff", "deep", "--out", str(out), "--json"]) == 0
     fig = json.loads(capsys.readouterr().out)
     assert fig["certified_at_ceiling"] and fig["certified_tokens"] == fig["ceiling_tokens"] == 11
     # "EU" and "Peter" have two labels each: their tokens are the keys; bits per parameter by Σ H(label | word)
     assert fig["label_bits_given_word"] == pytest.approx(4.0)
     assert fig["bits_per_param_non_embedding"] == pytest.approx(4.0 / fig["params_non_embedding"])
-    saved = np.load(out)
-    assert (
-        str(saved["format"]) == "uatlab-seq2seq-deep-v1" and len(json.loads(str(saved["layers"]))) == fig["ffn_depth"]
-    )
+    import uatlab
+
+    back = uatlab.load(out)
+    assert back.saved_extra["depth"] == back.memo.circuit.depth == fig["ffn_depth"]
+    assert back.predict([["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]) == [
+        ["B-ORG", "O", "B-MISC", "O"],
+        ["B-PER", "I-PER"],
+    ]
 
 
 def test_cli_ff_deep_refuses_causal(tmp_path, capsys) -> None:
@@ -113,10 +117,10 @@ def test_cli_ff_deep_refuses_causal(tmp_path, capsys) -> None:
 
     data = tmp_path / "d.txt"
     data.write_text(CONLL, encoding="utf-8")
-    assert main(["compile", str(data), "--ff", "deep", "--causal", "--out", str(tmp_path / "m.npz")]) == 2
+    assert main(["compile", str(data), "--ff", "deep", "--causal", "--out", str(tmp_path / "m.safetensors")]) == 2
     err = capsys.readouterr().err
     assert "error: --ff deep: --causal is not supported" in err and "Traceback" not in err
-    assert not (tmp_path / "m.npz").exists()
+    assert not (tmp_path / "m.safetensors").exists()
 
 
 def test_deep_claim_passes_quick(tmp_path, monkeypatch) -> None:

@@ -242,10 +242,9 @@ def compile_cmd(
         if causal:
             raise InputError("--ff deep: --causal is not supported (the deep construction reads whole sentences)")
         check_input_file(data)
-        out_deep = out if out != Path("model.safetensors") else Path("model.deep.npz")
-        check_output_file(out_deep, [data])
-        with OutputLock(out_deep):
-            _compile_deep(data, fmt, dtype, out_deep, seed, no_certify, json_out, threads)
+        check_output_file(out, [data])
+        with OutputLock(out):
+            _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
@@ -294,7 +293,9 @@ def _compile_deep(
         print_json(fig)
         return
     _print_figures(f"uatlab compile {data.name} ({dtype}, --ff deep)", fig)
-    console.print(f"saved {out} in {fig['seconds']:.1f} s total", highlight=False)
+    console.print(
+        f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total", highlight=False
+    )
 
 
 CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured
@@ -491,6 +492,12 @@ def certify_cmd(
         return certify_next_token_command(model_path, data, fmt, json_out)
     if fmt == "text":
         raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
+    from uatlab.models.io import SEQ2SEQ_DEEP_TAG, file_format
+
+    if file_format(model_path) == SEQ2SEQ_DEEP_TAG:
+        from uatlab.cli.seq2seq_deep import certify_deep_command
+
+        return certify_deep_command(model_path, data, _records(data, fmt), json_out)
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:

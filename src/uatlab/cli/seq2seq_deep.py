@@ -3,12 +3,13 @@
 Kajitsuka & Sato, ICLR 2025 (sequence-to-sequence memorization): the construction of
 `uatlab.constructions.paper_c.seq2seq_memorizer`, certified by `uatlab.verify.seq2seq_deep`.
 Reads CoNLL columns or JSONL, compiles, certifies in the dtype, reports bits per non-embedding parameter by
-the one definition of `uatlab.data.information`, and saves the exact weights as a NumPy archive.
+the one definition of `uatlab.data.information`, and saves the model in uatlab's one model file format
+(`uatlab.constructions.paper_c.seq2seq_file`: exact integer weights, encoding, facts, the compile-time
+certificate). ``uatlab certify`` re-runs the certificate on a saved model (`certify_deep_command`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from uatlab.errors import InputError
-from uatlab.io_safety import atomic_write
 
 
 def compile_deep_file(
@@ -45,26 +45,6 @@ def compile_deep_file(
     memo, cert = con.detail, con.certificate
     info = label_information_of(strs)
     params = memo.parameters
-    t = time.perf_counter()
-    with atomic_write(out, "wb") as fh:
-        np.savez_compressed(
-            fh,
-            format=np.asarray("uatlab-seq2seq-deep-v1"),
-            regime=np.asarray(dtype),
-            nu=memo.nu,
-            mu=memo.mu,
-            v=memo.v,
-            token_vocab=np.asarray(json.dumps(list(tok_id))),
-            label_vocab=np.asarray(json.dumps(list(lab_id))),
-            layers=np.asarray(
-                json.dumps(
-                    [
-                        {"ptr": L.ptr.tolist(), "cols": L.cols.tolist(), "weights": L.weights, "bias": L.bias}
-                        for L in memo.circuit.layers
-                    ]
-                )
-            ),
-        )
     fig: dict[str, Any] = {
         "ff": "deep",
         "dtype": dtype,
@@ -101,6 +81,23 @@ def compile_deep_file(
             "certificate": cert.reason,
             "float_bound_bits": cert.float_bound_bits,
         }
+    from uatlab.constructions.paper_c.seq2seq_file import save_seq2seq_deep
+    from uatlab.data.dataset import Encoding
+
+    t = time.perf_counter()
+    encoding = Encoding.from_lists(list(tok_id), list(lab_id))
+    con.model.encoding = encoding
+    compiled = {k: fig[k] for k in ("sequences", "tokens", "vocabulary", "classes", "max_len")}
+    save_seq2seq_deep(
+        memo,
+        out,
+        encoding,
+        {
+            "source": {"data": data.name},
+            "compiled_on": compiled,
+            "compile_certificate": cert.to_dict() if cert is not None else None,
+        },
+    )
     fig["stage_seconds"] = {
         "read": t_read,
         "compile": con.facts["seconds_compile"],
@@ -108,5 +105,46 @@ def compile_deep_file(
         "save": time.perf_counter() - t,
     }
     fig["model_file"] = str(out)
+    fig["model_file_bytes"] = out.stat().st_size
     fig["seconds"] = time.perf_counter() - t0
     return fig
+
+
+def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: bool) -> None:
+    """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA."""
+    from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.data.dataset import SequenceDataset
+    from uatlab.models.io import load
+    from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
+
+    t0 = time.perf_counter()
+    model = load(model_path)
+    tokens, labels, lines = [], [], []
+    for toks, ys, line in records:
+        tokens.append(list(toks))
+        labels.append(list(ys))
+        lines.append(line)
+    if not tokens:
+        raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
+    dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines)
+    cert = certify_seq2seq_dataset(model, dataset)
+    fig: dict[str, Any] = {
+        "task": "token",
+        "ff": "deep",
+        "model": str(model_path),
+        "data": str(data),
+        "sequences": len(dataset),
+        **cert.to_dict(),
+        "certified_at_ceiling": cert.certified_at_ceiling,
+        "params_non_embedding": model.memo.parameters["non_embedding"],
+        "seconds": time.perf_counter() - t0,
+    }
+    if json_out:
+        print_json(fig)
+        return
+    console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", fig))
+    console.print(
+        f"proved {cert.certified_tokens} of {cert.tokens} tokens correct in {cert.regime} "
+        f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in exact arithmetic)",
+        highlight=False,
+    )

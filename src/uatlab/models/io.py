@@ -45,6 +45,7 @@ def read_metadata(path: str | os.PathLike) -> dict[str, str]:
 
 
 NEXT_TOKEN_TAG = "uatlab-next-token-v1"  # a next-token memorizer (`uatlab.constructions.paper_c.model_file`)
+SEQ2SEQ_DEEP_TAG = "uatlab-seq2seq-deep-v1"  # a seq2seq deep memorizer (`uatlab.constructions.paper_c.seq2seq_file`)
 
 
 def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) -> tuple[dict[str, str], dict[str, Any]]:
@@ -101,12 +102,21 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
     ``encoding`` (an `uatlab.data.Encoding`) defaults to ``model.encoding``. `load` reads it back.
     A next-token memorizer (Kajitsuka & Sato, ICLR 2025; a module with a ``memo``) is saved in the same
     safetensors format with its own header (`uatlab.constructions.paper_c.model_file`); its
-    vocabularies are ``model.token_vocab`` and ``model.label_vocab`` when set.
+    vocabularies are ``model.token_vocab`` and ``model.label_vocab`` when set. A seq2seq deep memorizer
+    (``compile_seq2seq_deep``, ``uatlab compile --ff deep``) is saved with its encoding by
+    `uatlab.constructions.paper_c.seq2seq_file`.
     """
     from uatlab import __version__
 
     if not isinstance(model, Transformer) and hasattr(model, "memo"):
         from uatlab.constructions.paper_c.model_file import save_next_token
+        from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
+
+        if isinstance(model.memo, Seq2SeqMemorizer):
+            from uatlab.constructions.paper_c.seq2seq_file import save_seq2seq_deep
+
+            enc = encoding if encoding is not None else getattr(model, "encoding", None)
+            return save_seq2seq_deep(model.memo, path, enc, {"facts_extra": facts} if facts else None)
 
         return save_next_token(
             model.memo,
@@ -142,12 +152,18 @@ def load(path: str | os.PathLike) -> Any:
     stores one. The rest of the stored metadata is ``model.saved_extra``.
 
     A next-token memorizer file comes back as its torch module (float64/float32 forward, or exact integer
-    evaluation) with ``memo``, ``token_vocab``, ``label_vocab`` and ``saved_extra`` set.
+    evaluation) with ``memo``, ``token_vocab``, ``label_vocab`` and ``saved_extra`` set. A seq2seq deep
+    memorizer file comes back as its torch module with ``memo``, ``encoding``, ``saved_extra`` and
+    ``predict(sentences)``.
     """
     from uatlab.data.dataset import UNK, Encoding
 
     path = Path(path)
-    meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG))
+    meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG))
+    if meta.get("uatlab_format") == SEQ2SEQ_DEEP_TAG:
+        from uatlab.constructions.paper_c.seq2seq_file import model_from
+
+        return model_from(path, meta, tensors)
     if meta.get("uatlab_format") == NEXT_TOKEN_TAG:
         from uatlab.constructions.paper_c.model_file import memo_from, module_for
 

@@ -1199,7 +1199,19 @@ def certify(
         InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
             than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes).
         ValueError: ``exp_ulps`` outside [0.5, 10^4].
+
+    A seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025; ``uatlab compile --ff deep``, a module with a
+    ``memo``) is certified by its exact-integer certificate instead
+    (`uatlab.verify.seq2seq_deep.certify_seq2seq_dataset`), which returns a
+    `uatlab.verify.seq2seq_deep.Seq2SeqCertificate` with the same token counts (``tokens``,
+    ``ceiling_tokens``, ``certified_tokens``, ``certified``).
     """
+    from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
+
+    if isinstance(getattr(model, "memo", None), Seq2SeqMemorizer):
+        from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
+
+        return certify_seq2seq_dataset(model, data, encoding)  # type: ignore[return-value]
     return certify_chunks(
         model,
         _chunks(data, chunk_tokens),

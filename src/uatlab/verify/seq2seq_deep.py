@@ -15,17 +15,22 @@ certificate proves that the model's prediction equals the label, in the model's 
    pass is an integer (attention: a dyadic with numerator ≤ h_max) of magnitude ≤ 2^p in any summation
    order, hence exact: the floating-point forward pass equals the exact one. The readout's
    |2c·(y_ret + v)| + 2c + c² ≤ 2^p is checked too. Assumes exp(0) = 1 exactly in the float library.
+
+`certify_seq2seq_dataset` runs the same certificate for a (loaded) model on labelled token strings, encoded
+with the model's encoding: on the data it was compiled from it gives the compile-time figures.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from uatlab.constructions.paper_c.relu_circuit import Circuit, float_exactness_bound
-from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqData, Seq2SeqMemorizer
+from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqData, Seq2SeqMemorizer, prepare
+from uatlab.errors import InputError
 
 MANTISSA_BITS = {"float64": 53, "float32": 24}
 
@@ -46,6 +51,14 @@ class Seq2SeqCertificate:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def to_dict(self) -> dict:
+        """The fields as a dict (the same as `to_json`)."""
+        return asdict(self)
+
+    @property
+    def certified_at_ceiling(self) -> bool:
+        return self.certified and self.certified_tokens == self.ceiling_tokens
 
 
 def token_ids_and_words(memo: Seq2SeqMemorizer, data: Seq2SeqData) -> tuple[np.ndarray, np.ndarray]:
@@ -113,3 +126,32 @@ def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 1638
         reason="; ".join(reasons) or "every ceiling token proven",
         seconds=time.perf_counter() - t0,
     )
+
+
+def certify_seq2seq_dataset(model: Any, data: Any, encoding: Any = None) -> Seq2SeqCertificate:
+    """`certify_seq2seq` for a `uatlab.constructions.paper_c.seq2seq_model.Seq2SeqDeepModel` (``model.memo``)
+    on a `uatlab.data.SequenceDataset` of token and label strings.
+
+    ``encoding``: default ``model.encoding``. Raises InputError naming file:line, sequence and position for an
+    unknown word or label, and the sequence and its length when it is longer than the model's context n'."""
+    from uatlab.constructions.paper_c.seq2seq_file import default_encoding
+    from uatlab.data.dataset import Encoding
+
+    memo: Seq2SeqMemorizer = model.memo
+    enc = encoding if encoding is not None else getattr(model, "encoding", None)
+    if isinstance(enc, dict):
+        enc = Encoding.from_json(enc)
+    if enc is None:
+        enc = default_encoding(memo.V, memo.C)
+    if len(data) == 0:
+        raise InputError(f"{data.source}: no sequences to certify")
+    tokens = enc.encode_tokens(data, unknown="error")
+    labels = enc.encode_labels(data)
+    if len(enc.token_to_id) != memo.V or len(enc.label_to_id) > memo.C:
+        raise InputError(f"the encoding ({len(enc.token_to_id)} tokens) does not match the model's V = {memo.V}")
+    for i, row in enumerate(tokens):
+        if len(row) > memo.context:
+            raise InputError(
+                f"{data.where(i)}: sequence {i} has {len(row)} tokens; the model's context covers {memo.context}"
+            )
+    return certify_seq2seq(memo, prepare(tokens, labels, memo.V))

@@ -23,41 +23,19 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab.constructions.paper_c.integer_tensors import (
+    circuit_from_tensors,
+    circuit_tensors,
+    jsonable,
+    pack_ints,
+    unpack_ints,
+)
 from uatlab.constructions.paper_c.layout import Layout
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
-from uatlab.constructions.paper_c.relu_circuit import Circuit, Layer
 from uatlab.errors import InputError, ModelFileError
 
 FORMAT_TAG = "uatlab-next-token-v1"
-_LIMB = 62
-
-
-def _pack(name: str, values: list[int], out: dict[str, torch.Tensor]) -> None:
-    """Exact integers → ``name`` (int64) or ``name.sign`` (int8) + ``name.limbs`` (k, L) int64."""
-    bits = max((abs(int(v)).bit_length() for v in values), default=0)
-    if bits <= _LIMB:
-        out[name] = torch.tensor([int(v) for v in values], dtype=torch.int64)
-        return
-    L = -(-bits // _LIMB)
-    mask = (1 << _LIMB) - 1
-    limbs = np.zeros((len(values), L), dtype=np.int64)
-    for i, v in enumerate(values):
-        a = abs(int(v))
-        for j in range(L):
-            limbs[i, j] = (a >> (_LIMB * j)) & mask
-    out[name + ".sign"] = torch.tensor([1 if v < 0 else 0 for v in values], dtype=torch.int8)
-    out[name + ".limbs"] = torch.from_numpy(limbs)
-
-
-def _unpack(name: str, tensors: dict[str, torch.Tensor]) -> list[int]:
-    if name in tensors:
-        return [int(v) for v in tensors[name].tolist()]
-    sign, limbs = tensors[name + ".sign"].tolist(), tensors[name + ".limbs"].tolist()
-    out = []
-    for s, row in zip(sign, limbs, strict=True):
-        a = sum(int(x) << (_LIMB * j) for j, x in enumerate(row))
-        out.append(-a if s else a)
-    return out
+_pack, _unpack = pack_ints, unpack_ints  # the names the next-token tests and callers use
 
 
 def save_next_token(
@@ -77,12 +55,8 @@ def save_next_token(
     if label_vocab is not None and len(label_vocab) > memo.C:
         raise InputError(f"label_vocab lists {len(label_vocab)} labels, the memorizer has C = {memo.C}")
     tensors: dict[str, torch.Tensor] = {}
-    _pack("nu", [v for row in memo.nu for v in row], tensors)
-    for i, layer in enumerate(memo.circuit.layers):
-        tensors[f"layer{i}.ptr"] = torch.from_numpy(np.asarray(layer.ptr, dtype=np.int64).copy())
-        tensors[f"layer{i}.cols"] = torch.from_numpy(np.asarray(layer.cols, dtype=np.int64).copy())
-        _pack(f"layer{i}.weights", layer.weights, tensors)
-        _pack(f"layer{i}.bias", layer.bias, tensors)
+    pack_ints("nu", [v for row in memo.nu for v in row], tensors)
+    circuit_tensors(memo.circuit, tensors)
     lay = memo.layout
     header = {
         "layout": {
@@ -106,21 +80,13 @@ def save_next_token(
         "uatlab_version": __version__,
         **(extra or {}),
     }
-    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_next_token": json.dumps(header, default=_jsonable)}
+    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_next_token": json.dumps(header, default=jsonable)}
     from uatlab.io_safety import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
         save_file(tensors, str(tmp), metadata=metadata)
     return path
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    return str(v)
 
 
 def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[str, Any]]:
@@ -156,22 +122,11 @@ def memo_from(
             value_range=int(lay["value_range"]),
         )
         V = int(h["V"])
-        flat = _unpack("nu", tensors)
+        flat = unpack_ints("nu", tensors)
         if len(flat) != layout.n_pad * (V + 1):
             raise ModelFileError(f"{path}: table nu has {len(flat)} entries, the layout needs {layout.n_pad * (V + 1)}")
         nu = [flat[j * (V + 1) : (j + 1) * (V + 1)] for j in range(layout.n_pad)]
-        circuit = Circuit(n_inputs=int(h["n_inputs"]), notes=dict(h.get("notes", {})))
-        width = circuit.n_inputs
-        for i in range(int(h["depth"])):
-            ptr = tensors[f"layer{i}.ptr"].numpy().astype(np.int64)
-            cols = tensors[f"layer{i}.cols"].numpy().astype(np.int64)
-            weights, bias = _unpack(f"layer{i}.weights", tensors), _unpack(f"layer{i}.bias", tensors)
-            if len(ptr) != len(bias) + 1 or ptr[-1] != len(cols) or len(cols) != len(weights):
-                raise ModelFileError(f"{path}: layer {i} is inconsistent (ptr, cols, weights and bias disagree)")
-            if len(cols) and (cols.min() < 0 or cols.max() >= width):
-                raise ModelFileError(f"{path}: layer {i} reads an input outside the previous layer's {width} units")
-            circuit.layers.append(Layer(ptr, cols, weights, bias))
-            width = len(bias)
+        circuit = circuit_from_tensors(path, tensors, int(h["n_inputs"]), int(h["depth"]), h.get("notes", {}))
     except KeyError as exc:
         raise ModelFileError(f"{path}: missing entry {exc} in the next-token model file") from None
     except (ValueError, TypeError, json.JSONDecodeError) as exc:

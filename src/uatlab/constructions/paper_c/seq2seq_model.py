@@ -10,9 +10,14 @@ Forward pass, for token ids (B, n) with n ≤ n' (shorter sentences right-padded
 
 All weights are integers (or 0/1 and n') of at most 53 bits, so in float64 the pass is exact on the
 compiled data (`uatlab.verify.seq2seq_deep` proves it); logits are returned for the first n positions.
+`Seq2SeqDeepModel.predict` maps token strings to label strings with the model's ``encoding``; `uatlab.save`
+and `uatlab.load` write and read it (`uatlab.constructions.paper_c.seq2seq_file`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -33,6 +38,8 @@ class Seq2SeqDeepModel(nn.Module):
         if memo.circuit.max_weight_bits() > bits or int(memo.h_max).bit_length() > bits:
             raise PrecisionError(f"weights of {memo.circuit.max_weight_bits()} bits do not fit {dtype}")
         self.dtype, self.context, self.V, self.C = dtype, memo.context, memo.V, memo.C
+        self.memo = memo  # the exact construction (saved by uatlab.save, read by the certificate)
+        self.encoding: Any = None  # a uatlab.data.Encoding (token i ↔ str(i) when None); set by the compiler
         self.register_buffer("nu", torch.tensor(memo.nu, dtype=dtype))  # (n', V+1)
         self.register_buffer("mu", torch.tensor(memo.mu, dtype=dtype))  # (n',)
         self.register_buffer("v", torch.tensor(memo.v, dtype=dtype))  # (V+1,)
@@ -71,3 +78,38 @@ class Seq2SeqDeepModel(nn.Module):
         y = apply_circuit(self._layers, u)[0] + u[1] - 1  # (B n,)
         logits = y[:, None] * self.readout_w[None, :] + self.readout_b[None, :]  # (B n, C)
         return logits.reshape(B, n, self.C)
+
+    def predict(
+        self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 65536
+    ) -> list[list[str]]:
+        """Labels (strings) of every token of ``sentences`` (lists of token strings).
+
+        Encodes with `encoding` (token i ↔ ``str(i)`` when it is None), right-pads with the pad token V,
+        batches (≤ ``max_tokens`` padded positions, each sentence padded to the context n') and decodes the
+        argmax. ``unknown``: ``"error"`` (the default and the only policy: this model has no unknown-word
+        id) raises an InputError naming the word, the sentence and the position.
+
+        Raises:
+            InputError: an unknown word; a sentence longer than the context n' (naming it and its length).
+        """
+        from uatlab.constructions.paper_c.seq2seq_file import default_encoding
+
+        enc = self.encoding if self.encoding is not None else default_encoding(self.V, self.C)
+        ids = enc.encode_sentences(sentences, unknown=unknown)
+        for i, row in enumerate(ids):
+            if len(row) > self.context:
+                raise InputError(f"sentence {i} has {len(row)} tokens; the model's context covers {self.context}")
+        labels = enc.id_to_label
+        out: list[list[str]] = [[] for _ in ids]
+        order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))
+        per_batch = max(1, max_tokens // self.context)
+        for start in range(0, len(order), per_batch):
+            batch = order[start : start + per_batch]
+            x = torch.full((len(batch), len(ids[batch[-1]])), self.V, dtype=torch.long)  # (B, n), pad id V
+            for r, i in enumerate(batch):
+                x[r, : len(ids[i])] = torch.from_numpy(ids[i])
+            with torch.no_grad():
+                pred = self(x).argmax(-1)  # (B, n)
+            for r, i in enumerate(batch):
+                out[i] = [labels[j] if j < len(labels) else f"<class {j}>" for j in pred[r, : len(ids[i])].tolist()]
+        return out

@@ -1,0 +1,97 @@
+"""Exact integers and integer ReLU circuits as safetensors tensors (the memorizers' model files).
+
+The memorizers of Kajitsuka & Sato, ICLR 2025 (`uatlab.constructions.paper_c.next_token_memorizer`,
+`uatlab.constructions.paper_c.seq2seq_memorizer`) hold their labels in integer weights that may exceed
+float64's 53-bit exact range (and, in the exact regime, int64). They are stored exactly:
+
+* a list whose entries all fit 62 bits is one int64 tensor ``name``;
+* otherwise it is a sign tensor ``name.sign`` (int8, 1 = negative) and a (k, L) int64 tensor ``name.limbs`` of
+  62-bit limbs, |v| = Σ_i limbs[:, i]·2^(62 i).
+
+A circuit layer i (compressed sparse rows, `uatlab.constructions.paper_c.relu_circuit.Layer`) is
+``layer{i}.ptr`` and ``layer{i}.cols`` (int64) and the exact integers ``layer{i}.weights``, ``layer{i}.bias``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from uatlab.constructions.paper_c.relu_circuit import Circuit, Layer
+from uatlab.errors import ModelFileError
+
+LIMB_BITS = 62
+
+
+def pack_ints(name: str, values: list[int], out: dict[str, torch.Tensor]) -> None:
+    """Exact integers → ``out[name]`` (int64) or ``out[name + '.sign']`` (int8) + ``out[name + '.limbs']`` (k, L)."""
+    bits = max((abs(int(v)).bit_length() for v in values), default=0)
+    if bits <= LIMB_BITS:
+        out[name] = torch.tensor([int(v) for v in values], dtype=torch.int64)
+        return
+    L = -(-bits // LIMB_BITS)
+    mask = (1 << LIMB_BITS) - 1
+    limbs = np.zeros((len(values), L), dtype=np.int64)  # (k, L)
+    for i, v in enumerate(values):
+        a = abs(int(v))
+        for j in range(L):
+            limbs[i, j] = (a >> (LIMB_BITS * j)) & mask
+    out[name + ".sign"] = torch.tensor([1 if v < 0 else 0 for v in values], dtype=torch.int8)
+    out[name + ".limbs"] = torch.from_numpy(limbs)
+
+
+def unpack_ints(name: str, tensors: dict[str, torch.Tensor]) -> list[int]:
+    """The exact integers written by `pack_ints` (KeyError when the tensors are missing)."""
+    if name in tensors:
+        return [int(v) for v in tensors[name].tolist()]
+    sign, limbs = tensors[name + ".sign"].tolist(), tensors[name + ".limbs"].tolist()
+    out = []
+    for s, row in zip(sign, limbs, strict=True):
+        a = sum(int(x) << (LIMB_BITS * j) for j, x in enumerate(row))
+        out.append(-a if s else a)
+    return out
+
+
+def circuit_tensors(circuit: Circuit, out: dict[str, torch.Tensor]) -> None:
+    """Every layer of ``circuit`` into ``out`` (sparse rows int64, weights and bias exact)."""
+    for i, layer in enumerate(circuit.layers):
+        out[f"layer{i}.ptr"] = torch.from_numpy(np.asarray(layer.ptr, dtype=np.int64).copy())
+        out[f"layer{i}.cols"] = torch.from_numpy(np.asarray(layer.cols, dtype=np.int64).copy())
+        pack_ints(f"layer{i}.weights", layer.weights, out)
+        pack_ints(f"layer{i}.bias", layer.bias, out)
+
+
+def circuit_from_tensors(
+    path: Path, tensors: dict[str, torch.Tensor], n_inputs: int, depth: int, notes: dict[str, int]
+) -> Circuit:
+    """The circuit of `circuit_tensors`, every layer checked against the previous one's width.
+
+    Raises ModelFileError naming ``path`` and the layer when the rows, columns, weights and bias disagree;
+    KeyError when a tensor is missing (the caller names the file)."""
+    circuit = Circuit(n_inputs=n_inputs, notes=dict(notes))
+    width = n_inputs
+    for i in range(depth):
+        ptr = tensors[f"layer{i}.ptr"].numpy().astype(np.int64)
+        cols = tensors[f"layer{i}.cols"].numpy().astype(np.int64)
+        weights, bias = unpack_ints(f"layer{i}.weights", tensors), unpack_ints(f"layer{i}.bias", tensors)
+        if len(ptr) != len(bias) + 1 or ptr[-1] != len(cols) or len(cols) != len(weights):
+            raise ModelFileError(f"{path}: layer {i} is inconsistent (ptr, cols, weights and bias disagree)")
+        if len(ptr) and (ptr[0] != 0 or (np.diff(ptr) < 0).any()):
+            raise ModelFileError(f"{path}: layer {i} has row pointers that are not non-decreasing from 0")
+        if len(cols) and (cols.min() < 0 or cols.max() >= width):
+            raise ModelFileError(f"{path}: layer {i} reads an input outside the previous layer's {width} units")
+        circuit.layers.append(Layer(ptr, cols, weights, bias))
+        width = len(bias)
+    return circuit
+
+
+def jsonable(v: Any) -> Any:
+    """``json.dumps(default=...)`` for NumPy scalars and arrays (anything else as its string)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
