@@ -68,6 +68,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="Write the figures here (JSON).")
     args = ap.parse_args()
 
+    import numpy as np
     import torch
 
     import uatlab
@@ -105,13 +106,18 @@ def main() -> int:
         loaded = uatlab.load(model_path)
         cpu_load, wall_load = cpu_seconds() - c0, time.perf_counter() - t0
         exact = same_memo(loaded.memo, con.detail) and loaded.encoding == enc
-        ids = torch.full((len(data), data.max_len), con.detail.V, dtype=torch.long)  # (S, n), pad id V
-        for i, row in enumerate(enc.encode_tokens(data)):
-            ids[i, : len(row)] = torch.from_numpy(row)
+        # the forward pass of the loaded and the in-memory model, sentences of one length per batch (no padding)
+        c0 = cpu_seconds()
+        by_len: dict[int, list] = {}
+        for row in enc.encode_tokens(data):
+            by_len.setdefault(len(row), []).append(row)
+        forward_equal = True
         with torch.no_grad():
-            forward_equal = all(
-                torch.equal(loaded(ids[i : i + 256]), con.model(ids[i : i + 256])) for i in range(0, len(ids), 256)
-            )
+            for rows in by_len.values():
+                for i in range(0, len(rows), 512):
+                    x = torch.from_numpy(np.stack(rows[i : i + 512]))  # (B, n)
+                    forward_equal &= torch.equal(loaded(x), con.model(x))
+        cpu_forward = cpu_seconds() - c0
         predicted, wall_predict, cpu_predict = run([*UATLAB, "predict", str(model_path), str(data_path), "--json"])
         certified, wall_certify, cpu_certify = run([*UATLAB, "certify", str(model_path), str(data_path), "--json"])
         doc = {
@@ -136,6 +142,7 @@ def main() -> int:
                 "predict_in_memory_cpu": cpu_predict_memory,
                 "load_wall": wall_load,
                 "load_cpu": cpu_load,
+                "forward_both_models_cpu": cpu_forward,
                 "predict_cli_wall": wall_predict,
                 "predict_cli_cpu": cpu_predict,
                 "certify_cli_wall": wall_certify,
