@@ -75,6 +75,9 @@ def main() -> int:
     from uatlab.data.conll import write_conll
     from uatlab.data.dataset import Encoding
     from uatlab.experiments.next_token import cpu_seconds
+    from uatlab.threads import apply_threads
+
+    threads = apply_threads("auto").to_json()  # as the CLI does: 1 thread per process on a 2-core machine
 
     data_path = args.data or CONLL / "train.txt"
     if not data_path.is_file():
@@ -125,6 +128,7 @@ def main() -> int:
             "sentences": len(data),
             "tokens": data.num_tokens,
             "model_file_bytes": model_path.stat().st_size,
+            "threads_in_process": threads["threads"],
             "compile_figures": {k: compiled[k] for k in (*CERT_FIELDS, "params_non_embedding", "ffn_depth")},
             "file_equals_in_memory_model": exact,
             "forward_bit_identical": forward_equal,

@@ -211,6 +211,28 @@ def test_bad_files_and_bad_data_are_one_error_line(tmp_path, capsys):
         bad.write_text(json.dumps({"tokens": ["w1"], "labels": ["L0"]}) + "\n" + json.dumps(row) + "\n")
         assert main(["certify", str(out), str(bad)]) == 2
         _one_error_line(capsys, f"{bad}:2", needle)
+    # commands that need a Transformer refuse the circuit model with one line
+    assert main(["export", str(out), "--to", "transformer-lens", str(tmp_path / "tl")]) == 2
+    _one_error_line(capsys, "Seq2SeqDeepModel", "not a uatlab Transformer")
+    assert not (tmp_path / "tl").exists()
+    assert (
+        main(
+            [
+                "train",
+                str(data_path),
+                "--init",
+                str(out),
+                "--out",
+                str(tmp_path / "t"),
+                "--epochs",
+                "1",
+                "--warmup-steps",
+                "0",
+            ]
+        )
+        == 2
+    )
+    _one_error_line(capsys, "Seq2SeqDeepModel", "cannot be trained")
     # a failed compile leaves the existing model file untouched
     before = out.read_bytes()
     bad.write_text(json.dumps({"tokens": ["a", "b"], "labels": ["X"]}) + "\n")

@@ -53,6 +53,13 @@ def export_cmd(
 
     t0 = time.perf_counter()
     model = load(model_path)
+    from uatlab.models.transformer import Transformer
+
+    if not isinstance(model, Transformer):  # a memorizer of Kajitsuka & Sato 2025 (integer ReLU circuit)
+        raise InputError(
+            f"{model_path} is a {type(model).__name__} (a deep integer ReLU circuit), not a uatlab Transformer; "
+            "only Transformers export to TransformerLens"
+        )
     hooked = to_hooked_transformer(model)
     diff = max_logit_difference(model, hooked, check, seed) if check else None
     save_hooked(hooked, out)

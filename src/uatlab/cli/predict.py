@@ -71,6 +71,12 @@ def predict_cmd(
         return predict_next_token_command(model_path, input_path, fmt, json_out)
     sentences = read_sentences(input_path, fmt)
     t0 = time.perf_counter()
+    from uatlab.threads import apply_threads
+
+    try:  # small products over many columns: extra threads only spin-wait on a busy machine (uatlab.threads)
+        apply_threads("auto")
+    except ValueError as exc:  # UATLAB_THREADS set to something unusable
+        raise InputError(str(exc)) from None
     model = load(model_path)
     try:
         labels = model.predict(sentences, unknown=unknown or None)

@@ -216,6 +216,8 @@ def _load_init(path: str) -> tuple[Transformer, Encoding]:
     ``<model>.encoding.json`` with ``tokens`` and ``labels`` lists in id order.
     """
     model = load(path)
+    if not isinstance(model, Transformer):  # a memorizer of Kajitsuka & Sato 2025 (integer ReLU circuit)
+        raise InputError(f"{path} is a {type(model).__name__}, not a uatlab Transformer; it cannot be trained")
     enc = model.encoding.to_json() if model.encoding is not None else None
     if enc is None:
         for side in (Path(str(path) + ".encoding.json"), Path(path).with_suffix(".encoding.json")):

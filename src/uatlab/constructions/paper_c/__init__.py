@@ -10,4 +10,6 @@ sequence-to-sequence memorization.
 - `.seq2seq_memorizer`, `.seq2seq_model`, `.seq2seq_api`: the sequence-to-sequence memorizer (a label
   per token; token ids from the averaging attention and the position, labels of the ambiguous words'
   tokens in packed words), its torch module and `compile_seq2seq_deep`.
+- `.model_file`, `.seq2seq_file`: both memorizers in uatlab's one model file format (safetensors, exact
+  integer weights via `.integer_tensors`), read back by `uatlab.load`.
 """

@@ -6,10 +6,15 @@ Forward pass, for token ids (B, n) with n ≤ n' (shorter sentences right-padded
 2. rank-1 single-head attention with skip (paper A's F^(SA)), softmax over keys:
    q = x W_Q^T, k = x W_K^T, val = x W_V^T (B, n', 1); x ← x + softmax(q k^T) val W_O^T     (B, n', 4)
 3. the deep integer ReLU circuit reads (x_3, x_4) = (token id, v) of every position → y_ret   (B, n')
+   (each layer a dense matrix product u ← ReLU(W u + b); its dense size is the parameter count); the
+   gate (the first two layers) runs on every position, the rest, which reads only the gated id g, once per
+   distinct g (every unambiguous word's token has g = 0)
 4. y = y_ret + v − 1; logits_c = 2c·y − c²                                                   (B, n', C)
 
 All weights are integers (or 0/1 and n') of at most 53 bits, so in float64 the pass is exact on the
-compiled data (`uatlab.verify.seq2seq_deep` proves it); logits are returned for the first n positions.
+compiled data (`uatlab.verify.seq2seq_deep` proves that every partial sum of every unit is an integer of
+magnitude ≤ 2^53 in any summation order, so a BLAS product is as exact as the sparse exact evaluation);
+logits are returned for the first n positions.
 `Seq2SeqDeepModel.predict` maps token strings to label strings with the model's ``encoding``; `uatlab.save`
 and `uatlab.load` write and read it (`uatlab.constructions.paper_c.seq2seq_file`).
 """
@@ -19,14 +24,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from uatlab.constructions.paper_c.model import apply_circuit, circuit_layers
-from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
+from uatlab.constructions.paper_c.relu_circuit import Circuit
+from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqMemorizer
 from uatlab.errors import InputError, PrecisionError
 
 _MANTISSA = {torch.float64: 53, torch.float32: 24}
+
+
+def dense_layers(circuit: Circuit, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every layer of an integer circuit as a dense (width, inputs) matrix and a (width,) bias in ``dtype``."""
+    out = []
+    n_in = circuit.n_inputs
+    for layer in circuit.layers:
+        W = torch.zeros(layer.width, n_in, dtype=dtype)  # (width, inputs)
+        rows = torch.repeat_interleave(torch.arange(layer.width), torch.from_numpy(np.diff(layer.ptr)))
+        cols = torch.from_numpy(np.asarray(layer.cols, dtype=np.int64))
+        W.index_put_((rows, cols), torch.tensor(layer.weights, dtype=dtype), accumulate=True)
+        out.append((W, torch.tensor(layer.bias, dtype=dtype)))
+        n_in = layer.width
+    return out
 
 
 class Seq2SeqDeepModel(nn.Module):
@@ -45,7 +65,7 @@ class Seq2SeqDeepModel(nn.Module):
         self.register_buffer("v", torch.tensor(memo.v, dtype=dtype))  # (V+1,)
         for name, w in memo.attention_weights().items():
             self.register_buffer(name, torch.tensor(w, dtype=dtype))
-        self._layers = circuit_layers(memo.circuit, dtype)
+        self._layers = dense_layers(memo.circuit, dtype)
         c = torch.arange(memo.C, dtype=dtype)
         self.register_buffer("readout_w", 2 * c)  # (C,)
         self.register_buffer("readout_b", -(c * c))  # (C,)
@@ -75,17 +95,24 @@ class Seq2SeqDeepModel(nn.Module):
         x = self.stream(tokens)[:, :n]  # (B, n, 4)
         B = x.shape[0]
         u = x[..., 2:4].reshape(B * n, 2).T  # (2, B n): token id and v
-        y = apply_circuit(self._layers, u)[0] + u[1] - 1  # (B n,)
+        h = u
+        for W, b in self._layers[:GATE_LAYERS]:  # the gate: g = k for ambiguous words, else 0
+            h = torch.relu(torch.addmm(b[:, None], W, h))  # (width, B n)
+        g, inv = torch.unique(h[0], return_inverse=True)  # the rest reads g only: once per distinct value
+        h = g[None, :]  # (1, G)
+        for W, b in self._layers[GATE_LAYERS:]:
+            h = torch.relu(torch.addmm(b[:, None], W, h))  # (width, G)
+        y = h[0][inv] + u[1] - 1  # (B n,)
         logits = y[:, None] * self.readout_w[None, :] + self.readout_b[None, :]  # (B n, C)
         return logits.reshape(B, n, self.C)
 
     def predict(
-        self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 65536
+        self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 16384
     ) -> list[list[str]]:
         """Labels (strings) of every token of ``sentences`` (lists of token strings).
 
         Encodes with `encoding` (token i ↔ ``str(i)`` when it is None), right-pads with the pad token V,
-        batches (≤ ``max_tokens`` padded positions, each sentence padded to the context n') and decodes the
+        batches sentences of similar length (≤ ``max_tokens`` padded positions a batch) and decodes the
         argmax. ``unknown``: ``"error"`` (the default and the only policy: this model has no unknown-word
         id) raises an InputError naming the word, the sentence and the position.
 
@@ -102,9 +129,12 @@ class Seq2SeqDeepModel(nn.Module):
         labels = enc.id_to_label
         out: list[list[str]] = [[] for _ in ids]
         order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))
-        per_batch = max(1, max_tokens // self.context)
-        for start in range(0, len(order), per_batch):
-            batch = order[start : start + per_batch]
+        start = 0
+        while start < len(order):  # sentences of similar length together: ≤ max_tokens padded positions
+            stop = start + 1
+            while stop < len(order) and (stop + 1 - start) * len(ids[order[stop]]) <= max_tokens:
+                stop += 1
+            batch, start = order[start:stop], stop
             x = torch.full((len(batch), len(ids[batch[-1]])), self.V, dtype=torch.long)  # (B, n), pad id V
             for r, i in enumerate(batch):
                 x[r, : len(ids[i])] = torch.from_numpy(ids[i])
