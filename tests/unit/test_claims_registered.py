@@ -21,6 +21,7 @@ NEW_IDS = {
     "B.exp.incontext-trained-attention",
     "B.approx.one-standard-layer-limit",
     "B.approx.one-standard-layer-positional-keys-limit",
+    "B.exp.one-standard-layer-trained",
 }
 
 

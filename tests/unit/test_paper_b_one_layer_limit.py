@@ -5,12 +5,15 @@ import torch
 
 from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, random_relu_network
 from uatlab.experiments.paper_b.one_layer_standard import (
+    TrainableStandardAttention,
     affine_error_lower_bound,
     affinity_defect,
+    error_at_witness,
     one_layer_limits,
     output_range_upper_bound,
     positional_key_error_lower_bound,
     positional_key_layer,
+    train_standard_attention,
 )
 
 
@@ -64,3 +67,38 @@ def test_benchmark_net_positional_key_bound_exceeds_one_percent():
     net = random_relu_network(20, 5, 10, seed=1)
     low = positional_key_error_lower_bound(net, pairs=100, seed=1)
     assert low["lower_bound"] / output_range_upper_bound(net) > 0.01
+
+
+def test_positional_key_models_never_beat_the_witness_bound():
+    torch.set_num_threads(1)
+    net = random_relu_network(4, 2, 3, seed=3)
+    witness = positional_key_error_lower_bound(net, pairs=60, seed=3)
+    assert witness["lower_bound"] > 0 and np.array_equal(
+        witness["A"][witness["position"]], witness["B"][witness["position"]]
+    )
+    for seed in range(3):
+        layer = positional_key_layer(4, 2, heads=4, seed=seed)
+        with torch.no_grad():
+            run = lambda x, m=layer: m(torch.as_tensor(x)).numpy()  # noqa: E731
+            assert error_at_witness(run, net, witness) >= witness["lower_bound"]
+        trainable = TrainableStandardAttention(4, 2, heads=4, keys="positions", seed=seed, dtype=torch.float64)
+        with torch.no_grad():
+            run = lambda x, m=trainable: m(torch.as_tensor(x)).numpy()  # noqa: E731
+            assert error_at_witness(run, net, witness) >= witness["lower_bound"]
+
+
+def test_one_standard_layer_keys_option_decides_affinity():
+    torch.set_num_threads(1)
+    pos = TrainableStandardAttention(5, 3, heads=4, keys="positions", seed=1, dtype=torch.float64)
+    data = TrainableStandardAttention(5, 3, heads=4, keys="data", seed=1, dtype=torch.float64)
+    assert affinity_defect(pos, 5, 3, pairs=8) < 1e-12
+    assert affinity_defect(data, 5, 3, pairs=8) > 1e-4
+
+
+def test_training_one_standard_layer_lowers_the_error():
+    torch.set_num_threads(1)
+    net = random_relu_network(4, 2, 3, seed=0)
+    before = train_standard_attention(net, heads=2, steps=1, lr=1e-6, test=200)
+    after = train_standard_attention(net, heads=2, steps=150, test=200)
+    assert after["rms_error"] < 0.5 * before["rms_error"]
+    assert after["relative_sup_error"] == after["sup_error"] / after["output_range"]

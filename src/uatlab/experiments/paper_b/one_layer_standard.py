@@ -44,9 +44,12 @@ of the route that works is the second layer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
 from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, hidden_unit_ranges
 
@@ -137,8 +140,136 @@ def positional_key_error_lower_bound(
                 defect = np.abs(ft_i - (1 - t) * fa_i - t * fb_i) / 2  # (half, d)
                 k = int(np.argmax(defect))
                 if defect.flat[k] > best["lower_bound"]:
-                    best = {"lower_bound": float(defect.flat[k]), "position": i, "channel": k % d, "t": float(t)}
+                    row = k // d
+                    best = {
+                        "lower_bound": float(defect.flat[k]),
+                        "position": i,
+                        "channel": k % d,
+                        "t": float(t),
+                        "A": A[row].copy(),  # (n, d) the witness pair: A_i = B_i
+                        "B": Bi[row].copy(),
+                    }
     return best
+
+
+def error_at_witness(model: Callable[[np.ndarray], np.ndarray], net: ReluNetwork, witness: dict[str, Any]) -> float:
+    """max(|e(A)|, |e(B)|, |e(P_t)|) at output (i, c) of a witness from `positional_key_error_lower_bound`.
+
+    For every positional-key layer this is ≥ the witness's lower bound (fact 3); ``model`` maps (B, n, d)
+    arrays to (B, n, d) arrays.
+    """
+    A, B, t = witness["A"], witness["B"], witness["t"]
+    pts = np.stack([A, B, (1 - t) * A + t * B])  # (3, n, d)
+    e = np.abs(model(pts) - net(pts))[:, witness["position"], witness["channel"]]
+    return float(e.max())
+
+
+class TrainableStandardAttention(nn.Module):
+    """Standard multi-head attention layers with residuals and a token-wise readout: the trained counterpart.
+
+        z⁰_k = x_k W_E + P_k,   zˡ_i = zˡ⁻¹_i + Σ_h Σ_k softmax_k(q^h_i · k^h_k) zˡ⁻¹_k W_V^h W_O^h,   out = z^L W_R + b_R,
+        q^h_i = zˡ⁻¹_i W_Q^h,   k^h_k = zˡ⁻¹_k W_K^h  (``keys="data"``)  or  P_k W_K^h  (``keys="positions"``).
+
+    With ``layers=1`` and ``keys="positions"`` this is the class of fact 3 (the keys ignore the data;
+    queries and values read it); ``layers=2`` is the two-layer control.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        d: int,
+        *,
+        layers: int = 1,
+        width: int = 32,
+        heads: int = 8,
+        head_dim: int = 8,
+        value_dim: int = 4,
+        keys: str = "data",
+        seed: int = 0,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        super().__init__()
+        if keys not in ("data", "positions"):
+            raise ValueError(f"keys must be 'data' or 'positions', got {keys!r}")
+        self.keys = keys
+        g = torch.Generator().manual_seed(seed)
+
+        def param(*shape: int, std: float = 0.3) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=g, dtype=dtype) * std)
+
+        self.W_E, self.P = param(d, width), param(n, width)  # (d, D), (n, D)
+        self.W_Q = nn.ParameterList([param(width, heads, head_dim) for _ in range(layers)])  # (D, h, s)
+        self.W_K = nn.ParameterList([param(width, heads, head_dim) for _ in range(layers)])
+        self.W_V = nn.ParameterList([param(width, heads, value_dim) for _ in range(layers)])  # (D, h, v)
+        self.W_O = nn.ParameterList([param(heads, value_dim, width, std=0.1) for _ in range(layers)])
+        self.W_R, self.b_R = param(width, d), param(d)  # (D, d), (d,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = x.to(self.W_E.dtype) @ self.W_E + self.P  # (B, n, D)
+        for W_Q, W_K, W_V, W_O in zip(self.W_Q, self.W_K, self.W_V, self.W_O, strict=True):
+            q = torch.einsum("bnD,Dhs->bhns", z, W_Q)  # (B, h, n, s)
+            if self.keys == "data":
+                k = torch.einsum("bnD,Dhs->bhns", z, W_K)  # (B, h, n, s)
+            else:
+                k = torch.einsum("nD,Dhs->hns", self.P, W_K).unsqueeze(0)  # (1, h, n, s): positions only
+            v = torch.einsum("bnD,Dhv->bhnv", z, W_V)  # (B, h, n, v)
+            att = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, h, n_query, n_key)
+            z = z + torch.einsum("bhqk,bhkv,hvD->bqD", att, v, W_O)
+        return z @ self.W_R + self.b_R
+
+
+def train_standard_attention(
+    net: ReluNetwork,
+    *,
+    heads: int = 8,
+    keys: str = "data",
+    layers: int = 1,
+    steps: int = 300,
+    batch: int = 128,
+    lr: float = 1e-2,
+    test: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Fit ``layers`` standard attention layers to ``net`` by Adam (one-cycle schedule, squared error, fresh uniform batches).
+
+    Returns the float64 model as a numpy map and its sup / RMS error on ``test`` uniform inputs (the range is
+    that of the test outputs, as in `uatlab.experiments.measure.measure_compiled`).
+    """
+    import torch
+
+    torch.manual_seed(seed)
+    t0 = time.process_time()
+    model = TrainableStandardAttention(net.n, net.d, layers=layers, heads=heads, keys=keys, seed=seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, lr, total_steps=steps)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        x = rng.uniform(0.0, 1.0, (batch, net.n, net.d))  # (batch, n, d)
+        y = torch.as_tensor(net(x), dtype=torch.float32)
+        loss = ((model(torch.as_tensor(x, dtype=torch.float32)) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+    model = model.double().eval()
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.as_tensor(np.asarray(x, np.float64))).numpy()
+
+    xt = np.random.default_rng(seed + 1).uniform(0.0, 1.0, (test, net.n, net.d))
+    yt = net(xt)
+    err = np.abs(run(xt) - yt)
+    out_range = float(yt.max() - yt.min())
+    return {
+        "run": run,
+        "sup_error": float(err.max()),
+        "rms_error": float(np.sqrt((err**2).mean())),
+        "output_range": out_range,
+        "relative_sup_error": float(err.max()) / out_range,
+        "params": int(sum(p.numel() for p in model.parameters())),
+        "cpu_seconds": time.process_time() - t0,
+    }
 
 
 def positional_key_layer(n: int, d: int, heads: int, seed: int = 0, keys_read_data: bool = False):
