@@ -63,3 +63,15 @@ def test_malformed_file_is_named(tmp_path, capsys):
     bad.write_text("a O\nb\n")
     code, _, err = run_json(capsys, ["train", str(bad), "--out", str(tmp_path / "r"), "--json"])
     assert code == 2 and "bad.conll:2" in err
+
+
+def test_train_focus_dtype_and_stop_at_ceiling_flags(tmp_path, capsys, conll_file):
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--out", str(out), "--epochs", "200", "--dim", "16", "--lr", "2e-2"]
+    argv += ["--batch-size", "4", "--warmup-steps", "2", "--no-f1", "--json"]
+    code, data, _ = run_json(capsys, [*argv, "--focus", "1", "--dtype", "float64", "--stop-at-ceiling"])
+    assert code == 0 and data["status"] == "ceiling" and data["epochs"] < 200
+    assert data["train_errors"] <= data["data"]["conflict_tokens"] == 1
+    assert data["config"]["focus"] == 1.0 and data["model_config"]["dtype"] == "float64"
+    code, _, err = run_json(capsys, [*argv, "--out", str(tmp_path / "bad"), "--focus", "-1"])
+    assert code == 2 and "--focus" in err and not (tmp_path / "bad").exists()

@@ -243,3 +243,84 @@ def test_resume_warns_when_the_thread_count_differs(tmp_path):
         torch.set_num_threads(before)
     assert done.status == "completed"
     assert any("written with 1 torch threads" in m and "--threads 1" in m for m in said)
+
+
+def test_focus_loss_is_the_mean_margin_shortfall_over_hard_tokens_only():
+    from uatlab.training.batching import IGNORE
+    from uatlab.training.trainer import focus_loss
+
+    z = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.5], [0.0, 0.0, 3.0]])
+    y = torch.tensor([0, 1, IGNORE])
+    # margins: 2.0 and 0.5 (the padded row is ignored)
+    assert float(focus_loss(z, y, 1.0)) == pytest.approx(0.5)  # only the second token is hard
+    assert float(focus_loss(z, y, 3.0)) == pytest.approx((1.0 + 2.5) / 2)
+    assert float(focus_loss(z, y, 0.25)) == 0.0  # nobody hard
+    # one hard token among many easy ones gets the whole weight (cross-entropy would give it 1/T)
+    T = 500
+    big = torch.zeros(T, 3)
+    big[:, 0] = 5.0
+    tgt = torch.zeros(T, dtype=torch.long)
+    tgt[7] = 1
+    big.requires_grad_(True)
+    focus_loss(big, tgt, 1.0).backward()
+    g = big.grad
+    assert float(g[7, 1]) == pytest.approx(-1.0) and float(g[7, 0]) == pytest.approx(1.0)
+    assert float(g.abs().sum()) == pytest.approx(2.0)
+    big.grad = None
+    torch.nn.functional.cross_entropy(big, tgt).backward()
+    assert abs(float(big.grad[7, 1])) < 2.0 / T
+
+
+def test_focus_and_float64_change_training_and_are_recorded(tmp_path):
+    data = tiny_ner(12)
+    base = train(data, TrainConfig(epochs=2, **SMALL), tmp_path / "a", progress=False)
+    foc = train(data, TrainConfig(epochs=2, focus=2.0, focus_margin=0.5, **SMALL), tmp_path / "b", progress=False)
+    f64 = train(data, TrainConfig(epochs=1, dtype="float64", **SMALL), tmp_path / "c", progress=False)
+    assert foc.config["focus"] == 2.0 and foc.config["focus_margin"] == 0.5
+    assert foc.history[-1]["train_loss"] != base.history[-1]["train_loss"]
+    from uatlab.models.io import load
+
+    assert load(tmp_path / "c" / "model.safetensors").embed.weight.dtype == torch.float64
+    assert f64.model_config["dtype"] == "float64"
+    for bad in (dict(focus=-1.0), dict(focus_margin=0.0), dict(dtype="float16")):
+        with pytest.raises(InputError):
+            TrainConfig(**bad)
+
+
+def test_replay_deals_hard_sequences_round_robin_and_deterministically():
+    from uatlab.training.batching import with_replay
+
+    lengths = np.array([random.Random(i).randint(1, 20) for i in range(50)])
+    batches = epoch_batches(lengths, 8, seed=1, epoch=2)
+    hard = [3, 17, 41]
+    out = with_replay(batches, hard, 2, seed=1, epoch=2)
+    assert all(np.array_equal(a, b) for a, b in zip(out, with_replay(batches, hard, 2, seed=1, epoch=2), strict=True))
+    for a, b in zip(batches, out, strict=True):
+        assert np.array_equal(b[: len(a)], a)  # ordinary sequences first, unchanged
+        extra = b[len(a) :]
+        assert set(extra.tolist()) <= set(hard) and len(set(extra.tolist())) == len(extra) <= 2
+        assert not set(extra.tolist()) & set(a.tolist())
+    counts = {h: sum(int(h in b[len(a) :]) for a, b in zip(batches, out, strict=True)) for h in hard}
+    # 7 batches x 2 slots dealt over 3 sequences: 4 or 5 each, minus the one batch already holding it
+    assert len(batches) == 7 and sum(counts.values()) >= 14 - 3 and min(counts.values()) >= 3
+    assert with_replay(batches, [], 2, seed=1, epoch=2) is batches
+    assert with_replay(batches, hard, 0, seed=1, epoch=2) is batches
+
+
+def test_replay_trains_on_the_wrong_sequences_and_resumes_exactly(tmp_path):
+    data = tiny_ner(24, seed=5)
+    cfg = TrainConfig(epochs=4, replay=3, **SMALL)
+    full = train(data, cfg, tmp_path / "full", progress=False)
+    part = train(data, cfg, tmp_path / "part", progress=False, stop_after_steps=5)
+    assert part.status == "interrupted"
+    again = train(data, cfg, tmp_path / "part", progress=False, resume=True)
+    drop = ("seconds_train", "seconds_eval")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in again.history] == [
+        {k: v for k, v in r.items() if k not in drop} for r in full.history
+    ]
+    plain = train(data, TrainConfig(epochs=4, **SMALL), tmp_path / "plain", progress=False)
+    assert plain.history[0] | {"seconds_train": 0, "seconds_eval": 0} == full.history[0] | {
+        "seconds_train": 0,
+        "seconds_eval": 0,
+    }  # nothing to replay before the first full pass
+    assert plain.history[-1]["train_loss"] != full.history[-1]["train_loss"]

@@ -114,6 +114,32 @@ def train_command(
     ),
     clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off).", callback=finite(0, 1e9)),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of initialisation and batch order."),
+    focus: float = typer.Option(
+        0.0,
+        "--focus",
+        help="Weight of the margin loss on the batch's hard tokens (margin < --focus-margin), averaged over "
+        "those tokens only (0 = off).",
+        callback=finite(0, 1e6),
+    ),
+    focus_margin: float = typer.Option(
+        1.0,
+        "--focus-margin",
+        help="Logit margin a token needs to stop being hard.",
+        callback=finite(0, 1e6, lo_open=True),
+    ),
+    replay: int = typer.Option(
+        0,
+        "--replay",
+        min=0,
+        max=10**6,
+        help="Append this many of the sentences the last full pass got wrong to every batch (0 = off).",
+    ),
+    dtype: str = typer.Option(
+        "float32", "--dtype", help="'float32' or 'float64' weights.", callback=one_of("float32", "float64")
+    ),
+    stop_at_ceiling: bool = typer.Option(
+        False, "--stop-at-ceiling", help="End after the first epoch with no errors beyond the inherent conflicts."
+    ),
     init: Path | None = typer.Option(None, "--init", help="Start from a uatlab model file (e.g. uatlab compile)."),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
     max_minutes: float | None = typer.Option(
@@ -175,12 +201,16 @@ def train_command(
         clip=clip,
         seed=seed,
         init=str(init) if init is not None else None,
+        focus=focus,
+        focus_margin=focus_margin,
+        replay=replay,
+        dtype=dtype,
     )
     with OutputLock(out):
-        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out)
+        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling)
 
 
-def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out) -> None:
+def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling=False) -> None:
     from uatlab.training.trainer import DEFAULT_TARGETS, train
 
     result = train(
@@ -194,6 +224,7 @@ def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, j
         progress=True,
         with_f1=not no_f1,
         log=lambda m: err_console.print(m, highlight=False),
+        stop_at_ceiling=stop_at_ceiling,
     )
     summary = result.summary()
     if json_out:

@@ -250,3 +250,25 @@ def _analyse(model, toks, ids, yid, pad) -> dict[str, Any]:
             for i in listed
         ],
     }
+
+
+def analyse_trained(model_path: str, data_path: str, sentences: int | None = None) -> dict[str, Any]:
+    """The error and twin analysis of `diagnose` for a model written by ``uatlab train``.
+
+    Reads the model (with its token/label encoding) and the first ``sentences`` sentences of the CoNLL
+    file it was trained on; returns the same fields as `diagnose` minus the training history.
+    """
+    from uatlab.data.conll import read_conll
+    from uatlab.models.io import load
+
+    model = load(model_path)
+    if model.encoding is None:
+        raise ValueError(f"{model_path}: the model file has no token/label encoding")
+    enc = model.encoding
+    data = read_conll(data_path)
+    toks = data.tokens[:sentences] if sentences else data.tokens
+    labs = data.labels[:sentences] if sentences else data.labels
+    unk = enc.token_to_id.get(enc.unknown_token, 0) if enc.unknown_token is not None else 0
+    ids = [np.asarray([enc.token_to_id.get(t, unk) for t in s]) for s in toks]
+    yid = [np.asarray([enc.label_to_id[y] for y in s]) for s in labs]
+    return _analyse(model, toks, ids, yid, 0)

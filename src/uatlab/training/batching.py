@@ -98,6 +98,30 @@ def epoch_batches(lengths: np.ndarray, batch_size: int, seed: int, epoch: int) -
     return [chunks[j] for j in order]
 
 
+def with_replay(
+    batches: list[np.ndarray], hard: Sequence[int], per_batch: int, seed: int, epoch: int
+) -> list[np.ndarray]:
+    """``batches`` with up to ``per_batch`` of the ``hard`` sequences appended to each (replay).
+
+    The hard sequences (those the last full pass got wrong) are shuffled by (seed, epoch) and dealt
+    round-robin: batch b gets hard[(b·per_batch + i) mod |hard|] for i < min(per_batch, |hard|), skipping
+    any already in the batch. Each hard sequence is then trained on about len(batches)·per_batch/|hard|
+    times per epoch instead of once, while every batch still holds its ordinary sequences. A pure
+    function of its arguments, so resumption stays exact.
+    """
+    if per_batch <= 0 or len(hard) == 0:
+        return batches
+    g = torch.Generator().manual_seed(int(seed) * 1_000_003 + int(epoch) + 7_919)
+    pool = np.asarray(hard, dtype=np.int64)[torch.randperm(len(hard), generator=g).numpy()]  # (H,)
+    k = min(per_batch, len(pool))
+    out = []
+    for b, idx in enumerate(batches):
+        extra = pool[(b * k + np.arange(k)) % len(pool)]
+        extra = extra[~np.isin(extra, idx)]
+        out.append(np.concatenate([idx, extra]) if len(extra) else idx)
+    return out
+
+
 def eval_batches(lengths: np.ndarray, max_tokens: int = 8192) -> Iterator[np.ndarray]:
     """Fixed evaluation batches (sorted by length, at most ``max_tokens`` padded tokens each)."""
     order = np.argsort(lengths, kind="stable")

@@ -29,6 +29,7 @@ class EvalResult:
     tokens: int
     entity_f1: float | None
     sentence_accuracy: float
+    wrong_sequences: tuple[int, ...] = ()  # indices of the sequences with at least one wrong token
 
     def as_dict(self, prefix: str) -> dict[str, float | int | None]:
         return {
@@ -82,10 +83,13 @@ def evaluate(
     preds, total_loss = predict(model, data)
     right = 0
     whole = 0
-    for p, y in zip(preds, data.targets, strict=True):
+    wrong: list[int] = []
+    for i, (p, y) in enumerate(zip(preds, data.targets, strict=True)):
         ok = int((p == y).sum())
         right += ok
         whole += int(ok == len(y))
+        if ok != len(y):
+            wrong.append(i)
     tokens = data.num_tokens
     f1 = None
     if with_f1:
@@ -98,4 +102,5 @@ def evaluate(
         tokens=tokens,
         entity_f1=f1,
         sentence_accuracy=whole / max(len(data), 1),
+        wrong_sequences=tuple(wrong),
     )

@@ -44,7 +44,7 @@ from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
-from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding
+from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
 from uatlab.training.checkpoint import (
     CheckpointError,
     config_differences,
@@ -70,6 +70,10 @@ class TrainConfig:
     positional encoding, token embeddings drawn from N(0, ``embed_std``²) (None = PyTorch's N(0, 1)). Optimisation: ``optimizer`` 'adamw' or 'sgd' (with ``momentum``), peak
     ``lr``, ``schedule`` 'cosine' (linear warmup then cosine decay to ``min_lr_ratio * lr``) or
     'constant' (linear warmup then flat), gradient-norm clipping ``clip`` (0 = off).
+    Loss: mean cross-entropy, plus ``focus`` × the mean margin shortfall over the batch's *hard* tokens
+    (see `focus_loss`; 0 = off). ``replay``: append this many of the sequences the last full pass got
+    wrong to every batch (`uatlab.training.batching.with_replay`; sequences holding an inherent
+    conflict are never replayed; 0 = off).
     """
 
     layers: int = 1
@@ -95,8 +99,19 @@ class TrainConfig:
     seed: int = 0
     dtype: str = "float32"
     init: str | None = None
+    focus: float = 0.0
+    focus_margin: float = 1.0
+    replay: int = 0
 
     def __post_init__(self) -> None:
+        if not (self.focus >= 0 and math.isfinite(self.focus)) or not (
+            self.focus_margin > 0 and math.isfinite(self.focus_margin)
+        ):
+            raise InputError(f"need focus ≥ 0 and focus margin > 0 (got {self.focus}, {self.focus_margin})")
+        if self.replay < 0:
+            raise InputError(f"replay must be ≥ 0, got {self.replay}")
+        if self.dtype not in ("float32", "float64"):
+            raise InputError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
         if self.optimizer not in ("adamw", "sgd"):
             raise InputError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
         if self.schedule not in ("cosine", "constant"):
@@ -124,6 +139,32 @@ def learning_rate(step: int, total_steps: int, cfg: TrainConfig) -> float:
     progress = min(max(step - cfg.warmup_steps, 0) / span, 1.0)
     floor = cfg.min_lr_ratio * cfg.lr
     return floor + 0.5 * (cfg.lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def focus_loss(logits: torch.Tensor, targets: torch.Tensor, margin: float) -> torch.Tensor:
+    """Mean margin shortfall over the *hard* tokens: those not yet classified with margin ``margin``.
+
+    For token k with logits z_k (C,) and gold label y_k, the margin is m_k = z_{k,y} − max_{c≠y} z_{k,c};
+    hard tokens are H = {k : m_k < margin} and the loss is (1/|H|) Σ_{k∈H} (margin − m_k) (0 if H is empty).
+    Unlike the mean cross-entropy, whose gradient on one wrong token among the batch's ~500 is ~1/500, every
+    hard token here carries weight 1/|H|: late in training, when a batch holds one or two wrong tokens,
+    the whole term pushes on them (and, through the attention, on their context value h, which is the
+    only thing that separates a token from a twin with the same word, position and another label in a
+    rank-1 model, paper A, Theorem 2).
+
+    logits: (T, C); targets: (T,) with `IGNORE` for padding.
+    """
+    keep = targets != IGNORE
+    z, y = logits[keep], targets[keep]  # (T', C), (T',)
+    if z.numel() == 0:
+        return logits.sum() * 0.0
+    gold = z.gather(1, y[:, None])[:, 0]  # (T',)
+    other = z.scatter(1, y[:, None], float("-inf")).amax(1)  # (T',)
+    short = margin - (gold - other)  # (T',)
+    hard = short > 0
+    if not bool(hard.any()):
+        return logits.sum() * 0.0
+    return short[hard].mean()
 
 
 @dataclass
@@ -400,10 +441,14 @@ def train(
         "valid_sequences": len(valid_data) if valid_data is not None else None,
     }
     history: list[dict[str, Any]] = []
+    # sequences with an inherent conflict (an identical sequence with another label) are never replayed
+    conflicted = {i for c in rep.conflicts for i in c.sequences}
+    hard: list[int] = []  # sequences the last full pass got wrong (replayed with cfg.replay)
     epoch, batch_in_epoch, step, epoch_seconds = 0, 0, 0, 0.0
     if resume:
         state = load_checkpoint(ckpt_path)
-        diffs = config_differences(state.get("train_config", {}), cfg.as_dict())
+        saved_cfg = {"focus": 0.0, "focus_margin": 1.0, "replay": 0} | state.get("train_config", {})
+        diffs = config_differences(saved_cfg, cfg.as_dict())
         diffs += config_differences(state.get("data", {}), fingerprint)
         saved_model_cfg = state.get("model_config")
         if saved_model_cfg != model.config.to_json():
@@ -430,6 +475,7 @@ def train(
         epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
         epoch_seconds = state.get("epoch_seconds", 0.0)
         history = list(state["history"])
+        hard = [int(i) for i in state.get("hard_sequences", [])]
         say(f"resumed from {ckpt_path}: epoch {epoch + 1}, batch {batch_in_epoch}, step {step}")
         saved_threads = state.get("threads")
         if saved_threads is not None and saved_threads != torch.get_num_threads():
@@ -457,6 +503,7 @@ def train(
                 "step": st,
                 "epoch_seconds": secs,
                 "history": history,
+                "hard_sequences": hard,
                 "vocab_tokens": vocab.id_to_token,
                 "vocab_labels": vocab.id_to_label,
                 "threads": torch.get_num_threads(),  # results depend on it (see the resume warning)
@@ -469,6 +516,8 @@ def train(
     with _StopFlag() as stop:
         while epoch < cfg.epochs and status == "completed":
             batches = epoch_batches(enc_train.lengths, cfg.batch_size, cfg.seed, epoch)
+            if cfg.replay > 0:
+                batches = with_replay(batches, hard, cfg.replay, cfg.seed, epoch)
             bar = tqdm(
                 total=len(batches),
                 initial=batch_in_epoch,
@@ -493,7 +542,10 @@ def train(
                 for group in opt.param_groups:
                     group["lr"] = lr
                 logits = model(b.inputs, attend_mask=b.mask)  # (B, n, labels)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1), ignore_index=IGNORE)
+                flat_logits, flat_targets = logits.reshape(-1, logits.shape[-1]), b.targets.reshape(-1)
+                loss = F.cross_entropy(flat_logits, flat_targets, ignore_index=IGNORE)
+                if cfg.focus > 0:
+                    loss = loss + cfg.focus * focus_loss(flat_logits, flat_targets, cfg.focus_margin)
                 if not torch.isfinite(loss):
                     first = int(b.indices[0])
                     raise TrainingError(
@@ -529,6 +581,7 @@ def train(
             ev = evaluate(model, enc_train, label_names, with_f1=with_f1)
             row: dict[str, Any] = {"epoch": epoch + 1, "step": step, "lr": lr}
             row |= ev.as_dict("train")
+            hard = [i for i in ev.wrong_sequences if i not in conflicted]
             if enc_valid is not None:
                 row |= evaluate(model, enc_valid, label_names, with_f1=with_f1).as_dict("valid")
             row["seconds_train"] = seconds_train
