@@ -2,6 +2,7 @@
 
     python benchmarks/conll_ceiling.py --data PATH/train.txt --quick      # 200 sentences, d = 32, 30 epochs
     python benchmarks/conll_ceiling.py --data PATH/train.txt --sentences 1000 --epochs 40 --out /tmp/c.json
+    python benchmarks/conll_ceiling.py --data PATH/train.txt --model RUN/model.safetensors   # analyse only
 
 Prints and writes one JSON: the error history, the errors at the end, and for tokens that have a twin (same
 word and position, other gold label) the distance of their attention scalar h to the twin's
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--margin", type=float, default=1.0, help="margin of the hinge term")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--out", default=None)
+    p.add_argument("--model", default=None, help="analyse this `uatlab train` model instead of training one")
     a = p.parse_args(argv)
     if not Path(a.data).is_file():
         print(f"error: --data {a.data}: no such file", file=sys.stderr)
@@ -38,11 +40,24 @@ def main(argv: list[str] | None = None) -> int:
     if a.rank not in ("1", "full"):
         print(f"error: --rank {a.rank!r}: use 1 or full", file=sys.stderr)
         return 2
-    from uatlab.experiments.conll_ceiling import diagnose
+    from uatlab.experiments.conll_ceiling import analyse_trained, diagnose
 
     if a.out and not Path(a.out).parent.is_dir():
         print(f"error: --out {a.out}: folder does not exist", file=sys.stderr)
         return 2
+    if a.model is not None:
+        if not Path(a.model).is_file():
+            print(f"error: --model {a.model}: no such file", file=sys.stderr)
+            return 2
+        sentences = a.sentences if "--sentences" in (argv if argv is not None else sys.argv) else None
+        res = analyse_trained(a.model, a.data, sentences=sentences)
+        text = json.dumps(res, indent=1)
+        if a.out:
+            from uatlab.io_safety import write_text_atomic
+
+            write_text_atomic(a.out, text)
+        print(text)
+        return 0
     if a.quick:
         a.sentences, a.epochs, a.dim, a.ff = 200, 30, 32, 128
     res = diagnose(
