@@ -72,3 +72,30 @@ def test_capacity_command_writes_table_and_slopes_and_resumes(tmp_path, monkeypa
     monkeypatch.setattr(ntt, "train_next_token", no_training)
     again = capacity_next_token_command("12,24", False, False, tmp_path, True, steps=40, seed=0, max_width=8)
     assert again["table"] == table
+
+
+def test_capacity_command_grid_sets_the_first_and_largest_width(tmp_path, monkeypatch):
+    from uatlab.cli.next_token import capacity_next_token_command
+
+    tried: list[int] = []
+
+    def fake_train(tokens, labels, V, C, width, recipe, layers=1):
+        tried.append(width)
+        acc = 1.0 if width >= 40 else 0.5
+        return None, {
+            "width": width,
+            "accuracy": acc,
+            "params": 10 * width,
+            "steps": 1,
+            "epochs": 1,
+            "cpu_seconds": 0.0,
+        }
+
+    monkeypatch.setattr(ntt, "train_next_token", fake_train)
+    state = capacity_next_token_command("12", False, False, tmp_path, True, steps=5, widths=[32, 64])
+    assert tried[:2] == [32, 64] and all(32 < w < 64 for w in tried[2:])  # doubling from 32, then bisection
+    assert state["setup"]["start_width"] == 32 and state["setup"]["max_width"] == 64
+    assert 40 <= state["table"][0]["trained_width"] <= 48
+    tried.clear()
+    state = capacity_next_token_command("12", False, False, tmp_path / "b", True, steps=5, widths=[8, 16])
+    assert tried == [8, 16] and state["table"][0]["trained_width"] is None  # 32 > the largest width: not tried

@@ -110,12 +110,14 @@ def capacity_next_token_command(
     seed: int = 0,
     max_width: int = 4096,
     resolution: float = 0.25,
+    widths: list[int] | None = None,
 ) -> dict[str, Any]:
     """Smallest trained one-layer model reaching 100 % vs the compiled memorizer, with fitted slopes.
 
     Writes ``OUT/next_token_capacity.json`` after every trial (a rerun with the same options resumes:
     finished trials are kept) and prints one progress line per trial. ``--quick`` runs only the ICLR 2025
-    paper's blocks experiment, scaled down (see `QUICK_BLOCKS`).
+    paper's blocks experiment, scaled down (see `QUICK_BLOCKS`). ``widths`` (``--grid``): the search
+    starts at min(widths) instead of `start_width` and doubles up to max(widths) instead of ``max_width``.
     """
     from uatlab.cli.app import console, err_console, print_json
     from uatlab.experiments import next_token as nt
@@ -141,6 +143,9 @@ def capacity_next_token_command(
     )
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
+    first_width = None
+    if widths:
+        first_width, max_width = min(widths), max(widths)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / "next_token_capacity.json"
     setup = {
@@ -152,6 +157,8 @@ def capacity_next_token_command(
         "max_width": max_width,
         "resolution": resolution,
     }
+    if first_width is not None:
+        setup["start_width"] = first_width
     if state_path.is_file():
         try:
             state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -196,7 +203,7 @@ def capacity_next_token_command(
                 VOCAB,
                 CLASSES,
                 recipe,
-                start=min(start_width(N), max_width),
+                start=first_width if first_width is not None else min(start_width(N), max_width),
                 max_width=max_width,
                 resolution=resolution,
                 done={int(w): r for w, r in entry["trials"].items()},

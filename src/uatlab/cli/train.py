@@ -381,7 +381,10 @@ def capacity_command(
         "dim", "--axis", help="Sweep 'dim' (FF width = fixed×d) or 'ff' (d = fixed).", callback=one_of("dim", "ff")
     ),
     grid: str = typer.Option(
-        "", "--grid", help="Sizes to search (default: a geometric grid).", callback=int_list(1, 65536, "size")
+        "",
+        "--grid",
+        help="Sizes to search (default: a geometric grid); next-token: first and largest FF width.",
+        callback=int_list(1, 65536, "size"),
     ),
     fixed: int = typer.Option(4, "--fixed", min=1, max=65536, help="FF multiple (axis dim) or d (axis ff)."),
     length: int = typer.Option(8, "--length", min=1, max=10**5, help="Synthetic sequence length n."),
@@ -432,6 +435,7 @@ def capacity_command(
             lr=lr if lr != 1e-2 else None,
             rank=rank,
             seed=seed,
+            widths=list(_ints(grid)) or None,
         )
         return
     if task != "token":
