@@ -257,64 +257,145 @@ def side_by_side(rows: list[dict]) -> str:
 
 def figure(rows: list[dict], before: dict[str, dict] | None, path: Path) -> None:
     """Parameters against label bits (Σ H(label | word)) per data set: the compiled model (after, and before if
-    given), paper A's count, the √N and √(nN) scales of the optimal-capacity bounds (Kajitsuka & Sato,
-    ICLR 2025; up to logarithms), and the bit-complexity floor parameters ≥ bits / b (b = 64, 32)."""
+    given), paper A's count (Kajitsuka & Sato, ICLR 2024), the √N and √(nN) scales of the optimal-capacity
+    bounds (Kajitsuka & Sato, ICLR 2025; up to logarithms), and the bit-complexity floor parameters ≥ bits / b
+    (b = 64, 32).
+
+    Data sets are numbered (1, 2, …) beside their compiled point and named in a numbered key under the
+    legend, so no case name is drawn on the data; the numbers are stacked vertically when two points are
+    closer than a label's height.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ok = [r for r in rows if "error" not in r and r["label_bits_given_word"] > 0]
-    fig, ax = plt.subplots(figsize=(11, 5.5))
+    if not ok:
+        raise ValueError("no successful rows with label bits > 0 to plot")
+    fig, ax = plt.subplots(figsize=(12.5, 6))
+    fig.subplots_adjust(left=0.07, right=0.62, bottom=0.1, top=0.93)  # the right 40 %: legend and key
     xs = np.array([r["label_bits_given_word"] for r in ok])
+    numbered: list[tuple[str, float, float]] = []  # (case, x, y) of every compiled (knots) point, in row order
     for r in ok:
         x = r["label_bits_given_word"]
         N, n = r["sequences"], r["max_len"]
-        kw = {"label": None}
         if r.get("ff", "knots") == "knots":  # the references once per data set (paper A's count at knots' d)
-            ax.scatter([x], [r["paper_a_param_count"]], marker="s", color="tab:red", **kw)
-            ax.scatter([x], [math.sqrt(N)], marker="v", color="tab:gray", **kw)
-            ax.scatter([x], [math.sqrt(n * N)], marker="^", color="tab:gray", **kw)
+            ax.scatter([x], [r["paper_a_param_count"]], marker="s", color="tab:red")
+            ax.scatter([x], [math.sqrt(N)], marker="v", color="tab:gray")
+            ax.scatter([x], [math.sqrt(n * N)], marker="^", color="tab:gray")
         if r.get("ff") == "deep":
-            ax.scatter([x], [r["params_non_embedding"]], marker="D", color="tab:green", **kw)
+            ax.scatter([x], [r["params_non_embedding"]], marker="D", color="tab:green")
             continue
         if r.get("ff") == "ramps":
             ax.scatter([x], [r["params_non_embedding"]], marker="o", facecolors="none", edgecolors="tab:blue")
             continue
-        ax.scatter([x], [r["params_non_embedding"]], marker="o", color="tab:blue", **kw)
+        ax.scatter([x], [r["params_non_embedding"]], marker="o", color="tab:blue")
         b = (before or {}).get(r["case"])
         if b and "error" not in b:
             ax.scatter([x], [b["params_non_embedding"]], marker="o", facecolors="none", edgecolors="tab:blue")
             ax.plot([x, x], [b["params_non_embedding"], r["params_non_embedding"]], color="tab:blue", lw=0.8)
-        ax.annotate(r["case"], (x, r["params_non_embedding"]), fontsize=7, xytext=(4, -10), textcoords="offset points")
+        if r["case"] not in [c for c, _, _ in numbered]:
+            numbered.append((r["case"], x, r["params_non_embedding"]))
     grid = np.logspace(np.log10(xs.min() / 3), np.log10(xs.max() * 3), 50)
     for b, ls in ((64, "-"), (32, "--")):
         ax.plot(grid, grid / b, ls, color="k", lw=0.8, label=f"bit-complexity floor: params ≥ bits / {b}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(grid[0], grid[-1])
+    _number_points(ax, numbered)
     handles = [
-        plt.Line2D([], [], marker="o", ls="", color="tab:blue", label="compiled (knots), non-embedding params"),
+        plt.Line2D([], [], marker="o", ls="", color="tab:blue", label="compiled (--ff knots), non-embedding params"),
         plt.Line2D(
             [], [], marker="o", ls="", mfc="none", color="tab:blue", label="--ff ramps (two ramps per label change)"
         ),
         plt.Line2D(
-            [], [], marker="D", ls="", color="tab:green", label="deep FF (--ff deep, ICLR 2025), dense non-emb. params"
+            [],
+            [],
+            marker="D",
+            ls="",
+            color="tab:green",
+            label="--ff deep (Kajitsuka & Sato, ICLR 2025), dense non-emb. params",
         ),
-        plt.Line2D([], [], marker="s", ls="", color="tab:red", label="paper A: 4(s+d) + d(2nN+d)"),
-        plt.Line2D([], [], marker="^", ls="", color="tab:gray", label="√(nN) (seq2seq scale, ICLR 2025)"),
-        plt.Line2D([], [], marker="v", ls="", color="tab:gray", label="√N (next-token scale, ICLR 2025)"),
+        plt.Line2D(
+            [],
+            [],
+            marker="s",
+            ls="",
+            color="tab:red",
+            label="paper A count 4(s+d) + d(2nN+d) (Kajitsuka & Sato, ICLR 2024)",
+        ),
+        plt.Line2D(
+            [], [], marker="^", ls="", color="tab:gray", label="√(nN), seq2seq scale (Kajitsuka & Sato, ICLR 2025)"
+        ),
+        plt.Line2D(
+            [], [], marker="v", ls="", color="tab:gray", label="√N, next-token scale (Kajitsuka & Sato, ICLR 2025)"
+        ),
     ]
-    ax.legend(
-        handles=handles + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0)
+    key = [
+        plt.Line2D([], [], marker=f"${i}$", ls="", color="black", ms=7, label=case)
+        for i, (case, _, _) in enumerate(numbered, start=1)
+    ]
+    legend = ax.legend(
+        handles=handles + ax.get_legend_handles_labels()[0],
+        fontsize=7.5,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="series",
+        title_fontsize=8,
     )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.add_artist(legend)
+    ax.legend(
+        handles=key, fontsize=7.5, loc="lower left", bbox_to_anchor=(1.01, 0.0), title="data sets", title_fontsize=8
+    )
     ax.set_xlabel("label bits the non-embedding weights must hold: Σ_tokens H(label | word), conflicts excluded")
     ax.set_ylabel("parameters")
     ax.set_title("Memorization: parameters against label information")
-    fig.tight_layout()
     from uatlab.io_safety import save_figure
 
     save_figure(fig, path, dpi=130)  # atomic: an interrupted run keeps the old figure
     plt.close(fig)
+
+
+def _number_points(ax, points: list[tuple[str, float, float]]) -> None:
+    """Write 1, 2, … beside each point: left, right, below or above, the first spot inside the axes that is
+    clear of every marker and of the labels already placed (pixel boxes), else left of it with a leader line,
+    moved down until clear."""
+    fig = ax.figure
+    fig.canvas.draw()  # fixes the transforms after the axis limits are set
+    to_px = ax.transData.transform
+    size = 11.0 * fig.dpi / 72  # one label's box (≈ 11 points) in pixels
+    markers = [tuple(p) for c in ax.collections for p in to_px(c.get_offsets())]
+    placed: list[tuple[float, float]] = []
+    frame = ax.get_window_extent()
+
+    def clear(lx: float, ly: float) -> bool:
+        half = size / 2
+        inside = frame.x0 + half <= lx <= frame.x1 - half and frame.y0 + half <= ly <= frame.y1 - half
+        if not inside:
+            return False
+        near_marker = any(abs(lx - mx) < 0.9 * size and abs(ly - my) < 0.9 * size for mx, my in markers)
+        return not near_marker and all(abs(lx - qx) >= size or abs(ly - qy) >= size for qx, qy in placed)
+
+    for i, (_, x, y) in enumerate(points, start=1):
+        px, py = to_px((x, y))
+        spots = [(px - size, py), (px + size, py), (px, py - size), (px, py + size)]
+        lx, ly = next((s for s in spots if clear(*s)), spots[0])
+        while not clear(lx, ly) and ly > frame.y0 + size:
+            ly -= size  # stack below, joined to its point by a leader line
+        placed.append((lx, ly))
+        far = abs(lx - px) + abs(ly - py) > 1.5 * size
+        ax.annotate(
+            str(i),
+            (x, y),
+            xytext=((lx - px) * 72 / fig.dpi, (ly - py) * 72 / fig.dpi),
+            textcoords="offset points",
+            ha="center",
+            va="center",
+            fontsize=8,
+            fontweight="bold",
+            arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.4"} if far else None,
+        )
 
 
 def main() -> int:
@@ -330,10 +411,25 @@ def main() -> int:
         "CPU-time ratio of each to ramps. Default: the compiler's default only.",
     )
     ap.add_argument("--only", default="", help="Run only cases whose name contains this text.")
+    ap.add_argument(
+        "--skip",
+        default="",
+        help="Comma-separated TEXT:FF pairs not run: the --ff FF of every case whose name contains TEXT "
+        "(e.g. synthetic:deep, whose exact certificate is out of reach on a shared 2-core machine).",
+    )
     ap.add_argument("--seed", type=int, default=0, help="Seed of the generated families.")
     ap.add_argument("--figure", type=Path, help="Write the parameters-against-label-bits figure (PNG) here.")
     ap.add_argument("--replot", type=Path, help="Only redraw --figure from this --out file (no compiles).")
     args = ap.parse_args()
+    skip: list[tuple[str, str]] = []
+    for item in (v.strip() for v in args.skip.split(",")):
+        if not item:
+            continue
+        text, sep, ff = item.rpartition(":")
+        if not sep or not text or not ff:
+            print(f"error: --skip {item!r}: expected TEXT:FF (e.g. synthetic:deep)", file=sys.stderr)
+            return 2
+        skip.append((text, ff))
     before = None
     if args.compare is not None:
         if not args.compare.is_file():
@@ -360,6 +456,9 @@ def main() -> int:
         if args.only and args.only not in name:
             continue
         for ff in ffs:
+            if any(text in name and ff == sff for text, sff in skip):
+                print(f"skipped {name} --ff {ff} (--skip)", file=sys.stderr, flush=True)
+                continue
             ff_args = ["--ff", ff] if ff else []
             print(f"running {name} {' '.join(ff_args)} ...", file=sys.stderr, flush=True)
             rows.append(run_case(name, path, [*cargs, *ff_args, *extra], work))

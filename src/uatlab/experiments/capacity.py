@@ -316,7 +316,7 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
     """Log-log parameters vs N (left) and bits per parameter vs N (right)."""
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 6.5))  # legends below the axes, off the data
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 6.5), sharex=True)  # one N axis; legends below, off the data
     if rows:
         n = np.array([r["N"] for r in rows], float)
         tok = np.array([r["tokens"] for r in rows], float)
@@ -339,13 +339,13 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
                 )
         p0 = rows[0]["parameters_non_embedding"]
         same = bool(np.allclose(tok / tok[0], n / n[0]))  # one sequence length: √(nN) ∝ √N, the same line
-        ax.loglog(n, p0 * np.sqrt(tok / tok[0]), "-.", label="∝ √(nN) (Kim et al. 2023)")
+        ax.loglog(n, p0 * np.sqrt(tok / tok[0]), "-.", label="∝ √(nN) (Kim et al., ICLR 2023)")
         ax.loglog(
             n,
             p0 * np.sqrt(n / n[0]),
             ":",
             lw=2.5,
-            label="∝ √N (Kajitsuka & Sato 2025, next-token capacity)"
+            label="∝ √N (Kajitsuka & Sato, ICLR 2025, next-token capacity)"
             + (": the same line as √(nN), every sequence has one length" if same else ""),
         )
         ax.loglog(n, p0 * n / n[0], "--", label="∝ N (lookup table)")

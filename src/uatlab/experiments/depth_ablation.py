@@ -178,35 +178,50 @@ def run_depth_ablation(
 
 
 def plot_depth_ablation(results: dict[int, dict[str, Any]], base: dict[str, Any], stem: Path) -> list[str]:
-    """Accuracy (top) and errors left (bottom, log scale) against epoch, one curve per depth."""
-    import matplotlib.pyplot as plt
+    """Accuracy (top) and tokens wrong (bottom, log scale) against epoch, one curve per depth.
 
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 7.5), sharex=True)
+    Both panels share the epoch axis and draw the same reference lines in the same styles (paper A's
+    0.9872, the per-word majority, the all-majority-label baseline and the ceiling); one legend, right of
+    the panels and off the data, names every line; each depth's label carries its epochs to 0.9872.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 7.5), sharex=True)
+    fig.subplots_adjust(left=0.09, right=0.68, top=0.93, bottom=0.08, hspace=0.08)
     tokens = base["tokens"]
+    paper_key = f"{PAPER_ACCURACY:g}"
     for L, r in sorted(results.items()):
         ep = [row["epoch"] for row in r["history"]]
-        ax.plot(ep, [row["train_accuracy"] for row in r["history"]], marker=".", label=f"{L} layer{'s' * (L > 1)}")
-        ax2.plot(
-            ep, [max(row["train_errors"], 0.5) for row in r["history"]], marker=".", label=f"{L} layer{'s' * (L > 1)}"
-        )
-    hline(ax, PAPER_ACCURACY, f"paper A: {PAPER_ACCURACY} (800 epochs)", color="red")
-    hline(ax, base["per_word_majority"], f"per-word majority {base['per_word_majority']:.4f}", color="tab:brown")
-    hline(
-        ax, base["all_majority_label"], f"all-{base['majority_label']} {base['all_majority_label']:.4f}", ":", "black"
+        reached = r.get("epochs_to", {}).get(paper_key)
+        when = f"{paper_key} at epoch {reached}" if reached is not None else f"{paper_key} not reached"
+        status = "" if r.get("status") == "completed" else f", {r.get('status', 'partial').split(' (')[0]}"
+        label = f"{L} layer{'s' * (L > 1)}: {len(ep)} epochs{status};\n{when}"
+        (line,) = ax.plot(ep, [row["train_accuracy"] for row in r["history"]], marker=".", label=label)
+        ax2.plot(ep, [max(row["train_errors"], 0.5) for row in r["history"]], marker=".", color=line.get_color())
+    references = (
+        (PAPER_ACCURACY, f"paper A: {PAPER_ACCURACY} after 800 epochs\n(Kajitsuka & Sato, ICLR 2024)", "--", "red"),
+        (base["per_word_majority"], f"per-word majority {base['per_word_majority']:.4f}", "--", "tab:brown"),
+        (
+            base["all_majority_label"],
+            f"all-{base['majority_label']} {base['all_majority_label']:.4f}",
+            ":",
+            "black",
+        ),
+        (base["ceiling"], f"ceiling {base['ceiling']:.6f}\n(inherent label conflicts)", "-.", "green"),
     )
-    hline(ax, base["ceiling"], f"ceiling {base['ceiling']:.6f}", "-.", "green")
+    for acc, label, style, color in references:
+        hline(ax, acc, label, style, color)
+        ax2.axhline(max((1 - acc) * tokens, 0.5), linestyle=style, color=color, linewidth=1.0)
     ax.set_ylim(max(0.0, base["all_majority_label"] - 0.02), 1.002)
     ax.set_ylabel("train token accuracy (full pass)")
     ax.set_title("Rank-1 Transformers memorizing the training set: depth ablation")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False, ncol=2)
-    for y, lab, c in (
-        ((1 - PAPER_ACCURACY) * tokens, "paper A 0.9872", "red"),
-        ((1 - base["per_word_majority"]) * tokens, "per-word majority", "tab:brown"),
-        (max((1 - base["ceiling"]) * tokens, 0.5), "ceiling (inherent conflicts)", "green"),
-    ):
-        hline(ax2, y, lab, "--", c)
     ax2.set_yscale("log")
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.set_xlabel("epoch")
-    ax2.set_ylabel("tokens wrong (log)")
-    ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False, ncol=2)
-    return save_figure(fig, stem)
+    ax2.set_ylabel(f"tokens wrong of {tokens:,} (log; 0 drawn at 0.5)")
+    ax.grid(True, ls=":", lw=0.5)
+    ax2.grid(True, which="both", ls=":", lw=0.5)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(0.69, 0.5), frameon=False)
+    return save_figure(fig, stem, tight=False)

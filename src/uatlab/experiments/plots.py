@@ -21,11 +21,18 @@ def new_figure(width: float = 7.0, height: float = 4.5) -> tuple[Figure, plt.Axe
     return fig, ax
 
 
-def save_figure(fig: Figure, stem: str | os.PathLike, formats: Sequence[str] = ("png", "svg")) -> list[str]:
-    """Save ``fig`` as ``stem.png`` and ``stem.svg`` (tight layout) and close it; returns the paths."""
+def save_figure(
+    fig: Figure, stem: str | os.PathLike, formats: Sequence[str] = ("png", "svg"), tight: bool = True
+) -> list[str]:
+    """Save ``fig`` as ``stem.png`` and ``stem.svg`` and close it; returns the paths.
+
+    ``tight=True`` applies ``tight_layout`` first; pass False when the figure's layout was set by hand
+    (a legend placed outside the axes with ``fig.legend``, which ``tight_layout`` would not leave room for).
+    """
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if tight:
+        fig.tight_layout()
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")

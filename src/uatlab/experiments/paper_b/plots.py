@@ -42,13 +42,28 @@ def _series(summary: list[dict[str, Any]], mode: str, col: str):
     return [s["value"] for s in ss], [s[f"{col}_mean"] for s in ss], [s.get(f"{col}_std", 0.0) for s in ss]
 
 
+def _seeds(summary: list[dict[str, Any]], mode: str) -> str:
+    """'4 seeds' (or '3–4 seeds' when the sweep points differ) of one mode's summary rows."""
+    counts = sorted({int(s["seeds"]) for s in summary if s["mode"] == mode and "seeds" in s})
+    if not counts:
+        return "? seeds"
+    text = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return f"{text} seed{'s' * (counts[-1] > 1)}"
+
+
 def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, fixed: dict[str, str]) -> Path:
-    """Two panels: parity (repository metric, 50 epochs) and corrected (sup norm, converged), each with closed form."""
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6.6), sharex=True)  # legends below; one x range for both panels
-    ax = axes[0]
-    xs, m, s = _series(summary, "parity", "test_mse_all_channels")
-    if xs:
-        _band(ax, xs, m, s, "trained, 50 epochs (mean ± std over seeds)", "#1b7837")
+    """Parity (repository metric, 50 epochs) and corrected (sup norm, converged) panels, each with the closed
+    form; a panel is drawn only for a mode that has results, the seed count is in every trained series' label,
+    and the legends sit below the axes (off the data). Both panels share one x scale."""
+    modes = [m for m in ("parity", "corrected") if any(s["mode"] == m for s in summary)]
+    if not modes:
+        raise ValueError(f"attention-{sweep}: no parity or corrected results to plot")
+    fig, axes = plt.subplots(1, len(modes), figsize=(6.5 * len(modes), 6.6), sharex=True, squeeze=False)
+    panels = dict(zip(modes, axes[0], strict=True))
+    if "parity" in panels:
+        ax = panels["parity"]
+        xs, m, s = _series(summary, "parity", "test_mse_all_channels")
+        _band(ax, xs, m, s, f"trained, 50 epochs (mean ± std over {_seeds(summary, 'parity')})", "#1b7837")
         xs2, m2, _ = _series(summary, "parity", "cf_mse_all_channels")
         ax.plot(xs2, m2, "--s", color="#762a83", label="closed form, same architecture & parameter count")
         anchors = REPO_ANCHORS.get(sweep, {})
@@ -59,36 +74,34 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
                 "kx",
                 ms=10,
                 mew=2,
-                label="reference run (truncated.py, mean of 11 seeds)",
+                label="authors' code (truncated.py) run at its settings, mean of 11 seeds",
             )
-    ax.set_yscale("log")
-    ax.set_xscale(X_SCALE[sweep][0], **X_SCALE[sweep][1])
-    ax.set_xlabel(X_LABELS[sweep])
-    ax.set_ylabel("test MSE over all 32 output channels (target units²)")
-    ax.set_title("Parity: truncated.py settings\n" + textwrap.fill(fixed.get("parity", ""), 75), fontsize=9)
-    ax.grid(True, which="both", ls=":", lw=0.5)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)  # off the data
-    ax = axes[1]
-    xs, m, s = _series(summary, "corrected", "test_sup")
-    if xs:
-        _band(ax, xs, m, s, "trained to convergence: sup |error| (mean ± std)", "#2166ac")
+        ax.set_ylabel("test MSE over all 32 output channels (target units²)")
+        ax.set_title("Parity: truncated.py settings\n" + textwrap.fill(fixed.get("parity", ""), 75), fontsize=9)
+    if "corrected" in panels:
+        ax = panels["corrected"]
+        seeds = _seeds(summary, "corrected")
+        xs, m, s = _series(summary, "corrected", "test_sup")
+        _band(ax, xs, m, s, f"trained to convergence: sup |error| (mean ± std over {seeds})", "#2166ac")
         xs5, m5, s5 = _series(summary, "corrected", "at50_sup")
         ax.plot(xs5, m5, ":^", color="#92c5de", label="same runs at epoch 50")
         xs3, m3, _ = _series(summary, "corrected", "test_mse")
         ax.plot(xs3, np.sqrt(m3), "-.d", color="#f4a582", label="trained: RMSE (√MSE) on the target channel")
         xs4, m4, _ = _series(summary, "corrected", "cf_sup")
         ax.plot(xs4, m4, "--s", color="#762a83", label="closed form, same parameter count: sup |error|")
-    ax.set_xscale(X_SCALE[sweep][0], **X_SCALE[sweep][1])  # the same x scale as the left panel
-    ax.set_yscale("log")
-    ax.set_xlabel(X_LABELS[sweep])
-    ax.set_ylabel("error on the target channel (target units)")
-    ax.set_title("Corrected: target channel, converged\n" + textwrap.fill(fixed.get("corrected", ""), 75), fontsize=9)
-    ax.grid(True, which="both", ls=":", lw=0.5)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
-    for a in axes:  # plain numbers on the x axis (10, 20, 50), no overlapping minor labels
-        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        a.xaxis.set_minor_formatter(NullFormatter())
-        a.tick_params(axis="x", labelbottom=True)
+        ax.set_ylabel("error on the target channel (target units)")
+        ax.set_title(
+            "Corrected: target channel, converged\n" + textwrap.fill(fixed.get("corrected", ""), 75), fontsize=9
+        )
+    for ax in panels.values():
+        ax.set_xscale(X_SCALE[sweep][0], **X_SCALE[sweep][1])  # one x scale for both panels
+        ax.set_yscale("log")
+        ax.set_xlabel(X_LABELS[sweep])
+        ax.grid(True, which="both", ls=":", lw=0.5)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)  # off the data
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # plain 10, 20, 50
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelbottom=True)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=110)
