@@ -87,6 +87,7 @@ def test_paper_b_sweep_legends_below_the_axes_and_seed_counts_named(monkeypatch,
     parity_labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("over 4 seeds" in t for t in parity_labels) and any("authors' code" in t for t in parity_labels)
     assert fig.axes[0].get_xscale() == fig.axes[-1].get_xscale() == "log"
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "2", "4"]  # every swept value
     plt.close(fig)
 
 

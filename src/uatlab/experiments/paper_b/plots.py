@@ -99,6 +99,7 @@ def plot_truncated_sweep(summary: list[dict[str, Any]], sweep: str, path: Path, 
         ax.set_xlabel(X_LABELS[sweep])
         ax.grid(True, which="both", ls=":", lw=0.5)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)  # off the data
+        ax.set_xticks(sorted({float(s["value"]) for s in summary}))  # a tick at every swept value
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # plain 10, 20, 50
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(axis="x", labelbottom=True)
