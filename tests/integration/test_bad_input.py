@@ -577,15 +577,22 @@ def test_case_table_is_large_and_unique() -> None:
 
 # ------------------------------------------------------------------------------------------------ signals
 def _interrupt(
-    argv: list[str], cwd: Path, delay: float, sig: int = signal.SIGINT, when: Callable[[], bool] | None = None
+    argv: list[str],
+    cwd: Path,
+    delay: float,
+    sig: int = signal.SIGINT,
+    when: Callable[[], bool] | None = None,
+    when_proc: Callable[[int], bool] | None = None,
 ) -> tuple[int, str]:
-    """Run uatlab, send ``sig`` once ``when()`` holds (polled, at most 120 s) plus ``delay`` seconds."""
+    """Run uatlab, send ``sig`` once ``when()`` (or ``when_proc(pid)``) holds (polled, at most 120 s) plus
+    ``delay`` seconds."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "uatlab", *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    ready = when if when_proc is None else (lambda: when_proc(proc.pid))
     deadline = time.monotonic() + 120
-    while when is not None and not when() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    while ready is not None and not ready() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     time.sleep(delay)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=300)
@@ -605,10 +612,23 @@ def test_ctrl_c_while_loading_commands(monkeypatch, capsys) -> None:
     assert err.strip() == "interrupted (partial results, if any, were kept)"
 
 
-@pytest.mark.parametrize("delay", [3.0, 6.0])
+def _torch_mapped(pid: int) -> bool:
+    """True once torch's C++ library is mapped into process ``pid`` (its import has begun)."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc to see torch being loaded")
+@pytest.mark.parametrize("delay", [0.0, 0.3, 3.0])
 def test_ctrl_c_while_torch_loads(case_dir: Path, delay: float) -> None:
-    """Ctrl-C while a command imports torch: exit 130 with one line, never an abort in torch's C++ start-up."""
-    code, err = _interrupt(["hardmax-counterexample", "--trials", "1000000", "--json"], case_dir, delay)
+    """Ctrl-C while a command imports torch (or just after): exit 130 with one line, never an abort in torch's
+    C++ start-up. The interrupt is sent ``delay`` seconds after torch's library is mapped, so it never lands in
+    the interpreter's own start-up, however slow the machine is."""
+    code, err = _interrupt(
+        ["hardmax-counterexample", "--trials", "1000000", "--json"], case_dir, delay, when_proc=_torch_mapped
+    )
     assert "Traceback" not in err and "terminate called" not in err, err
     assert code == 130, (code, err)
     assert err.strip().endswith("interrupted (partial results, if any, were kept)")

@@ -171,6 +171,22 @@ def _quiet_after_main() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _forget_handled_interrupt()
+
+
+def _forget_handled_interrupt() -> None:
+    """CPython remembers a KeyboardInterrupt that escaped code run through ``PyRun_*`` (as extension modules do
+    while they are imported) and, at exit, ends the process by SIGINT (status -2) even when that interrupt was
+    caught afterwards and the command exited 130 with its one line. Every ``PyRun_*`` call clears that memory
+    first, so running an empty statement through it forgets the interrupt main() has already handled."""
+    if sys.implementation.name != "cpython":
+        return
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyRun_SimpleString(b"pass")
+    except (ImportError, AttributeError, OSError):  # no ctypes, or no Python C API in this build
+        pass
 
 
 if __name__ == "__main__":
