@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 from safetensors import safe_open
 
@@ -102,6 +103,11 @@ class _DieOnce:
         return self.fn(setup, start, chunk, budget)
 
 
+def _take(values, index: int) -> int:
+    """values[index]: fails unless ``values`` arrives as the array itself, not an object-store reference."""
+    return int(values[index])
+
+
 @pytest.mark.slow  # a local Ray instance starts in ~20 s: CI runs this test by name
 @pytest.mark.filterwarnings("ignore")
 def test_ray_compile_same_model_and_worker_death_retried(tmp_path, capsys, data):
@@ -139,6 +145,9 @@ def test_ray_compile_same_model_and_worker_death_retried(tmp_path, capsys, data)
         assert cert.min_margin_at == clean.min_margin_at
         assert cert.torch_spot_check == clean.torch_spot_check
         assert cert.ceiling_tokens == clean.ceiling_tokens and cert.correct_tokens == clean.correct_tokens
-        print("ray executor: model hash equal, certificate equal, worker death retried")
+        # an item's large array travels through the object store as a reference; the worker gets the array
+        big = np.arange(300_000, dtype=np.int64)  # 2.4 MB, above the 1 MiB at which map_ordered ships by reference
+        assert list(map_ordered(_take, [(big, 123_456), (big, 7)], executor="ray", workers=2)) == [123_456, 7]
+        print("ray executor: model hash equal, certificate equal, worker death retried, large arguments resolved")
     finally:
         ray.shutdown()

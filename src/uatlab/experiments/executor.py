@@ -194,7 +194,10 @@ def _ray_module(workers: int | None = None):
     return ray
 
 
-def _apply_and_call(threads: int, fn: Callable[..., Any], args: tuple) -> Any:
+def _apply_and_call(threads: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` with BLAS and torch limited to ``threads``. The arguments come one by one (not as one
+    tuple) so that Ray resolves every object-store reference among them before the call: Ray resolves only
+    references passed as top-level arguments, never ones nested inside a tuple."""
     from uatlab.threads import apply_threads
 
     apply_threads(threads)
@@ -234,7 +237,7 @@ def map_ordered(
         pool = _shared_pool(workers)
         pending: list[cf.Future] = []
         for item in items:
-            pending.append(pool.submit(_apply_and_call, threads, fn, item))
+            pending.append(pool.submit(_apply_and_call, threads, fn, *item))
             if len(pending) >= window:
                 yield _pool_result(pending.pop(0), workers)
         while pending:
@@ -245,7 +248,7 @@ def map_ordered(
     fn_ref = ray.put(fn)
     refs: list = []
     for item in items:
-        refs.append(remote.remote(threads, fn_ref, tuple(ray.put(a) if _large(a) else a for a in item)))
+        refs.append(remote.remote(threads, fn_ref, *(ray.put(a) if _large(a) else a for a in item)))
         if len(refs) >= window:
             yield _ray_result(ray, refs.pop(0))
     while refs:
