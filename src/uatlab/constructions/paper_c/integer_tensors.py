@@ -14,6 +14,8 @@ A circuit layer i (compressed sparse rows, `uatlab.constructions.paper_c.relu_ci
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +97,24 @@ def jsonable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v.tolist()
     return str(v)
+
+
+def circuit_header(circuit: Circuit) -> dict[str, Any]:
+    """The header entries `circuit_from_tensors` needs beside the tensors: inputs, depth and the circuit's notes."""
+    return {"n_inputs": circuit.n_inputs, "depth": circuit.depth, "notes": dict(circuit.notes)}
+
+
+def write_model_file(
+    path: str | os.PathLike, tensors: dict[str, torch.Tensor], tag: str, header_key: str, header: dict[str, Any]
+) -> Path:
+    """Write ``tensors`` with the format ``tag`` and ``header`` (as JSON under ``header_key``) to ``path``
+    atomically: the file is replaced only once it is complete, and nothing is left on failure or interrupt."""
+    from safetensors.torch import save_file
+
+    from uatlab.io_safety import atomic_path
+
+    metadata = {"uatlab_format": tag, header_key: json.dumps(header, default=jsonable)}
+    path = Path(path)
+    with atomic_path(path) as tmp:  # mode from the umask
+        save_file(tensors, str(tmp), metadata=metadata)
+    return path

@@ -25,10 +25,11 @@ import torch
 
 from uatlab.constructions.paper_c.integer_tensors import (
     circuit_from_tensors,
+    circuit_header,
     circuit_tensors,
-    jsonable,
     pack_ints,
     unpack_ints,
+    write_model_file,
 )
 from uatlab.constructions.paper_c.layout import Layout
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
@@ -46,8 +47,6 @@ def save_next_token(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``memo`` (and the vocabularies that map strings to its ids) to ``path`` atomically."""
-    from safetensors.torch import save_file
-
     from uatlab import __version__
 
     if token_vocab is not None and len(token_vocab) != memo.V:
@@ -71,22 +70,14 @@ def save_next_token(
         "n": memo.n,
         "V": memo.V,
         "seed": memo.seed,
-        "n_inputs": memo.circuit.n_inputs,
-        "depth": memo.circuit.depth,
-        "notes": dict(memo.circuit.notes),
+        **circuit_header(memo.circuit),
         "facts": memo.facts,
         "token_vocab": token_vocab,
         "label_vocab": label_vocab,
         "uatlab_version": __version__,
         **(extra or {}),
     }
-    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_next_token": json.dumps(header, default=jsonable)}
-    from uatlab.io_safety import atomic_path
-
-    path = Path(path)
-    with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
-        save_file(tensors, str(tmp), metadata=metadata)
-    return path
+    return write_model_file(path, tensors, FORMAT_TAG, "uatlab_next_token", header)
 
 
 def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[str, Any]]:

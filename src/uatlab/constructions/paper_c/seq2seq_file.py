@@ -34,7 +34,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from uatlab.constructions.paper_c.integer_tensors import circuit_from_tensors, circuit_tensors, jsonable
+from uatlab.constructions.paper_c.integer_tensors import (
+    circuit_from_tensors,
+    circuit_header,
+    circuit_tensors,
+    write_model_file,
+)
 from uatlab.constructions.paper_c.seq2seq_memorizer import DeepLayout, Seq2SeqMemorizer
 from uatlab.errors import InputError, ModelFileError, PrecisionError
 
@@ -74,10 +79,7 @@ def save_seq2seq_deep(
 
     ``extra`` (JSON-able) is stored in the header beside the layout, facts, encoding and uatlab version.
     Raises InputError (before touching ``path``) when the encoding does not match the memorizer."""
-    from safetensors.torch import save_file
-
     from uatlab import __version__
-    from uatlab.io_safety import atomic_path
 
     enc = default_encoding(memo.V, memo.C) if encoding is None else encoding
     enc = _checked_encoding(enc, memo.V, memo.C, "save")
@@ -101,20 +103,14 @@ def save_seq2seq_deep(
         "V": memo.V,
         "C": memo.C,
         "seed": memo.seed,
-        "n_inputs": memo.circuit.n_inputs,
-        "depth": memo.circuit.depth,
-        "notes": dict(memo.circuit.notes),
+        **circuit_header(memo.circuit),
         "facts": memo.facts,
         "encoding": enc.to_json(),
         "unknown_words": "error",
         "uatlab_version": __version__,
         **(extra or {}),
     }
-    metadata = {"uatlab_format": FORMAT_TAG, HEADER_KEY: json.dumps(header, default=jsonable)}
-    path = Path(path)
-    with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
-        save_file(tensors, str(tmp), metadata=metadata)
-    return path
+    return write_model_file(path, tensors, FORMAT_TAG, HEADER_KEY, header)
 
 
 def _array(path: Path, tensors: dict[str, torch.Tensor], name: str, shape: tuple[int, ...]) -> np.ndarray:
