@@ -155,3 +155,18 @@ def test_compile_that_does_not_certify_says_how_far_it_got(capsys, tmp_path):
     assert f"{fig['certified_tokens']} of {fig['ceiling_tokens']} winnable tokens certified" in fig["note"]
     ex = fig["uncertified_examples"]
     assert ex and all(e["certified_margin_lower_bound"] <= 0 for e in ex)
+
+
+def test_the_default_out_is_never_written_over(tmp_path, capsys, monkeypatch):
+    """Every task and --ff writes to model.safetensors by default: an existing one is replaced only when --out
+    names it, so one run's model never silently replaces another's."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", "d.jsonl", "-N", "20", "-n", "6", "--json"]) == 0
+    _run(capsys, ["compile", "d.jsonl", "--json"])
+    before = (tmp_path / "model.safetensors").read_bytes()
+    for extra in ([], ["--ff", "deep"], ["--ff", "ramps"]):
+        err = _run(capsys, ["compile", "d.jsonl", *extra], 2).err
+        assert err.startswith("error: model.safetensors exists (the default --out)") and err.count("\n") == 1, err
+        assert (tmp_path / "model.safetensors").read_bytes() == before
+    _run(capsys, ["compile", "d.jsonl", "--out", "model.safetensors", "--ff", "deep", "--json"])
+    assert (tmp_path / "model.safetensors").read_bytes() != before  # named: replaced

@@ -150,6 +150,7 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
 
 @app.command("compile")
 def compile_cmd(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL."),
     fmt: str = typer.Option(
         "auto",
@@ -162,8 +163,9 @@ def compile_cmd(
     out: Path = typer.Option(
         Path("model.safetensors"),
         "--out",
-        help="Where to save the compiled model. An existing file is replaced (atomically, once the new model is "
-        "complete); an input file is never overwritten.",
+        help="Where to save the compiled model. A file named here is replaced (atomically, once the new model is "
+        "complete); an existing model.safetensors is never replaced unless --out names it; an input file is "
+        "never overwritten.",
     ),
     causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
     beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),
@@ -228,6 +230,7 @@ def compile_cmd(
         fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
         check_input_file(data)
         check_output_file(out, [data])
+        _refuse_existing_default_out(ctx, out)
         with OutputLock(out):
             return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out, seed, json_out)
     if task != "token":
@@ -243,6 +246,7 @@ def compile_cmd(
             raise InputError("--ff deep: --causal is not supported (the deep construction reads whole sentences)")
         check_input_file(data)
         check_output_file(out, [data])
+        _refuse_existing_default_out(ctx, out)
         with OutputLock(out):
             _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
@@ -254,6 +258,7 @@ def compile_cmd(
     work = work_dir or out.with_name(out.name + ".work")
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
+    _refuse_existing_default_out(ctx, out)
     with OutputLock(out):
         _compile(
             data,
@@ -279,6 +284,14 @@ def compile_cmd(
             executor,
             workers,
         )
+
+
+def _refuse_existing_default_out(ctx: typer.Context, out: Path) -> None:
+    """A model file is replaced only when ``--out`` names it: the default path is never written over (every
+    task and ``--ff`` writes there, so one run's model would silently replace another's)."""
+    source = ctx.get_parameter_source("out")
+    if source is not None and source.name != "COMMANDLINE" and out.exists():
+        raise InputError(f"{out} exists (the default --out): pass --out {out} to replace it, or choose another path")
 
 
 def _compile_deep(
