@@ -361,8 +361,15 @@ def depth_ablation_command(
     console.print("files: " + ", ".join(summary["files"]))
 
 
+def _given(ctx: typer.Context, name: str) -> bool:
+    """True when option ``name`` was typed on the command line (a value equal to the default counts too)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 @experiment.command("capacity")
 def capacity_command(
+    ctx: typer.Context,
     kind: str = typer.Option(
         "synthetic",
         "--kind",
@@ -431,8 +438,8 @@ def capacity_command(
             blocks,
             out,
             json_out,
-            steps=max_steps if max_steps != 3000 else None,
-            lr=lr if lr != 1e-2 else None,
+            steps=max_steps if _given(ctx, "max_steps") else None,  # else the recipe's own (--quick: 400)
+            lr=lr if _given(ctx, "lr") else None,
             rank=rank,
             seed=seed,
             widths=list(_ints(grid)) or None,
