@@ -421,6 +421,8 @@ def main() -> int:
     ap.add_argument("--figure", type=Path, help="Write the parameters-against-label-bits figure (PNG) here.")
     ap.add_argument("--replot", type=Path, help="Only redraw --figure from this --out file (no compiles).")
     args = ap.parse_args()
+    from uatlab.io_safety import write_text_atomic
+
     skip: list[tuple[str, str]] = []
     for item in (v.strip() for v in args.skip.split(",")):
         if not item:
@@ -462,9 +464,8 @@ def main() -> int:
             ff_args = ["--ff", ff] if ff else []
             print(f"running {name} {' '.join(ff_args)} ...", file=sys.stderr, flush=True)
             rows.append(run_case(name, path, [*cargs, *ff_args, *extra], work))
-            tmp = args.out.with_name(args.out.name + ".tmp")
-            tmp.write_text(json.dumps(rows, indent=2, default=str))
-            os.replace(tmp, args.out)  # atomic, after every case (a long run keeps what it measured)
+            # atomic, after every case (a long run keeps what it measured); a unique temporary name beside it
+            write_text_atomic(args.out, json.dumps(rows, indent=2, default=str))
     if len(ffs) > 1:
         print(side_by_side(rows))
         print()
