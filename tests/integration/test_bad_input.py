@@ -712,7 +712,17 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
 def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys) -> None:
     assert main(["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--json"]) == 0
     err = capsys.readouterr().err
-    assert "warning: --warmup-steps 200 is longer than the whole run (about 2 steps" in err
+    assert "warning: the warm-up (200 steps) is longer than the whole run (2 steps: 2 epochs of 1 batches)" in err
+
+
+def test_bad_init_model_fails_before_any_warning_or_output(case_dir: Path, capsys) -> None:
+    """A corrupt --init is reported alone: no warm-up warning first, no output directory left behind."""
+    (case_dir / "bad.safetensors").write_bytes(b"junk")
+    assert main(["train", "data.txt", "--out", "run", "--epochs", "2", "--init", "bad.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "bad.safetensors" in err and "Traceback" not in err
+    assert "warning" not in err
+    assert not (case_dir / "run").exists()
 
 
 def test_corrupt_checkpoint_never_advises_unsafe_loading(case_dir: Path, capsys) -> None:

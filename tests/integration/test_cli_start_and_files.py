@@ -65,8 +65,8 @@ def test_a_warning_is_one_line_at_a_narrow_terminal(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "uatlab", *argv], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "warmup" in line or "warm-up" in line]
-    assert len(warnings) == 1 and warnings[0].startswith("warning: --warmup-steps"), proc.stderr
-    assert warnings[0].rstrip().endswith("never reaches --lr"), proc.stderr
+    assert len(warnings) == 1 and warnings[0].startswith("warning: the warm-up (200 steps)"), proc.stderr
+    assert warnings[0].rstrip().endswith("never reaches its peak 0.003"), proc.stderr
 
 
 def _tiny_model() -> Transformer:

@@ -172,14 +172,6 @@ def train_command(
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
-    steps = epochs * -(-len(train_data) // batch_size)
-    if schedule == "cosine" and warmup_steps > steps:
-        err_console.print(
-            f"warning: --warmup-steps {warmup_steps} is longer than the whole run (about {steps} steps: "
-            f"{epochs} epochs of {-(-len(train_data) // batch_size)} batches); the learning rate never reaches --lr",
-            highlight=False,
-            soft_wrap=True,
-        )
     from uatlab.training.trainer import TrainConfig
 
     cfg = TrainConfig(
@@ -223,7 +215,7 @@ def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, j
         targets=DEFAULT_TARGETS,
         progress=True,
         with_f1=not no_f1,
-        log=lambda m: err_console.print(m, highlight=False),
+        log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
         stop_at_ceiling=stop_at_ceiling,
     )
     summary = result.summary()

@@ -371,8 +371,7 @@ def train(
         InputError: labels of ``valid_data`` unseen in training, bad init model.
     """
     say = log or (lambda _msg: None)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)  # created only once the init model and the data have been checked
     ckpt_path = out / "checkpoint.pt"
     t_start = time.monotonic()
 
@@ -434,6 +433,12 @@ def train(
 
     steps_per_epoch = math.ceil(len(enc_train) / cfg.batch_size)
     total_steps = steps_per_epoch * cfg.epochs
+    if cfg.schedule == "cosine" and cfg.warmup_steps > total_steps:
+        say(
+            f"warning: the warm-up ({cfg.warmup_steps} steps) is longer than the whole run ({total_steps} steps: "
+            f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
+        )
+    out.mkdir(parents=True, exist_ok=True)
     fingerprint = {
         "train_source": train_data.source,
         "train_sequences": len(train_data),
