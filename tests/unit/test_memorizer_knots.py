@@ -90,3 +90,69 @@ def test_many_labels_with_an_ordinal_code_stay_within_paper_a():
     fig = res.report
     assert fig["params_non_embedding"] <= fig["paper_a_param_count"]
     assert res.certificate.certified and res.certificate.correct_tokens == res.certificate.ceiling_tokens
+
+
+def _knot_units_point_by_point(occ, base, codes, h_v, GK, dtype):
+    """Reference: the error-feedback recursion of `knot_units`, one group and one point at a time."""
+    np_dt = np.float32 if dtype == "float32" else np.float64
+    grp, word, lab, h = occ.group, occ.word, occ.label, occ.h
+    P, L = len(h), codes.shape[1]
+    starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1]
+    zt = -(-GK - h).astype(np_dt).astype(np.float64) - GK
+    zv = -float(np.asarray(-GK - h_v).astype(np_dt)) - GK
+    T = codes[lab] - codes[base[word]]
+    knots, coefs, idxs, unresolved, virtual = [], [], [], 0, 0
+    for s, e in zip(starts.tolist(), np.r_[starts[1:], P].tolist(), strict=True):
+        z, t, idx = list(zt[s:e]), [T[i] for i in range(s, e)], list(range(s, e))
+        if np.any(t[0] != 0):
+            z, t, idx = [zv, *z], [np.zeros(L), *t], [s, *idx]
+            virtual += 1
+        if len(z) < 2 or not any(np.any(r != t[0]) for r in t):
+            continue
+        S, g = np.zeros(L), np.zeros(L)
+        for m in range(len(z) - 1):
+            dz, need = z[m + 1] - z[m], t[m + 1] - g
+            if dz <= 0.0:
+                unresolved += int(np.any(need != 0))
+                continue
+            c = (need / dz - S).astype(np_dt).astype(np.float64)
+            if np.any(c != 0):
+                knots.append(z[m])
+                coefs.append(c)
+                idxs.append(idx[m])
+                S = S + c
+            g = g + S * dz
+    return np.array(knots), np.array(coefs).reshape(-1, L), np.array(idxs, dtype=np.int64), unresolved, virtual
+
+
+@pytest.mark.parametrize("dtype,labels,by_pos", [("float64", "ordinal", False), ("float32", "one-hot", True)])
+def test_knot_units_all_groups_at_once_equal_the_point_by_point_recursion(dtype, labels, by_pos):
+    # random groups of 1..40 points with repeated h (Δz = 0 after rounding: unresolved changes) and lowest points
+    # off the base label (virtual points): every knot, coefficient bit, word and count as point by point
+    from uatlab.constructions.paper_a.cor1_memorizer.contexts import Occurrences
+    from uatlab.constructions.paper_a.cor1_memorizer.knots import knot_units, label_code_matrix
+
+    rng = np.random.default_rng(7)
+    C, V, n_groups = 5, 30, 120
+    sizes = rng.integers(1, 41, size=n_groups)
+    group = np.repeat(np.arange(n_groups), sizes)
+    word = group % V
+    h = np.concatenate([np.sort(rng.choice(rng.uniform(-1, 1, size=max(1, k // 2)), size=k)) for k in sizes])
+    h[rng.random(len(h)) < 0.1] += 1e-12  # differences below float32 resolution
+    h = np.concatenate([np.sort(h[group == i]) for i in range(n_groups)])
+    label = rng.integers(0, C, size=len(h))
+    label[rng.random(len(h)) < 0.5] = 0
+    pos = (group % 7) if by_pos else None
+    occ = Occurrences(word, h, label, len(h), len(h), [], 0, group=group, pos=pos)
+    base = np.zeros(V, dtype=np.int64)
+    codes = label_code_matrix(C, labels)
+    units = knot_units(occ, base, codes, -1.25, 0.0 if by_pos else 3.0, dtype)
+    knot, coef, idx, unresolved, virtual = _knot_units_point_by_point(
+        occ, base, codes, -1.25, 0.0 if by_pos else 3.0, dtype
+    )
+    assert unresolved > 0 and len(knot) > 100
+    assert virtual > 0
+    assert units.knot.tobytes() == knot.tobytes() and units.coef.tobytes() == coef.tobytes()
+    assert np.array_equal(units.word, word[idx])
+    assert (units.pos is None) if not by_pos else np.array_equal(units.pos, pos[idx])
+    assert (units.unresolved, units.virtual_points) == (unresolved, virtual)

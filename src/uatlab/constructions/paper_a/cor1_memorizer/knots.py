@@ -174,17 +174,22 @@ def knot_units(occ, base: np.ndarray, codes: np.ndarray, h_v: float, GK: float, 
     holding each group's lowest and highest point and both sides of every label change; ``codes`` (C, L) label codes; ``h_v`` the virtual
     point ((word, position) groups; ignored for word groups, whose base is their first label); ``GK`` the
     binary gate's G·k (0 for m-hot), which shares the ONE weight with the knot.
+
+    The error-feedback recursion is sequential along a group but independent between groups, so it runs
+    over all groups at once: step m advances every group with more than m + 1 points by one point (groups
+    sorted by length, the active ones a prefix). Each group sees exactly the float64 operations of a
+    point-by-point loop (``need = t_{m+1} − g``, ``c = fl_dtype(need/Δz − S)``, ``S += c`` if c ≠ 0,
+    ``g += S·Δz``), elementwise, so the units and their bits do not depend on this order.
     """
     np_dt = np.float32 if dtype == "float32" else np.float64
     by_pos = occ.pos is not None
     P = len(occ.h)
+    L = codes.shape[1]
     if P == 0:
-        L = codes.shape[1]
         return KnotUnits(np.zeros(0), np.zeros((0, L)), np.zeros(0, np.int64), None, 0, 0, 0)
     grp, word, lab, h = occ.group, occ.word, occ.label, occ.h
     pos = occ.pos if by_pos else np.zeros(P, dtype=np.int64)
     starts = np.r_[0, np.flatnonzero(grp[1:] != grp[:-1]) + 1]
-    ends = np.r_[starts[1:], P]
     boundaries = int(((grp[1:] == grp[:-1]) & (lab[1:] != lab[:-1])).sum())
     # stored knots: W1[:, ONE] = −(G k + z) rounded to the dtype; z̃ = −stored − G k is exact in float64
     stored = (-GK - h).astype(np_dt).astype(np.float64)
@@ -192,51 +197,58 @@ def knot_units(occ, base: np.ndarray, codes: np.ndarray, h_v: float, GK: float, 
     stored_v = float(np.asarray(-GK - h_v).astype(np_dt))
     zv = -stored_v - GK
     T = codes[lab] - codes[base[word]]  # (P, L) targets relative to the embedding's base label
-    out_knot, out_coef, out_idx = [], [], []
-    unresolved = virtual = 0
-    rnd = (
-        (lambda x: np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64))
-        if np_dt is np.float32
-        else (lambda x: np.asarray(x, dtype=np.float64))
-    )
-    L = codes.shape[1]
-    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        z = zt[s:e]
-        t = T[s:e]
-        idx = list(range(s, e))
-        if np.any(t[0] != 0):  # lowest point is not the base label: start from the virtual point
-            z = np.r_[zv, z]
-            t = np.vstack([np.zeros((1, L)), t])
-            idx = [s, *idx]
-            virtual += 1
-        if len(z) < 2 or not np.any(t != t[0]):
-            continue
-        S = np.zeros(L)  # current slope (sum of the rounded coefficients)
-        g = np.zeros(L)  # value of the exact interpolant at z[m]
-        for m in range(len(z) - 1):
-            dz = z[m + 1] - z[m]
-            need = t[m + 1] - g
-            if dz <= 0.0:
-                if np.any(need != 0):
-                    unresolved += 1
-                    t[m + 1] = g  # unrepresentable change: the upper point keeps the lower point's code
-                continue
-            c = rnd(need / dz - S)
-            if np.any(c != 0):
-                out_knot.append(z[m])
-                out_coef.append(c)
-                out_idx.append(idx[m])
-                S = S + c
-            g = g + S * dz
-    q = len(out_knot)
-    ii = np.array(out_idx, dtype=np.int64)
+    # a group whose lowest point is not the base label starts from the virtual point (zv, target 0)
+    virt = np.flatnonzero(np.any(T[starts] != 0, axis=1))
+    z = np.insert(zt, starts[virt], zv)  # (P', ) the points with the virtual ones, in group order
+    t = np.insert(T, starts[virt], 0.0, axis=0)  # (P', L)
+    idx = np.insert(np.arange(P), starts[virt], starts[virt])  # (P',) the original point of each
+    nvirt = np.zeros(len(starts), dtype=np.int64)
+    nvirt[virt] = 1
+    xs = starts + np.r_[0, np.cumsum(nvirt)[:-1]]  # (groups,) start of each group in the extended arrays
+    xlen = np.diff(np.r_[xs, len(z)])
+    # groups with ≥ 2 points and some target different from their first
+    differs = np.any(t != t[np.repeat(xs, xlen)], axis=1)
+    live = (xlen >= 2) & (np.add.reduceat(differs, xs) > 0)
+    order = np.flatnonzero(live)
+    order = order[np.argsort(-xlen[order], kind="stable")]  # longest first: the active groups are a prefix
+    gs, gl = xs[order], xlen[order]
+    S = np.zeros((len(order), L))  # current slope per group (sum of the rounded coefficients)
+    g = np.zeros((len(order), L))  # value of the exact interpolant at the current point
+    emitted, coefs = [], []
+    unresolved = 0
+    steps = int(gl.max()) - 1 if len(gl) else 0
+    active = len(order)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for m in range(steps):
+            while active and gl[active - 1] < m + 2:
+                active -= 1
+            at = gs[:active] + m  # (a,) extended index of point m of each active group
+            dz = z[at + 1] - z[at]
+            Sa, ga = S[:active], g[:active]
+            need = t[at + 1] - ga
+            ok = dz > 0.0
+            if not ok.all():  # an unrepresentable change: the upper point keeps the lower point's code
+                unresolved += int(np.any(need[~ok] != 0, axis=1).sum())
+            c = (need / dz[:, None] - Sa).astype(np_dt).astype(np.float64)
+            emit = ok & np.any(c != 0, axis=1)
+            if emit.any():
+                emitted.append(at[emit])
+                coefs.append(c[emit])
+                Sa[emit] += c[emit]
+            ga[ok] += Sa[ok] * dz[ok, None]
+    at = np.concatenate(emitted) if emitted else np.zeros(0, np.int64)
+    coef = np.concatenate(coefs) if coefs else np.zeros((0, L))
+    srt = np.argsort(at, kind="stable")  # group order, then point order (as built point by point)
+    at, coef = at[srt], coef[srt]
+    ii = idx[at]
+    q = len(at)
     return KnotUnits(
-        knot=np.array(out_knot, dtype=np.float64),
-        coef=np.array(out_coef, dtype=np.float64).reshape(q, L),
-        word=word[ii] if q else np.zeros(0, np.int64),
-        pos=(pos[ii] if q else np.zeros(0, np.int64)) if by_pos else None,
+        knot=z[at].astype(np.float64),
+        coef=np.ascontiguousarray(coef, dtype=np.float64).reshape(q, L),
+        word=word[ii],
+        pos=pos[ii] if by_pos else None,
         unresolved=unresolved,
-        virtual_points=virtual,
+        virtual_points=len(virt),
         boundaries=boundaries,
     )
 
