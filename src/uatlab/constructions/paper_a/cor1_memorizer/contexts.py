@@ -144,24 +144,29 @@ def group_occurrences(
     num_labels = len(id2lab)
     pos_all = table.pos if by_position else None
     grp = context_groups(word, table.pos, by_position)
-    tok_index = np.arange(T)
-    order = np.lexsort((tok_index, hh, grp))
+    order = np.lexsort((hh, grp))  # stable: tokens of one (group, h) point stay in data order
     w_s, h_s, l_s, k_s, g_s = word[order], hh[order], lab[order], key[order], grp[order]
     new = np.r_[True, (g_s[1:] != g_s[:-1]) | (h_s[1:] != h_s[:-1])]
-    gid = np.cumsum(new) - 1  # (T,) point id per sorted token
-    G = int(gid[-1]) + 1
-    # majority label per point: count (point, label) pairs; ties → label seen first in data order
-    pair = gid * (num_labels + 1) + l_s
+    first = np.flatnonzero(new)  # (G,) first sorted token of each point
+    G = len(first)
+    size = np.diff(np.r_[first, T])  # (G,) tokens per point
+    # majority label per point: a one-token point has its token's label; on the tokens of the other points,
+    # count (point, label) pairs; ties → label seen first in data order
+    label = l_s[first].astype(np.int64)
+    shared = size > 1
+    on_shared = np.repeat(shared, size)  # (T,) tokens of points with several tokens
+    gid = (np.cumsum(new) - 1)[on_shared]  # point id per such token
+    pair = gid * (num_labels + 1) + l_s[on_shared]
     uniq, first_pos, counts = np.unique(pair, return_index=True, return_counts=True)
     p_gid = uniq // (num_labels + 1)
     p_lab = uniq % (num_labels + 1)
-    first_tok = order[first_pos]  # data-order index of the first token with this (point, label)
+    first_tok = order[on_shared][first_pos]  # data-order index of the first token with this (point, label)
     best = np.lexsort((first_tok, -counts, p_gid))  # per point: highest count, then earliest
-    is_first = np.r_[True, p_gid[best][1:] != p_gid[best][:-1]]
+    is_first = np.ones(len(best), dtype=bool)  # (may be empty: no point with several tokens)
+    is_first[1:] = p_gid[best][1:] != p_gid[best][:-1]
     win = best[is_first]
-    label = np.empty(G, dtype=np.int64)
     label[p_gid[win]] = p_lab[win]
-    ceiling = int(counts[win].sum())
+    ceiling = int(G - shared.sum() + counts[win].sum())
     # conflicts vs collisions: a point whose tokens have several labels
     multi = np.bincount(p_gid, minlength=G) > 1
     conflicts: list[dict[str, Any]] = []
@@ -191,7 +196,6 @@ def group_occurrences(
             else:  # different inputs, same h: the construction cannot separate them
                 wrong = int((l_s[members] != label[g]).sum())
                 collision += wrong - _conflict_losers(keys, l_s[members])
-    first = np.flatnonzero(new)
     return Occurrences(
         w_s[first],
         h_s[first],
@@ -244,18 +248,27 @@ def merge_occurrences(parts: list[Occurrences], max_listed: int = 50) -> Occurre
     word, h, label, group = cat("word", np.int64), cat("h", np.float64), cat("label", np.int64), cat("group", np.int64)
     by_pos = bool(parts) and parts[0].pos is not None
     pos = cat("pos", np.int64) if by_pos else None
-    order = np.lexsort((h, group))
+    # each part is sorted by (group, h) and a group lies in one part: a stable sort by group alone gives
+    # the (group, h) order with ties in data order, the lexsort's order (checked; else the lexsort)
+    order = np.argsort(group, kind="stable") if len(parts) > 1 else None
+    g_o, h_o = (group, h) if order is None else (group[order], h[order])
+    if not np.all((g_o[1:] > g_o[:-1]) | ((g_o[1:] == g_o[:-1]) & (h_o[1:] >= h_o[:-1]))):
+        order = np.lexsort((h, group))
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return a if order is None else a[order]
+
     conflicts = sorted((c for p in parts for c in p.conflicts), key=lambda c: (c["sequences"][0], c["position"]))
     return Occurrences(
-        word[order],
-        h[order],
-        label[order],
+        take(word),
+        take(h),
+        take(label),
         sum(p.tokens for p in parts),
         sum(p.ceiling_tokens for p in parts),
         conflicts[:max_listed],
         sum(p.collision_tokens for p in parts),
-        group=group[order],
-        pos=None if pos is None else pos[order],
+        group=take(group),
+        pos=None if pos is None else take(pos),
         distinct=sum(p.distinct for p in parts),
     )
 
