@@ -22,6 +22,8 @@ NEW_IDS = {
     "B.approx.one-standard-layer-limit",
     "B.approx.one-standard-layer-positional-keys-limit",
     "B.exp.one-standard-layer-trained",
+    "B.approx.one-standard-layer-data-keys-limit",
+    "B.approx.one-standard-layer-two-tokens",
 }
 
 

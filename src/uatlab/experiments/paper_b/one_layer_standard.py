@@ -35,10 +35,11 @@ Two facts, both proved here and checked by `one_layer_limits`:
    (`positional_key_error_lower_bound`); `positional_key_layer` builds a random layer of this class (and,
    for contrast, one whose keys read the data) to check the affinity numerically.
 
-What stays open: a one-layer standard form whose KEYS read the data. Then the softmax normaliser is the only
-place where different tokens meet non-additively (for query i the key weights are κ_k(z_i)·exp(β(z_i)ᵀx_k),
-one data direction β per head and query); we neither build one at 1 % nor prove that none exists. The price
-of the route that works is the second layer.
+Keys that read the data are treated in `uatlab.experiments.paper_b.one_layer_data_keys`: for n ≥ 3 tokens
+and d ≥ 2 channels every one-layer standard form has symmetric cross-Hessian blocks (so no size reaches the
+benchmark nets), while for n = 2 one such layer is universal
+(`uatlab.constructions.paper_b.lem3_11_standard_two_tokens`). The price of the route that works is the
+second layer.
 """
 
 from __future__ import annotations
