@@ -37,6 +37,7 @@ CHEAP_CALLS = {
     "compile_relu_network": lambda f: f(NET, anchors=9),
     "compile_relu_network_two_layer": lambda f: f(NET, anchors=9),
     "compile_relu_network_standard": lambda f: f(NET, anchors=9),
+    "compile_relu_network_one_standard_layer_two_tokens": lambda f: f(NET, sigmoids=4),
     "build_incontext_gd": lambda f: f(2, 4, steps=1, lr=0.1),
     "build_incontext_ridge": lambda f: f(2, 4, 0.1, steps=1, lr=0.1),
     "build_incontext_features": lambda f: f(2, 8, 0.1, steps=1, lr=0.1),
