@@ -111,6 +111,9 @@ def test_relu_network_standard_forms(capsys, tmp_path):
     (row,) = one["rows"]
     assert row["lower_bound"] > 0 and row["output_range_upper_bound"] > 0
     assert row["relative_lower_bound"] == row["lower_bound"] / row["output_range_upper_bound"]
+    # the bound for every one-layer standard form (keys reading the data too; n = 4, d = 2)
+    assert row["any_layer_lower_bound"] > 0
+    assert row["relative_any_layer_lower_bound"] == row["any_layer_lower_bound"] / row["output_range_upper_bound"]
     assert (tmp_path / "relu-network-one-standard-layer.csv").exists()
     assert (tmp_path / "relu-network-one-standard-layer.png").exists()
 

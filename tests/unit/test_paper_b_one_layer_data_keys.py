@@ -101,7 +101,7 @@ def test_benchmark_net_is_out_of_reach_of_any_one_standard_layer():
     r = data_key_error_lower_bound(net, starts=4, steps=1500, seed=0)
     assert Fraction(r["lower_bound"]) <= abs(slice_functional_exact(net, r["witness"])) / 8
     assert r["lower_bound"] > 0.01 * output_range_upper_bound(net)
-    # the positional-key bound is larger: that class is smaller
+    # measured on this net: the positional-key bound (a smaller class) is larger
     assert positional_key_error_lower_bound(net, pairs=100, seed=0)["lower_bound"] > r["lower_bound"]
     with pytest.raises(ValueError, match="n ≥ 3"):
         data_key_error_lower_bound(random_relu_network(2, 5, 3, seed=0))

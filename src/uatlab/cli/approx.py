@@ -210,6 +210,7 @@ def relu_cmd(
                 d=d,
                 hidden=hidden,
                 pairs=400 if quick else pairs,
+                search=(4, 1500) if quick else (8, 3000),
                 seed=seed,
                 progress=_progress(json_out),
             ),
@@ -277,13 +278,15 @@ def _finish_bounds(sweep: sw.Sweep, out: Path, json_out: bool) -> None:
         "relative_lower_bound": "relative ≥",
         "data_free_lower_bound": "data-free ≥",
         "relative_data_free_lower_bound": "relative ≥ (data-free)",
+        "any_layer_lower_bound": "any layer ≥",
+        "relative_any_layer_lower_bound": "relative ≥ (any layer)",
         "pairs": "pairs",
     }
     table = Table(title=f"uatlab approx {sweep.name} (any number of heads)", header_style="bold")
     for header in columns.values():
         table.add_column(header, justify="right")
     for r in sweep.rows:
-        table.add_row(*(format_value(r[c]) for c in columns))
+        table.add_row(*("—" if r[c] is None else format_value(r[c]) for c in columns))
     console.print(table, width=max(console.width, 170))
     for k, v in sweep.summary.items():
         console.print(f"{k}: {format_value(v)}")

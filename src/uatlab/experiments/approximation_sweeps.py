@@ -232,6 +232,7 @@ def sweep_one_standard_layer_bounds(
     d: int = 5,
     hidden: int = 10,
     pairs: int = 2000,
+    search: tuple[int, int] = (8, 3000),
     seed: int = 0,
     progress: Progress = _noop,
 ) -> Sweep:
@@ -241,8 +242,12 @@ def sweep_one_standard_layer_bounds(
     a standard layer whose keys read positions only is, for each fixed token x_i, affine in the other
     tokens at output i, so the midpoint defect over pairs sharing token i bounds its sup error from below
     (``lower_bound``); ``data_free_lower_bound`` is the weaker bound for scores that ignore the data.
-    Relative figures divide by an UPPER bound on the output range over the box (linear programs).
+    ``any_layer_lower_bound`` holds for EVERY one-layer standard form, keys reading the data included
+    (`uatlab.experiments.paper_b.one_layer_data_keys`: symmetric cross-Hessian blocks; n ≥ 3 and d ≥ 2
+    only, else None). Relative figures divide by an UPPER bound on the output range over the box (linear
+    programs). ``search`` = (starts, moves) of the slice search behind ``any_layer_lower_bound``.
     """
+    from uatlab.experiments.paper_b.one_layer_data_keys import data_key_error_lower_bound
     from uatlab.experiments.paper_b.one_layer_standard import (
         affine_error_lower_bound,
         output_range_upper_bound,
@@ -256,6 +261,9 @@ def sweep_one_standard_layer_bounds(
         low = positional_key_error_lower_bound(net, pairs=pairs, seed=seed + k)["lower_bound"]
         free = affine_error_lower_bound(net, pairs=pairs, seed=seed + k)["lower_bound"]
         r_ub = output_range_upper_bound(net)
+        anyl = None
+        if n >= 3 and d >= 2:
+            anyl = data_key_error_lower_bound(net, starts=search[0], steps=search[1], seed=seed + k)["lower_bound"]
         rows.append(
             {
                 "net": k,
@@ -263,9 +271,11 @@ def sweep_one_standard_layer_bounds(
                 "standard": True,
                 "lower_bound": low,
                 "data_free_lower_bound": free,
+                "any_layer_lower_bound": anyl,
                 "output_range_upper_bound": r_ub,
                 "relative_lower_bound": low / r_ub,
                 "relative_data_free_lower_bound": free / r_ub,
+                "relative_any_layer_lower_bound": None if anyl is None else anyl / r_ub,
                 "pairs": pairs,
                 "net_params": net.params,
             }
@@ -274,7 +284,8 @@ def sweep_one_standard_layer_bounds(
     summary = {
         "min_relative_lower_bound": min(r["relative_lower_bound"] for r in rows),
         "holds_for": "every number of heads, width and positional encoding (keys reading positions only)",
-        "not_covered": "layers whose keys read the data",
+        "any_layer_holds_for": "every one-layer standard form, keys reading the data included (n ≥ 3, d ≥ 2)",
+        "not_covered": "keys reading the data when n = 2 (one layer is universal there) or d = 1",
     }
     return Sweep("relu-network-one-standard-layer", "net", rows, {}, summary, seconds=time.perf_counter() - t0)
 
