@@ -873,16 +873,19 @@ class _BoundedModel:
         perm = np.lexsort((T, K, kb, tb))
         key = tb[perm] * (int(kb.max()) + 1) + kb[perm]
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
+        R1 = self.gate["R1"]
+        xr1 = (np.ascontiguousarray(x[:, R1]), np.ascontiguousarray(r[:, R1]))  # (T, |R1|): rows gathered per batch
         for a, b in itertools.pairwise(cuts):
             idx = perm[a:b]
             per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
             for s in range(0, len(idx), per):
                 p = idx[s : s + per]
-                self._ff_batch(x, r, order, starts[p], T[p], lo_u[p], K[p], hid, out, yv, ry)
+                self._ff_batch(x, r, xr1, order, starts[p], T[p], lo_u[p], K[p], hid, out, yv, ry)
 
-    def _ff_batch(self, x, r, order, start, T, lo, K, hid: _Linear, out: _Linear, yv, ry):
+    def _ff_batch(self, x, r, xr1, order, start, T, lo, K, hid: _Linear, out: _Linear, yv, ry):
         """One batch of `_ff_batched`: codes with tokens ``order[start[i] : start[i] + T[i]]`` and units
-        ``lo[i] : lo[i] + K[i]``; writes the output coordinates the layer can change (``gate["R2"]``).
+        ``lo[i] : lo[i] + K[i]``; writes the output coordinates the layer can change (``gate["R2"]``). ``xr1``:
+        the pass's x[:, R1] and r[:, R1].
 
         Only the coordinates R1 that some unit of the layer reads enter the pre-activation products (the others
         are multiplied by exact zero weights, and ``n`` counts non-zero weights only). Values are the ones of
@@ -903,8 +906,8 @@ class _BoundedModel:
         toks = order[start[:, None] + np.minimum(at, T[:, None] - 1)]  # (nb, Tm): padding repeats the last token
         valid = ak < K[:, None]  # (nb, Km)
         units = g["order"][lo[:, None] + np.minimum(ak, K[:, None] - 1)]  # (nb, Km) unit indices
-        xb, rb = x[toks[..., None], R1], r[toks[..., None], R1]  # (nb, Tm, |R1|)
-        W1 = hid.W[units[..., None], R1]  # (nb, Km, |R1|), a gathered copy
+        xb, rb = xr1[0][toks], xr1[1][toks]  # (nb, Tm, |R1|): x[:, R1], r[:, R1] of the batch's tokens
+        W1 = np.take(hid.W, units, axis=0)[..., R1]  # (nb, Km, |R1|), a gathered copy
         W1[~valid] = 0.0  # padded units: all-zero rows
         W1t = np.ascontiguousarray(W1.transpose(0, 2, 1))  # (nb, |R1|, Km)
         aW1t = np.abs(W1t)
@@ -955,8 +958,8 @@ class _BoundedModel:
         ro_prop = nnz * eta
         nnz += b2 != 0
         # ra: the radius through |W2| of each unit: r_z if live, only its rounding if ON (see _on_units_linear_error)
-        ra = rz * (live & ~on)
-        ra += rz_round * on
+        ra = np.where(on, rz_round, rz)
+        ra *= live  # 0 where not live (ON implies live)
         del rz_round
         if linear.any():  # ON units: Σ_j |Σ_{i ON} W2[:, i] W1[i, j]| r_j, with the float64 slack of that sum
             onf = on.astype(np.float64)

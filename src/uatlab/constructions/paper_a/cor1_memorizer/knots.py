@@ -332,13 +332,16 @@ def assemble_knot_model(
     lay.pad = d_budget - lay.d_model  # pad so that the count stays within paper A's (module docstring)
     d = lay.d_model
 
-    W1 = np.zeros((q, d), dtype=np_dt)
+    # a unit's row: its word's gate (the same for every unit of the word: one row per word, gathered), CTX
+    # weight 1, its position gate and its knot
+    word_rows = np.zeros((V, d), dtype=np_dt)
+    word_rows[:, :k] = G * wcodes if m == 0 else -G * (1.0 - wcodes)
+    word_rows[:, lay.ctx] = 1.0
+    W1 = word_rows[units.word]  # (q, d)
+    del word_rows
     if q:
-        uc = wcodes[units.word]  # (q, k) the unit's word code
-        W1[:, :k] = G * uc if m == 0 else -G * (1.0 - uc)
         if by_pos:
             W1[:, lay.pos_code] = -G_pos * (1.0 - pcodes[units.pos])
-        W1[:, lay.ctx] = 1.0
         W1[:, lay.one] = -GK - units.knot  # exact: the stored value
     W2 = np.zeros((d, q), dtype=np_dt)
     W2[lay.labels, :] = units.coef.T
