@@ -310,6 +310,13 @@ def _attention_weights(attn, dtype: str) -> _Attention:
     )
 
 
+def _columns(W: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """W[:, cols]: a view when ``cols`` is a contiguous increasing range, else a copy (gathered by columns)."""
+    if len(cols) and np.array_equal(cols, np.arange(cols[0], cols[0] + len(cols))):
+        return W[:, cols[0] : cols[0] + len(cols)]
+    return np.take(W, cols, axis=1)
+
+
 def _matvec_bound(x, r, W, rW, u, eta):
     """y = x Wᵀ for x (..., in), W (out, in): reference value and radius (eta: underflow per product)."""
     absW = np.abs(W)
@@ -500,11 +507,12 @@ class _BoundedModel:
         untouched = np.all(attn.WO == 0.0, axis=(0, 2)) & np.all(attn.rO == 0.0, axis=(0, 2))
         if self.P is not None:
             untouched &= np.all(self.P == 0.0, axis=0)
-        untouched &= np.any(ff1.W != 0.0, axis=0)  # coordinates the first FF actually reads
+        reads = np.any(ff1.W != 0.0, axis=0)  # coordinates the first FF actually reads
+        untouched &= reads
         q = ff1.W.shape[0]
         J = np.flatnonzero(untouched & np.all(np.abs(E) == 1.0, axis=0))
         if len(J):  # ±1 codes: another word's code agrees in at most |J| − 1 places
-            WJ = ff1.W[:, J]  # (q, |J|)
+            WJ = _columns(ff1.W, J)  # (q, |J|)
             G = np.abs(WJ[:, 0])
             gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
             cap = G * (len(J) - 2)
@@ -517,7 +525,7 @@ class _BoundedModel:
             m = int(weights[0])
             if m < 1 or np.any(weights != m):
                 return None
-            WJ = ff1.W[:, J]
+            WJ = _columns(ff1.W, J)
             G = WJ.max(axis=1)
             gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
             cap = G * (m - 1)
@@ -571,9 +579,9 @@ class _BoundedModel:
             "b": ff1.b[order],
             "terms": ff1.terms[order],
             "gam": gamma(np.maximum(ff1.terms[order], 1), self.u),
-            "Wo": ff1.W[order[:, None], others],  # (q, |others|) W1's non-code columns, in this order
+            "Wo": _columns(ff1.W, others)[order],  # (q, |others|) W1's non-code columns, in this order
             # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
-            "R1": np.flatnonzero(np.any(ff1.W != 0.0, axis=0)),
+            "R1": np.flatnonzero(reads),
             "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
         }
 
@@ -772,18 +780,19 @@ class _BoundedModel:
         return L, rL
 
     # ---------------------------------------------------------------- first FF, gated fast path
-    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear):
-        """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids."""
+    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, abs_w1=None):
+        """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids; ``abs_w1``: `_gate_box_products` of
+        these x, r if already formed (else formed here)."""
         g = self.gate
         others = g["others"]
         # box of the chunk over the non-code coordinates
         lo = (x[:, others] - r[:, others]).min(axis=0)
         hi = (x[:, others] + r[:, others]).max(axis=0)
-        Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
-        Mr = r.max(axis=0)
         uorder, b1, Wo = g["order"], g["b"], g["Wo"]  # units in code order (see _detect_gate)
         upper = g["cap"] + np.maximum(Wo, 0.0) @ hi + np.minimum(Wo, 0.0) @ lo + b1  # bound on z_exact (other codes)
-        aWM, aWr = hid.abs_matvec(np.stack([Mx, Mr], axis=1))[uorder].T  # |W1| Mx, |W1| Mr (one pass over |W1|)
+        if abs_w1 is None:
+            abs_w1 = self._gate_box_products(x, r, hid)
+        aWM, aWr = abs_w1[uorder].T  # |W1| Mx, |W1| Mr
         rz = aWr + g["gam"] * (aWM + np.abs(b1)) + g["terms"] * self.eta
         slack = gamma(hid.W.shape[1] + 3, U64) * (
             g["code_abs"] + aWM + np.abs(Wo) @ (np.abs(lo) + np.abs(hi)) + np.abs(b1)
@@ -837,6 +846,14 @@ class _BoundedModel:
         if len(fast):
             self._ff_batched(x, r, order, starts[fast], ends[fast], lo_u[fast], hi_u[fast], hid, out, yv, ry)
         return yv, ry
+
+    @staticmethod
+    def _gate_box_products(x, r, hid: _Linear) -> np.ndarray:
+        """(units, 2): |W1| Mx and |W1| Mr with Mx = max_t (|x_t| + 2 r_t), Mr = max_t r_t over the tokens given
+        (one pass over |W1|; the gated layer's box, and the overflow check's |W1| X of the same tokens)."""
+        Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
+        Mr = r.max(axis=0)
+        return hid.abs_matvec(np.stack([Mx, Mr], axis=1))
 
     # (token, unit) pairs of one call for a code with many tokens (bounds the memory: ~20 such arrays)
     UNIT_PAIRS = 1 << 20
@@ -1070,10 +1087,18 @@ class _BoundedModel:
             xf = np.concatenate([x.reshape(-1, d) for x in xs])  # (T, d): every group's tokens
             rf = np.concatenate([r.reshape(-1, d) for r in rs])
             xs = rs = None
-            overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
             if li == 0 and self.gate is not None:
-                xf, rf = self.ff_gated(xf, rf, np.concatenate([ids.reshape(-1) for ids in groups]), hid, out)
+                # one pass over |W1| for both the overflow check and the gated layer's box (the same Mx); rows of
+                # W2 outside R2 are all zero (their |W2| X is exactly 0)
+                abs_w1 = self._gate_box_products(xf, rf, hid)
+                overflow |= self._may_overflow(
+                    xf, rf, "ff", (hid, out), abs_w1_x=abs_w1[:, 0], out_rows=self.gate["R2"]
+                )
+                ids = np.concatenate([ids.reshape(-1) for ids in groups])
+                xf, rf = self.ff_gated(xf, rf, ids, hid, out, abs_w1=abs_w1)
+                del abs_w1
             else:
+                overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
                 xf, rf = self._ff_dense_chunked(xf[None], rf[None], hid, out)
                 xf, rf = xf[0], rf[0]
             cut = np.cumsum(sizes)[:-1]
@@ -1092,10 +1117,13 @@ class _BoundedModel:
             res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
         return res
 
-    def _may_overflow(self, x, r, stage: str, params=None) -> bool:
+    def _may_overflow(self, x, r, stage: str, params=None, abs_w1_x=None, out_rows=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
         batch's largest |input| per coordinate). Given finite inputs, each bound S = Σ|terms| also bounds
-        every product and every partial sum (times 1 + γ < 2), in any order."""
+        every product and every partial sum (times 1 + γ < 2), in any order.
+
+        ``stage == "ff"`` may be given ``abs_w1_x`` (|W1| X of these x, r, already formed) and ``out_rows``: the
+        only rows of W2 and b2 that are not all zero (the others' bound is |x| alone)."""
         lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
         Xm = (np.abs(x) + 2 * r).reshape(-1, x.shape[-1]).max(axis=0)  # (d,)
         if stage == "embed":
@@ -1121,8 +1149,13 @@ class _BoundedModel:
                 ]
         elif stage == "ff":
             hid, out = params
-            Sh = hid.abs_matvec(Xm) + np.abs(hid.b)
-            sizes = [Sh, out.abs_matvec(2 * Sh) + np.abs(out.b) + Xm]
+            Sh = (hid.abs_matvec(Xm) if abs_w1_x is None else abs_w1_x) + np.abs(hid.b)
+            if out_rows is None:
+                So = out.abs_matvec(2 * Sh) + np.abs(out.b) + Xm
+            else:
+                So = np.abs(out.b) + Xm
+                So[out_rows] += np.abs(out.W[out_rows]) @ (2 * Sh)
+            sizes = [Sh, So]
         else:
             sizes = [params.absW @ Xm + np.abs(params.b)]
         return not all(np.all(np.isfinite(v)) and np.max(v, initial=0.0) <= lim for v in sizes)
