@@ -33,29 +33,54 @@ def boltzmann_context(
     pairs at a time: several short sequences at once, or blocks of queries of one long sequence, so memory
     is linear in the sequence length. Returns one (n,) array per sequence.
     """
-    out: list[np.ndarray | None] = [None] * len(words)
-    lengths = np.array([len(w) for w in words])
-    for n in np.unique(lengths):
+    if not words:
+        return []
+    h = _boltzmann_columns(words, alpha, pi, [b], causal, batch_tokens)[:, 0]
+    return np.split(h, np.cumsum([len(w) for w in words])[:-1])
+
+
+def _boltzmann_columns(
+    words: list[np.ndarray],
+    alpha: np.ndarray,
+    pi: np.ndarray,
+    scales: list[np.ndarray],
+    causal: bool,
+    batch_tokens: int = 2_000_000,
+) -> np.ndarray:
+    """(T, K): h of every token (sequences concatenated) for each query scale b in ``scales``: per batch of
+    sequences of one length, the keys a are formed once and every scale's scores from them (`_boltzmann_rows`)."""
+    lengths = np.array([len(w) for w in words], dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    H = np.empty((int(lengths.sum()), len(scales)), dtype=np.float64)
+    for n in np.unique(lengths).tolist():
         idx = np.flatnonzero(lengths == n)
         if n * n > batch_tokens:  # one long sequence at a time, in blocks of queries
-            for i in idx:
-                out[i] = _boltzmann_context_blocked(alpha[words[i]] + pi[:n], b[:n], causal, batch_tokens)
+            for i in idx.tolist():
+                a = alpha[words[i]] + pi[:n]
+                for c, b in enumerate(scales):
+                    H[offsets[i] : offsets[i] + n, c] = _boltzmann_context_blocked(a, b[:n], causal, batch_tokens)
             continue
         step = max(1, batch_tokens // (n * n))
         for s in range(0, len(idx), step):
             sel = idx[s : s + step]
-            ids = np.stack([words[i] for i in sel])  # (B, n)
+            ids = np.stack([words[i] for i in sel.tolist()])  # (B, n)
             a = alpha[ids] + pi[:n]  # (B, n) keys = values
-            S = b[:n][None, :, None] * a[:, None, :]  # (B, n_q, n_k)
-            if causal:
-                S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
-            S = S - S.max(axis=-1, keepdims=True)
-            P = np.exp(S)
-            P /= P.sum(axis=-1, keepdims=True)
-            h = np.einsum("bqk,bk->bq", P, a)  # (B, n)
-            for j, i in enumerate(sel):
-                out[i] = h[j]
-    return out  # type: ignore[return-value]
+            rows = (offsets[sel][:, None] + np.arange(n)).ravel()  # (B·n,) the tokens' rows in H
+            for c, b in enumerate(scales):
+                H[rows, c] = _boltzmann_rows(a, b[:n], causal).ravel()
+    return H
+
+
+def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool) -> np.ndarray:
+    """h (B, n) of B sequences of one length n with keys = values ``a`` (B, n) and query scales ``b`` (n,)."""
+    n = a.shape[1]
+    S = b[None, :, None] * a[:, None, :]  # (B, n_q, n_k)
+    if causal:
+        S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
+    S -= S.max(axis=-1, keepdims=True)
+    np.exp(S, out=S)
+    S /= S.sum(axis=-1, keepdims=True)
+    return np.einsum("bqk,bk->bq", S, a)  # (B, n)
 
 
 def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch_tokens: int) -> np.ndarray:
@@ -86,7 +111,7 @@ def context_columns(alpha: np.ndarray, max_len: int, pool: list[tuple[float, int
 def _context_columns(
     alpha: np.ndarray, pi: np.ndarray, scales: list[np.ndarray], causal: bool, words: list[np.ndarray]
 ) -> np.ndarray:
-    return np.stack([np.concatenate(boltzmann_context(words, alpha, pi, b, causal)) for b in scales], axis=1)
+    return _boltzmann_columns(words, alpha, pi, scales, causal)
 
 
 @dataclass
