@@ -310,6 +310,14 @@ def _attention_weights(attn, dtype: str) -> _Attention:
     )
 
 
+def _rows_cols(rows: np.ndarray, cols: np.ndarray) -> tuple:
+    """The index of the (len(rows), len(cols)) block x[rows][:, cols]: a slice of columns when ``cols`` is a
+    contiguous increasing range (a faster index, the same elements), else an outer fancy index."""
+    if len(cols) and np.array_equal(cols, np.arange(cols[0], cols[0] + len(cols))):
+        return rows, slice(int(cols[0]), int(cols[0]) + len(cols))
+    return rows[:, None], cols
+
+
 def _columns(W: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """W[:, cols]: a view when ``cols`` is a contiguous increasing range, else a copy (gathered by columns)."""
     if len(cols) and np.array_equal(cols, np.arange(cols[0], cols[0] + len(cols))):
@@ -465,6 +473,12 @@ class _BoundedModel:
         self.eta = underflow_eta(self.dtype)  # absolute error of one underflowing product
         self.E = model.embed.weight.detach().to(torch.float64).numpy().copy()  # (V, d)
         self.P = model.pos.detach().to(torch.float64).numpy().copy() if model.pos is not None else None
+        # coordinates where some word's embedding and some position's encoding are both non-zero
+        self.embed_overlap = (
+            np.flatnonzero(np.any(self.E != 0.0, axis=0) & np.any(self.P != 0.0, axis=0))
+            if self.P is not None
+            else np.zeros(0, dtype=np.int64)
+        )
         d = cfg.d_model
         self.input_ff = (
             (
@@ -596,7 +610,11 @@ class _BoundedModel:
             raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
         p = np.broadcast_to(self.P[:n], e.shape)
         x = e + p
-        exact = _exact_sum_mask(e, p, self.dtype)
+        # e + p is exact wherever e or p is 0 for every word or position; TwoSum on the other coordinates only
+        exact = np.ones(x.shape, dtype=bool)
+        both = self.embed_overlap
+        if len(both):
+            exact[..., both] = _exact_sum_mask(np.take(e, both, axis=-1), np.take(p, both, axis=-1), self.dtype)
         r = np.where(exact, 0.0, self.u * np.abs(x) * (1 + self.u))
         return x, r
 
@@ -786,8 +804,10 @@ class _BoundedModel:
         g = self.gate
         others = g["others"]
         # box of the chunk over the non-code coordinates
-        lo = (x[:, others] - r[:, others]).min(axis=0)
-        hi = (x[:, others] + r[:, others]).max(axis=0)
+        xo, ro = np.take(x, others, axis=1), np.take(r, others, axis=1)
+        lo = (xo - ro).min(axis=0)
+        hi = (xo + ro).max(axis=0)
+        del xo, ro
         uorder, b1, Wo = g["order"], g["b"], g["Wo"]  # units in code order (see _detect_gate)
         upper = g["cap"] + np.maximum(Wo, 0.0) @ hi + np.minimum(Wo, 0.0) @ lo + b1  # bound on z_exact (other codes)
         if abs_w1 is None:
@@ -837,9 +857,10 @@ class _BoundedModel:
                 yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], uorder[dense_units], hid, out)
             else:  # no unit at all: `_ff_units` with none, y = x + b2 on R2 (the rest passes through, above)
                 R2 = g["R2"]
-                xo, ro, b2 = x[toks[:, None], R2], r[toks[:, None], R2], out.b[R2]
+                at2 = _rows_cols(toks, R2)
+                xo, ro, b2 = x[at2], r[at2], out.b[R2]
                 nb2 = np.broadcast_to((b2 != 0).astype(np.float64), xo.shape)
-                yv[toks[:, None], R2], ry[toks[:, None], R2] = self._residual(
+                yv[at2], ry[at2] = self._residual(
                     xo, ro, np.broadcast_to(b2, xo.shape), np.zeros_like(xo), np.broadcast_to(np.abs(b2), xo.shape), nb2
                 )
         fast = np.flatnonzero(own_only)
@@ -891,7 +912,7 @@ class _BoundedModel:
         key = tb[perm] * (int(kb.max()) + 1) + kb[perm]
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
         R1 = self.gate["R1"]
-        xr1 = (np.ascontiguousarray(x[:, R1]), np.ascontiguousarray(r[:, R1]))  # (T, |R1|): rows gathered per batch
+        xr1 = (np.take(x, R1, axis=1), np.take(r, R1, axis=1))  # (T, |R1|): rows gathered per batch
         for a, b in itertools.pairwise(cuts):
             idx = perm[a:b]
             per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
@@ -1003,9 +1024,10 @@ class _BoundedModel:
         del z, rz, ra
         keep = at[None, :] < T[:, None]
         tk = toks[keep]
-        xo, ro = x[tk[:, None], R2], r[tk[:, None], R2]
+        at2 = _rows_cols(tk, R2)
+        xo, ro = x[at2], r[at2]
         y, ryb = self._residual(xo, ro, o[keep], ro_prop[keep], S[keep], nnz[keep])
-        yv[tk[:, None], R2], ry[tk[:, None], R2] = y, ryb
+        yv[at2], ry[at2] = y, ryb
 
     def _ff_units(self, x, r, units, hid: _Linear, out: _Linear):
         """The feed-forward layer restricted to ``units`` (indices of W1's rows) for tokens x, r (T, d)."""
