@@ -45,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -109,13 +110,60 @@ def certificate_digest(fig: dict) -> str:
     return hashlib.sha256(json.dumps({k: fig.get(k) for k in CERT_FIELDS}, sort_keys=True).encode()).hexdigest()
 
 
-def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = True) -> dict:
-    """One ``uatlab compile`` in a fresh process: its JSON, CPU, wall, peak RSS, model hash."""
+def _vmhwm_mb(pid: int) -> float | None:
+    """Peak resident set (VmHWM, Linux) of a live process in MB, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, float], every: float = 0.25) -> None:
+    """Until ``stop``: the peak RSS (VmHWM) of every Ray worker process descending from process ``root``
+    (Ray's workers are grandchildren of the driver, not children it waits for, so RUSAGE_CHILDREN misses
+    them). VmHWM is a high-water mark: a sample is the peak so far; growth in a worker's last ``every``
+    seconds before it exits is not seen."""
+    import psutil
+
+    while not stop.is_set():
+        try:
+            procs = psutil.Process(root).children(recursive=True)
+        except psutil.Error:
+            return
+        for p in procs:
+            try:
+                if not (p.name().startswith("ray::") or "default_worker.py" in " ".join(p.cmdline())):
+                    continue
+            except psutil.Error:
+                continue
+            hwm = _vmhwm_mb(p.pid)
+            if hwm is not None:
+                peaks[p.pid] = max(peaks.get(p.pid, 0.0), hwm)
+        stop.wait(every)
+
+
+def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = True, ray_workers: bool = False) -> dict:
+    """One ``uatlab compile`` in a fresh process: its JSON, CPU, wall, peak RSS, model hash; with ``ray_workers``
+    also the peak RSS of each Ray worker process (`_sample_ray_workers`)."""
     out = workdir / f"{name}.safetensors"
     cmd = [*uatlab_cmd(cpu_clock), "compile", *args, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    peaks: dict[int, float] = {}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        stop = threading.Event()
+        sampler = threading.Thread(target=_sample_ray_workers, args=(child.pid, stop, peaks), daemon=True)
+        if ray_workers:
+            sampler.start()
+        stdout, stderr = child.communicate()
+        stop.set()
+        if ray_workers:
+            sampler.join()
+    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -131,6 +179,7 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
         cpu_seconds=cpu,
         peak_rss_mb=rss.get("MAXRSS"),
         peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"),
+        peak_rss_ray_workers_mb=sorted(peaks.values(), reverse=True) if ray_workers else None,
         model_hash=model_hash(out),
         certificate_digest=certificate_digest(fig),
         model_path=str(out),
@@ -412,7 +461,8 @@ def scaling_cases(train: Path, work: Path, repeats: int, quick: bool) -> dict:
 
 def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) -> dict:
     """CoNLL train repeated ``copies`` times: local executor vs ``--executor ray`` on a local ``workers``-worker
-    Ray instance (wall clock: CPU of Ray's worker processes is not a child of this process)."""
+    Ray instance (wall clock: CPU of Ray's worker processes is not a child of this process; their peak RSS is
+    sampled from /proc while the run lasts, `_sample_ray_workers`)."""
     data = work / f"conll-train-x{copies}.txt"
     text = train.read_text()
     with data.open("w") as fh:
@@ -423,7 +473,7 @@ def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) ->
     for ex in ("local", "ray"):
         print(f"running ray case, executor {ex} ...", file=sys.stderr, flush=True)
         args = [str(data), *chunk, "--executor", ex, "--workers", str(workers)]
-        res[ex] = run_compile(f"x{copies}-{ex}", args, work, cpu_clock=False)
+        res[ex] = run_compile(f"x{copies}-{ex}", args, work, cpu_clock=False, ray_workers=ex == "ray")
         if "error" in res[ex]:
             return {"error": f"{ex}: {res[ex]['error']}"}
         Path(res[ex]["model_path"]).unlink()
@@ -435,6 +485,7 @@ def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) ->
         "cpu_seconds",
         "peak_rss_mb",
         "peak_rss_worker_mb",
+        "peak_rss_ray_workers_mb",
         "model_hash",
         "certificate_digest",
         "stage_seconds",

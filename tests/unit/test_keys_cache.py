@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+import pytest
+
 from uatlab.data import keys
+from uatlab.data.keys import input_keys, input_keys_of_ids, token_hashes
 
 
 class _CountingHashlib:
@@ -35,3 +39,17 @@ def test_each_word_hashed_once_and_keys_unchanged(monkeypatch):
         acc = (acc * keys._MUL + v + 1) & keys._MASK64
         prefix.append(acc >> 1)
     assert keys.input_keys(seqs[2], "prefix") == prefix
+
+
+@pytest.mark.parametrize("context", ["sequence", "prefix"])
+def test_keys_of_token_ids_equal_the_per_sequence_keys(context):
+    # many sequences of lengths 1..60 (unicode words, repeats): every key equal to input_keys of its sequence
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}·é" for i in range(200)]
+    seqs = [[vocab[j] for j in rng.integers(0, 200, size=rng.integers(1, 61))] for _ in range(500)]
+    t2i: dict[str, int] = {}
+    ids = [np.array([t2i.setdefault(t, len(t2i)) for t in s], dtype=np.int64) for s in seqs]
+    want = np.concatenate([np.array(input_keys(s, context), dtype=np.int64) for s in seqs])
+    got = input_keys_of_ids(ids, token_hashes(t2i), context)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+    assert len(np.unique(got)) > len(got) // 2  # distinct inputs, distinct keys

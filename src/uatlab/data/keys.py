@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Iterable
+
+import numpy as np
 
 # distinct words remembered per process: a word seen before (in this pass or an earlier one, e.g. the
 # certificate's pass after compile's read) is not hashed again; past this many words the least recent go
@@ -40,3 +43,50 @@ def input_keys(tokens: list[str], context: str) -> list[int]:
     base = prefix[-1] if prefix else 0
     # positions enter through a large odd multiplier, so keys of one sequence stay distinct after >> 1
     return [((base * _MUL + (k + 1) * 0xC2B2AE3D27D4EB4F) & _MASK64) >> 1 for k in range(len(tokens))]
+
+
+def token_hashes(tokens: Iterable[str]) -> np.ndarray:
+    """(V,) uint64: the per-token hash `input_keys` combines, for each token (cached per distinct word)."""
+    return np.fromiter((_token_hash(t) for t in tokens), dtype=np.uint64)
+
+
+def input_keys_of_ids(word: list[np.ndarray], token_hash: np.ndarray, context: str) -> np.ndarray:
+    """`input_keys` of many sequences at once, from their token ids (``token_hash[i]``: the hash of token i,
+    `token_hashes`): the keys of all sequences concatenated (int64), equal to `input_keys` of each one.
+
+    The rolling hash runs over all sequences together, one step per position (sequences sorted by length, the
+    ones still running a prefix), in uint64 arithmetic, which wraps mod 2^64 exactly as the Python version's
+    ``& _MASK64``.
+    """
+    if not word:
+        return np.zeros(0, dtype=np.int64)
+    lengths = np.array([len(w) for w in word], dtype=np.int64)
+    B, n_max = len(word), int(lengths.max())
+    order = np.argsort(-lengths, kind="stable")  # longest first
+    Ls = lengths[order]
+    inside = np.arange(n_max) < Ls[:, None]  # (B, n_max)
+    th = np.zeros((B, n_max), dtype=np.uint64)
+    th[inside] = token_hash[np.concatenate([word[i] for i in order.tolist()])]
+    acc = np.zeros(B, dtype=np.uint64)
+    prefix = np.zeros((B, n_max), dtype=np.uint64)
+    mul, one = np.uint64(_MUL), np.uint64(1)
+    active = B
+    for k in range(n_max):
+        while active and Ls[active - 1] <= k:
+            active -= 1
+        a = acc[:active]
+        a *= mul
+        a += th[:active, k]
+        a += one
+        prefix[:active, k] = a >> one
+    if context == "prefix":
+        keys = prefix
+    else:  # positions enter through a large odd multiplier (see input_keys)
+        base = prefix[np.arange(B), Ls - 1]
+        keys = base[:, None] * mul + np.arange(1, n_max + 1, dtype=np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+        keys >>= one
+    rank = np.empty(B, dtype=np.int64)
+    rank[order] = np.arange(B)  # row of each sequence
+    seq = np.repeat(np.arange(B), lengths)
+    pos = np.arange(len(seq)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return keys[rank[seq], pos].view(np.int64)

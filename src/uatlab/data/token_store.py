@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from uatlab.data import keys as _keys
 from uatlab.errors import InputError
 from uatlab.io_safety import MARKER, new_work_id, owns, prefix_identity, read_marker, write_marker
 
@@ -302,11 +303,20 @@ class TokenStore:
         n_tok = 0
         vocab_mark, label_mark = len(self.token_to_id), len(self.label_to_id)
         t2i, l2i = self.token_to_id, self.label_to_id
+        # the standard keys are formed per chunk from the token ids (`input_keys_of_ids`: the same keys, one
+        # hash per distinct word); any other key function per sequence
+        by_ids = input_keys is _keys.input_keys
+        hashes = np.zeros(0, dtype=np.uint64)  # per token id
 
         def flush() -> None:
-            nonlocal buf_w, buf_l, buf_k, buf_lines, n_tok, vocab_mark, label_mark
+            nonlocal buf_w, buf_l, buf_k, buf_lines, n_tok, vocab_mark, label_mark, hashes
             if not buf_w:
                 return
+            if by_ids:  # before the buffers are taken: an interrupt here leaves them to the handler's flush
+                if len(hashes) < len(t2i):
+                    hashes = np.concatenate([hashes, _keys.token_hashes(itertools.islice(t2i, len(hashes), None))])
+                flat = _keys.input_keys_of_ids(buf_w, hashes, self.context)
+                buf_k = np.split(flat, np.cumsum([len(w) for w in buf_w])[:-1])
             # take the buffers first: an interrupt while the chunk is written must not make the handler below
             # write the same sequences (and their new tokens, which would then get a second id) again
             pending = (buf_w, buf_l, buf_k, buf_lines, vocab_mark, label_mark)
@@ -321,10 +331,10 @@ class TokenStore:
                     continue
                 # encode the whole sequence first, then append: the four buffers always agree
                 w, lab = encode_sequence(tokens, labels, f"{self.source}:{line}", t2i, l2i)
-                k = np.array(input_keys(tokens, self.context), dtype=np.int64)
+                if not by_ids:
+                    buf_k.append(np.array(input_keys(tokens, self.context), dtype=np.int64))
                 buf_w.append(w)
                 buf_l.append(lab)
-                buf_k.append(k)
                 buf_lines.append(int(line))
                 n_tok += len(tokens)
                 if progress is not None:
