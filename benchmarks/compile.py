@@ -122,7 +122,7 @@ def _vmhwm_mb(pid: int) -> float | None:
     return None
 
 
-def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, float], every: float = 0.25) -> None:
+def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, dict], every: float = 0.25) -> None:
     """Until ``stop``: the peak RSS (VmHWM) of every Ray worker process descending from process ``root``
     (Ray's workers are grandchildren of the driver, not children it waits for, so RUSAGE_CHILDREN misses
     them). VmHWM is a high-water mark: a sample is the peak so far; growth in a worker's last ``every``
@@ -136,13 +136,20 @@ def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, float
             return
         for p in procs:
             try:
-                if not (p.name().startswith("ray::") or "default_worker.py" in " ".join(p.cmdline())):
+                name = p.name()
+                # a worker starts as python default_worker.py and renames itself ray::IDLE / ray::<task>; not the
+                # raylet (whose command line names that script) nor Ray's agents (ray::…Agent)
+                starting = name != "raylet" and "default_worker.py" in " ".join(p.cmdline())
+                if not (p.pid in peaks or starting or (name.startswith("ray::") and not name.endswith("Agent"))):
                     continue
             except psutil.Error:
                 continue
             hwm = _vmhwm_mb(p.pid)
             if hwm is not None:
-                peaks[p.pid] = max(peaks.get(p.pid, 0.0), hwm)
+                seen = peaks.setdefault(p.pid, {"peak_rss_mb": 0.0, "names": []})
+                seen["peak_rss_mb"] = max(seen["peak_rss_mb"], hwm)
+                if name not in seen["names"]:
+                    seen["names"].append(name)
         stop.wait(every)
 
 
@@ -153,7 +160,7 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
     cmd = [*uatlab_cmd(cpu_clock), "compile", *args, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    peaks: dict[int, float] = {}
+    peaks: dict[int, dict] = {}
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         stop = threading.Event()
         sampler = threading.Thread(target=_sample_ray_workers, args=(child.pid, stop, peaks), daemon=True)
@@ -179,7 +186,9 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
         cpu_seconds=cpu,
         peak_rss_mb=rss.get("MAXRSS"),
         peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"),
-        peak_rss_ray_workers_mb=sorted(peaks.values(), reverse=True) if ray_workers else None,
+        peak_rss_ray_workers_mb=(
+            sorted(peaks.values(), key=lambda w: -w["peak_rss_mb"]) if ray_workers else None
+        ),  # each Ray worker process: its peak RSS and the task names it ran
         model_hash=model_hash(out),
         certificate_digest=certificate_digest(fig),
         model_path=str(out),
