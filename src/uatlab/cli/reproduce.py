@@ -14,7 +14,6 @@ from uatlab.cli.app import app, console, err_console, format_value, print_json
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
-from uatlab.report.claims_report import short_text, write_claims_report
 
 
 @app.command()
@@ -48,6 +47,8 @@ def reproduce(
         )
 
     runs = run_claims(ctx, select=select, on_done=progress)
+    from uatlab.report.claims_report import write_claims_report  # jinja2: loaded by this command only
+
     paths = write_claims_report(runs, out, quick=quick, seconds=time.perf_counter() - t0)
     data = {
         "quick": quick,
@@ -69,6 +70,8 @@ def reproduce(
 
 def _terminal_value(v: object) -> str:
     """A figure as one short line, numbers to 3 significant figures; a dict of dicts as ``k: a = x, …; k: …``."""
+    from uatlab.report.claims_report import short_text
+
     text = short_text(v)
     if text is not None:
         return text

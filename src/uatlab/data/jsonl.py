@@ -42,6 +42,11 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 raise InputError(f"{path}:{lineno}: empty sequence")
             if len(toks) != len(labs):
                 raise InputError(f"{path}:{lineno}: {len(toks)} tokens but {len(labs)} labels (ragged)")
+            # fast path: only strings, and no \u escape in the line (a lone surrogate can come only from one: the
+            # line itself was decoded from UTF-8); otherwise every item is checked
+            if "\\u" not in raw and all(type(v) is str for v in toks) and all(type(v) is str for v in labs):
+                yield toks, labs, lineno
+                continue
             for k, v in enumerate(toks + labs):
                 kind = "token" if k < len(toks) else "label"
                 if not isinstance(v, (str, int)) or isinstance(v, bool):
