@@ -600,14 +600,18 @@ class _BoundedModel:
         }
 
     # ---------------------------------------------------------------- stages
+    def check_length(self, n: int) -> None:
+        """InputError unless sequences of length ``n`` fit the model's positional encoding."""
+        if self.P is not None and n > self.P.shape[0]:
+            raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
+
     def embed(self, ids: np.ndarray):
         """ids (B, n) → x, r (B, n, d)."""
         e = self.E[ids]
         if self.P is None:
             return e, np.zeros_like(e)
         n = ids.shape[1]
-        if n > self.P.shape[0]:
-            raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
+        self.check_length(n)
         p = np.broadcast_to(self.P[:n], e.shape)
         x = e + p
         # e + p is exact wherever e or p is 0 for every word or position; TwoSum on the other coordinates only
@@ -1518,6 +1522,8 @@ def _certify_chunk(
     # PyTorch's own forward on those sequences, run before the passes: its activations (one sequence × the FF
     # width) then do not add to the passes' arrays at the chunk's peak memory; compared after the passes
     torch_runs: dict[int, np.ndarray] = {}
+    if len(uniq):
+        bm.check_length(int(uniq.max()))  # the bounded model's error, before PyTorch's own
     for gi, take in enumerate(takes):
         if take:
             ids = np.stack([tok_ids[i] for i in by_length[gi][:take]])
