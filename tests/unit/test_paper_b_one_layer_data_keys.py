@@ -21,6 +21,8 @@ from uatlab.experiments.paper_b.one_layer_data_keys import (
     slice_functional,
     slice_functional_exact,
     slice_functional_quadrature,
+    trained_heads_sweep,
+    witness_faces,
 )
 from uatlab.experiments.paper_b.one_layer_standard import (
     output_range_upper_bound,
@@ -141,3 +143,16 @@ def test_two_token_compiler_rejects_bad_requests():
         compile_relu_network_one_standard_layer_two_tokens(random_relu_network(2, 2, 2, seed=0), sigmoids=0)
     with pytest.raises(InputError, match="exactly one"):
         compile_relu_network_one_standard_layer_two_tokens(random_relu_network(2, 2, 2, seed=0))
+
+
+def test_trained_heads_sweep_reads_the_witness_faces_and_resumes():
+    torch.set_num_threads(1)
+    net = random_relu_network(4, 2, 3, seed=1)
+    w = data_key_error_lower_bound(net, starts=2, steps=100, seed=0)["witness"]
+    faces = witness_faces(w, grid=5)
+    assert faces.shape == (8 * 25, 4, 2) and faces.min() >= 0.0 and faces.max() <= 1.0
+    seen = []
+    rows = trained_heads_sweep(net, [2], steps=5, witness=w, on_row=seen.append)
+    assert len(seen) == 1 and rows[0]["max_error_on_witness_faces"] > 0 and rows[0]["params"] > 0
+    again = trained_heads_sweep(net, [2], steps=5, witness=w, done={2: rows[0]}, on_row=seen.append)
+    assert again == rows and len(seen) == 1  # resumed, nothing retrained

@@ -112,7 +112,9 @@ def compile_relu_network_one_standard_layer_two_tokens(
     lo, hi = check_compile_request(domain, eps, sigmoids)
     n, d, J = net.n, net.d, net.hidden
     if n != 2:
-        raise InputError(f"this one-layer form is for n = 2 tokens (for n ≥ 3, d ≥ 2 none exists), got n = {n}")
+        raise InputError(
+            f"this one-layer form is for n = 2 tokens (for n ≥ 3, d ≥ 2 one layer is not universal), got n = {n}"
+        )
     if sigmoids is not None and (int(sigmoids) != sigmoids or sigmoids < 1):
         raise InputError(f"sigmoids must be a positive integer, got {sigmoids}")
     L, U = hidden_unit_ranges(net, lo, hi)

@@ -290,3 +290,63 @@ def data_key_error_lower_bound(
         "slices_searched": len(pool),
         "cpu_seconds": time.process_time() - t0,
     }
+
+
+def witness_faces(w: SliceWitness, grid: int = 33) -> np.ndarray:
+    """(8·grid², n, d) inputs on the faces where T reads its point values (the support of D 1_box)."""
+    g = np.linspace(0.0, 1.0, grid)
+    S, Tq = (a.reshape(-1) for a in np.meshgrid(g, g, indexing="ij"))
+    blocks = []
+    for outer, inner in (((0, 3), (1, 2)), ((1, 2), (0, 3))):
+        for u, v in itertools.product((0.0, 1.0), repeat=2):
+            pq = np.zeros((len(S), 4))
+            pq[:, outer[0]], pq[:, outer[1]] = u, v
+            pq[:, inner[0]], pq[:, inner[1]] = S, Tq
+            blocks.append(pq)
+    return w.points(np.concatenate(blocks))
+
+
+def trained_heads_sweep(
+    net: ReluNetwork,
+    heads: list[int],
+    *,
+    steps: int = 1500,
+    seed: int = 0,
+    witness: SliceWitness | None = None,
+    done: dict[int, dict[str, Any]] | None = None,
+    on_row: Any = None,
+) -> list[dict[str, Any]]:
+    """One standard layer with keys reading the data, TRAINED (`train_standard_attention`) at several head counts.
+
+    Per head count: parameters, sup / RMS error on 2,000 uniform test inputs (relative to their range) and
+    the largest error on a 33×33 grid of the witness slice's faces — for every one-layer standard form the
+    true maximum there is ≥ the certified bound (the grid maximum may fall slightly below it). ``done``
+    holds rows already computed (resume); ``on_row(row)`` is called after each new row (checkpoint).
+    """
+    from uatlab.experiments.paper_b.one_layer_standard import train_standard_attention
+
+    faces = witness_faces(witness) if witness is not None else None
+    rows = []
+    for h in heads:
+        if done and h in done:
+            rows.append(done[h])
+            continue
+        t0 = time.process_time()
+        r = train_standard_attention(net, heads=h, keys="data", steps=steps, seed=seed)
+        row = {
+            "heads": h,
+            "steps": steps,
+            "params": r["params"],
+            "sup_error": r["sup_error"],
+            "rms_error": r["rms_error"],
+            "output_range": r["output_range"],
+            "relative_sup_error": r["relative_sup_error"],
+            "cpu_seconds": time.process_time() - t0,
+        }
+        if faces is not None:
+            err = np.abs(r["run"](faces) - net(faces))[:, witness.i, witness.c]
+            row["max_error_on_witness_faces"] = float(err.max())
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+    return rows
