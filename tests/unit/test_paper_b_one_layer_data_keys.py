@@ -25,6 +25,7 @@ from uatlab.experiments.paper_b.one_layer_data_keys import (
     witness_faces,
 )
 from uatlab.experiments.paper_b.one_layer_standard import (
+    TrainableStandardAttention,
     output_range_upper_bound,
     positional_key_error_lower_bound,
     positional_key_layer,
@@ -46,6 +47,13 @@ def test_one_layer_with_data_keys_has_symmetric_cross_hessian_blocks_and_two_lay
     # token-wise nonlinearity after the layer (not a standard readout) breaks it too
     asym3, scale3 = cross_hessian_asymmetry(lambda x: torch.tanh(layer(x)), X, 2, 1)
     assert asym3 > 1e-3 * scale3
+    # the trainable form (4-dimensional values, readout bias): one layer symmetric, two layers not
+    one = TrainableStandardAttention(6, 3, heads=8, keys="data", seed=1, dtype=torch.float64)
+    a1, s1 = cross_hessian_asymmetry(one, X, 0, 2)
+    assert s1 > 1e-3 and a1 <= 1e-11 * s1
+    two = TrainableStandardAttention(6, 3, layers=2, heads=8, keys="data", seed=1, dtype=torch.float64)
+    a2, s2 = cross_hessian_asymmetry(two, X, 0, 2)
+    assert a2 > 1e-2 * s2
 
 
 def test_exact_density_matches_the_float_one_and_integrates_to_one():
