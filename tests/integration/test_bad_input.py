@@ -650,7 +650,8 @@ def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
 
 
 def test_ctrl_c_during_compile_keeps_work_and_resumes(case_dir: Path, capsys) -> None:
-    assert main(["synth", "big.jsonl", "-N", "2000", "-n", "16", "-V", "1000", "--json"]) == 0
+    # large enough that the compile is still running 0.2 s after its first chunk is written
+    assert main(["synth", "big.jsonl", "-N", "8000", "-n", "16", "-V", "1000", "--json"]) == 0
     capsys.readouterr()
     before = _snapshot(case_dir)
     code, err = _interrupt(
