@@ -10,7 +10,9 @@ The rules, applied by every writing command before it does any work:
   whole, never truncated.
 * Two jobs never write the same output at once (`OutputLock`).
 * A work directory is deleted only if uatlab created it and can prove it: a marker file holding a random id
-  that is also recorded in the directory's manifest (`write_marker`, `owns`).
+  that is also recorded in the directory's manifest (`write_marker`, `owns`), and its removal is not cut in
+  half by Ctrl-C or SIGTERM (`interrupts_deferred`): a half-removed folder would be neither resumable nor
+  provably uatlab's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import stat
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +34,41 @@ from typing import IO, Any
 from uatlab.errors import InputError, UatlabError
 
 MARKER = ".uatlab-work"  # file name of the ownership marker inside a work directory
+
+
+# ------------------------------------------------------------------------------------------------ interrupts
+@contextlib.contextmanager
+def interrupts_deferred(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold ``signals`` while a short multi-step file operation runs, then deliver the first one that came.
+
+    Inside the block a signal is only recorded; on leaving it the previous handlers are restored and the
+    first recorded signal is passed to its handler (Ctrl-C then raises KeyboardInterrupt after the operation,
+    not in its middle). Python runs signal handlers in the main thread, so this holds whatever other threads
+    (BLAS, torch) exist; in another thread, where handlers cannot be set, the block runs unprotected.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[tuple[int, Any]] = []
+    previous: dict[int, Any] = {}
+    for sig in signals:
+        handler = signal.getsignal(sig)
+        if handler is None:  # installed outside Python: leave it alone
+            continue
+        previous[sig] = handler
+        signal.signal(sig, lambda signum, frame: pending.append((signum, frame)))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            signum, frame = pending[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)
 
 
 # ------------------------------------------------------------------------------------------------ inputs

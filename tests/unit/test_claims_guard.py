@@ -49,3 +49,23 @@ def test_claim_without_conll_runs_on_a_synthetic_stand_in_and_says_so(claim_id, 
         "synthetic" in str(run.result.figures) + run.result.note
         and CONLL_DIR_ENV in str(run.result.figures) + run.result.note
     )
+
+
+def test_reproduce_only_takes_several_globs_and_names_the_one_matching_nothing(tmp_path, capsys):
+    for name in ("guard.one", "guard.two", "guard.three"):
+        register_claim(id=name, statement=name, paper="none", theorem="T")(
+            lambda ctx, name=name: ClaimResult("pass", figures={"name": name})
+        )
+    try:
+        argv = ["reproduce", "--quick", "--only", "guard.one", "--only", "guard.two,guard.th*"]
+        assert main([*argv, "--out", str(tmp_path / "a"), "--json"]) == 0
+        out = capsys.readouterr().out
+        assert all(f'"id": "{n}"' in out for n in ("guard.one", "guard.two", "guard.three"))
+        assert '"total": 3' in out
+        assert main(["reproduce", "--quick", "--only", "guard.one,guard.typo", "--out", str(tmp_path / "b")]) == 2
+        err = capsys.readouterr().err
+        assert "--only 'guard.typo' matches no claim" in err
+        assert not (tmp_path / "b").exists()
+    finally:
+        for name in ("guard.one", "guard.two", "guard.three"):
+            _REGISTRY.pop(name, None)

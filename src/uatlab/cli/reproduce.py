@@ -20,7 +20,11 @@ from uatlab.io_safety import check_output_dir
 def reproduce(
     quick: bool = typer.Option(False, "--quick", help="CI-sized version of every check (minutes)."),
     out: Path = typer.Option(Path("uatlab-report"), "--out", help="Folder for claims.json, report and figures."),
-    only: str = typer.Option("", "--only", help="Run only claims whose id matches this glob (e.g. 'A.*')."),
+    only: list[str] = typer.Option(
+        [],
+        "--only",
+        help="Run only claims whose id matches this glob (e.g. 'A.*'); repeat it or separate globs by commas for several.",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed passed to every check."),
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic)."
@@ -30,10 +34,14 @@ def reproduce(
     """Run every registered claim of both papers and write claims.json plus a report."""
     if data_dir is not None and not (data_dir / "train.txt").is_file():
         raise InputError(f"--data-dir {data_dir}: no train.txt there")
-    select = (lambda c: fnmatch.fnmatch(c.id, only)) if only else None
-    if select is not None and not any(select(c) for c in all_claims()):
-        ids = ", ".join(c.id for c in all_claims()[:8])
-        raise InputError(f"--only {only!r} matches no claim (ids look like {ids}, …)")
+    patterns = [p.strip() for opt in only for p in opt.split(",") if p.strip()]
+    if only and not patterns:
+        raise InputError("--only: give at least one glob (e.g. 'A.*')")
+    for pattern in patterns:  # every glob must select something: a typo is not silently dropped
+        if not any(fnmatch.fnmatch(c.id, pattern) for c in all_claims()):
+            ids = ", ".join(c.id for c in all_claims()[:8])
+            raise InputError(f"--only {pattern!r} matches no claim (ids look like {ids}, …)")
+    select = (lambda c: any(fnmatch.fnmatch(c.id, p) for p in patterns)) if patterns else None
     check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = ClaimContext(quick=quick, out_dir=out, seed=seed, data_dir=data_dir)

@@ -34,7 +34,15 @@ import numpy as np
 
 from uatlab.data import keys as _keys
 from uatlab.errors import InputError
-from uatlab.io_safety import MARKER, new_work_id, owns, prefix_identity, read_marker, write_marker
+from uatlab.io_safety import (
+    MARKER,
+    interrupts_deferred,
+    new_work_id,
+    owns,
+    prefix_identity,
+    read_marker,
+    write_marker,
+)
 
 MANIFEST = "manifest.json"
 STORE_VERSION = 1
@@ -171,39 +179,46 @@ class TokenStore:
             self._check_same_input()
             self._load_vocabulary()
         else:
-            created = not self.dir.exists()
-            if not created:
-                # a work directory is reused (its own files deleted) only if uatlab made it and can prove it;
-                # an existing empty folder is used as it is and kept afterwards; anything else is refused
-                if not self.dir.is_dir():
-                    raise InputError(f"work directory {self.dir} is an existing file, not a folder")
-                old = self._owned_manifest()
-                if old is not None:
-                    self.m = old
-                    created = bool((read_marker(self.dir) or {}).get("created_folder"))
-                    self._remove_own_files()
-                elif any(self.dir.iterdir()):
-                    raise InputError(
-                        f"work directory {self.dir} exists and is not a uatlab work directory (no {MARKER} "
-                        "marker matching its manifest); choose another --work-dir or empty it yourself"
-                    )
-            self.dir.mkdir(parents=True, exist_ok=True)
-            work_id = new_work_id()
-            write_marker(self.dir, work_id, created)
-            self.m = {
-                "version": STORE_VERSION,
-                "work_id": work_id,
-                "source": source,
-                "context": context,
-                "chunks": [],
-                "sequences": 0,
-                "tokens": 0,
-                "max_len": 0,
-                "complete": False,
-                "buckets": None,
-                "input": None,
-            }
-            self._save_manifest()
+            # clearing an old run and writing the new marker and manifest is one step for Ctrl-C: a folder
+            # left between them would hold files no manifest proves to be uatlab's
+            with interrupts_deferred():
+                self._start_fresh(context, source)
+
+    def _start_fresh(self, context: str, source: str) -> None:
+        """Create (or reclaim, if uatlab made it) the work directory and write a new marker and manifest."""
+        created = not self.dir.exists()
+        if not created:
+            # a work directory is reused (its own files deleted) only if uatlab made it and can prove it;
+            # an existing empty folder is used as it is and kept afterwards; anything else is refused
+            if not self.dir.is_dir():
+                raise InputError(f"work directory {self.dir} is an existing file, not a folder")
+            old = self._owned_manifest()
+            if old is not None:
+                self.m = old
+                created = bool((read_marker(self.dir) or {}).get("created_folder"))
+                self._remove_own_files()
+            elif any(self.dir.iterdir()):
+                raise InputError(
+                    f"work directory {self.dir} exists and is not a uatlab work directory (no {MARKER} "
+                    "marker matching its manifest); choose another --work-dir or empty it yourself"
+                )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        work_id = new_work_id()
+        write_marker(self.dir, work_id, created)
+        self.m = {
+            "version": STORE_VERSION,
+            "work_id": work_id,
+            "source": source,
+            "context": context,
+            "chunks": [],
+            "sequences": 0,
+            "tokens": 0,
+            "max_len": 0,
+            "complete": False,
+            "buckets": None,
+            "input": None,
+        }
+        self._save_manifest()
 
     def _load_manifest(self, manifest: Path) -> dict[str, Any]:
         if not manifest.is_file():
@@ -485,13 +500,14 @@ class TokenStore:
         if not owns(self.dir, self.m.get("work_id")):
             return
         created = bool((read_marker(self.dir) or {}).get("created_folder"))
-        self._remove_own_files()
-        (self.dir / MARKER).unlink(missing_ok=True)
-        if created:
-            try:
-                self.dir.rmdir()  # only if nothing else was put there
-            except OSError:
-                pass
+        with interrupts_deferred():  # Ctrl-C here would leave files without the manifest that proves them ours
+            self._remove_own_files()
+            (self.dir / MARKER).unlink(missing_ok=True)
+            if created:
+                try:
+                    self.dir.rmdir()  # only if nothing else was put there
+                except OSError:
+                    pass
 
     def _remove_own_files(self) -> None:
         for c in self.m.get("chunks", []):
