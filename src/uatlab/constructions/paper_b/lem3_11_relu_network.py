@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -130,8 +131,32 @@ def random_relu_network(n: int = 20, d: int = 5, hidden: int = 10, seed: int = 0
     )
 
 
+class CompiledModelCalls:
+    """Shared by the compiled ReLU-network results: non-zero parameter count and a batched float64 call.
+
+    A subclass holds the torch ``model`` (input (B, n, d) float64 → output (B, n, d)) and may set
+    ``eval_chunk``, the inputs per forward pass (smaller for wide models).
+    """
+
+    eval_chunk: ClassVar[int] = 64
+
+    @property
+    def params(self) -> int:
+        """Non-zero parameters of the compiled model."""
+        return int(sum(int((p != 0).sum()) for p in self.model.parameters()))  # type: ignore[attr-defined]
+
+    def __call__(self, x: np.ndarray, chunk: int | None = None) -> np.ndarray:
+        x = np.asarray(x, np.float64)
+        step = chunk or self.eval_chunk
+        out = []
+        with torch.no_grad():
+            for s in range(0, x.shape[0], step):
+                out.append(self.model(torch.as_tensor(x[s : s + step])).numpy())  # type: ignore[attr-defined]
+        return np.concatenate(out, axis=0)  # (B, n, d)
+
+
 @dataclass
-class CompiledReluNetwork:
+class CompiledReluNetwork(CompiledModelCalls):
     """The attention-only network, its interpolation plan and the proven sup-error bound."""
 
     model: AttentionOnlyNetwork
@@ -141,19 +166,6 @@ class CompiledReluNetwork:
     heads: int
     domain: tuple[float, float]
     nonstandard: list[str] = field(default_factory=list)
-
-    @property
-    def params(self) -> int:
-        """Non-zero parameters of the compiled model."""
-        return int(sum(int((p != 0).sum()) for p in self.model.parameters()))
-
-    def __call__(self, x: np.ndarray, chunk: int = 64) -> np.ndarray:
-        x = np.asarray(x, np.float64)
-        out = []
-        with torch.no_grad():
-            for s in range(0, x.shape[0], chunk):
-                out.append(self.model(torch.as_tensor(x[s : s + chunk])).numpy())  # (chunk, n, d)
-        return np.concatenate(out, axis=0)
 
 
 def check_compile_request(domain: tuple[float, float], eps: float | None, anchors: int | None) -> tuple[float, float]:

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -54,6 +55,7 @@ from torch import nn
 
 from uatlab.constructions.contract import Construction
 from uatlab.constructions.paper_b.lem3_11_relu_network import (
+    CompiledModelCalls,
     ReluNetwork,
     _as_construction,
     check_compile_request,
@@ -99,7 +101,7 @@ class StandardAttentionNetwork(nn.Module):
 
 
 @dataclass
-class CompiledStandardRelu:
+class CompiledStandardRelu(CompiledModelCalls):
     """The standard two-layer network, its bound and sizes (same interface as the other ReLU compilers)."""
 
     model: StandardAttentionNetwork
@@ -113,17 +115,7 @@ class CompiledStandardRelu:
     sub_intervals: int = 0
     nonstandard: list[str] = field(default_factory=list)
 
-    @property
-    def params(self) -> int:
-        """Non-zero parameters."""
-        return int(sum(int((p != 0).sum()) for p in self.model.parameters()))
-
-    def __call__(self, x: np.ndarray, chunk: int = 4) -> np.ndarray:
-        out = []
-        with torch.no_grad():
-            for s in range(0, x.shape[0], chunk):
-                out.append(self.model(torch.as_tensor(np.asarray(x[s : s + chunk], np.float64))).numpy())
-        return np.concatenate(out, axis=0)
+    eval_chunk: ClassVar[int] = 4  # inputs per forward pass (thousands of heads)
 
 
 def compile_relu_network_standard(

@@ -46,6 +46,7 @@ import torch
 
 from uatlab.constructions.contract import Construction
 from uatlab.constructions.paper_b.lem3_11_relu_network import (
+    CompiledModelCalls,
     ReluNetwork,
     _as_construction,
     check_compile_request,
@@ -67,7 +68,7 @@ def step_error(delta: float, beta: float) -> float:
 
 
 @dataclass
-class CompiledTwoTokenRelu:
+class CompiledTwoTokenRelu(CompiledModelCalls):
     """The one-layer standard network for n = 2, its bound and sizes (interface of the other ReLU compilers)."""
 
     model: StandardAttentionNetwork
@@ -77,18 +78,6 @@ class CompiledTwoTokenRelu:
     domain: tuple[float, float]
     sigmoids_per_unit: int = 0
     nonstandard: list[str] = field(default_factory=list)
-
-    @property
-    def params(self) -> int:
-        """Non-zero parameters."""
-        return int(sum(int((p != 0).sum()) for p in self.model.parameters()))
-
-    def __call__(self, x: np.ndarray, chunk: int = 64) -> np.ndarray:
-        out = []
-        with torch.no_grad():
-            for s in range(0, x.shape[0], chunk):
-                out.append(self.model(torch.as_tensor(np.asarray(x[s : s + chunk], np.float64))).numpy())
-        return np.concatenate(out, axis=0)
 
 
 def compile_relu_network_one_standard_layer_two_tokens(
