@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -119,7 +119,7 @@ class TransformerConfig:
 class Block(nn.Module):
     """F^(FF) ∘ F^(SA): one attention layer then one feed-forward layer, both with skips."""
 
-    def __init__(self, config: TransformerConfig, layer: int) -> None:
+    def __init__(self, config: TransformerConfig, layer: int, ff_device: str | None = None) -> None:
         super().__init__()
         dt = config.torch_dtype
         self.attn = MultiHeadSelfAttention(
@@ -133,7 +133,9 @@ class Block(nn.Module):
             causal=config.causal,
             dtype=dt,
         )
-        self.ff = FeedForward(config.d_model, config.layer_ff_width(layer), dtype=dt, bias=config.ff_bias)
+        self.ff = FeedForward(
+            config.d_model, config.layer_ff_width(layer), dtype=dt, bias=config.ff_bias, device=ff_device
+        )
 
     def forward(self, x: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.ff(self.attn(x, attend_mask))
@@ -148,8 +150,11 @@ class Transformer(nn.Module):
 
     encoding: Any
 
-    def __init__(self, config: TransformerConfig) -> None:
+    def __init__(self, config: TransformerConfig, *, init_ff: bool = True) -> None:
+        """``init_ff=False`` builds the feed-forward layers on PyTorch's meta device (no memory, no random
+        initialisation): only for `from_tensors`, which replaces them."""
         super().__init__()
+        ff_device = None if init_ff else "meta"
         self.config = config
         self.encoding = None
         dt = config.torch_dtype
@@ -162,14 +167,49 @@ class Transformer(nn.Module):
         else:
             self.pos = None
         self.input_ff = (
-            FeedForward(config.d_model, config.input_ff_width, dtype=dt) if config.input_ff_width is not None else None
+            FeedForward(config.d_model, config.input_ff_width, dtype=dt, device=ff_device)
+            if config.input_ff_width is not None
+            else None
         )
-        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, i, ff_device) for i in range(config.n_layers))
         self.readout = (
             nn.Linear(config.d_model, config.num_labels, bias=config.readout_bias, dtype=dt)
             if config.num_labels
             else None
         )
+
+    @classmethod
+    def from_tensors(cls, config: TransformerConfig, tensors: Mapping[str, torch.Tensor]) -> Transformer:
+        """A model whose parameters and buffers are ``tensors`` (by `state_dict` name, in the config's dtype: a
+        tensor already in it is used in place, not copied), every one not given set to zero.
+
+        Unlike ``Transformer(config)`` the feed-forward layers are not initialised at random (they are built on
+        PyTorch's meta device, which allocates and draws nothing): for weights that are set right after, e.g. a
+        construction's feed-forward layer of 6·10⁵ units, whose random initialisation would take longer than
+        computing its weights. (The other, small modules are initialised as usual, then replaced.)
+
+        Raises:
+            InputError: a name that is not a parameter or buffer of the model, or a tensor of the wrong shape.
+        """
+        model = cls(config, init_ff=False)
+        expected = model.state_dict()  # names, shapes, dtypes (the feed-forward tensors on the meta device)
+        unknown = sorted(set(tensors) - set(expected))
+        if unknown:
+            raise InputError(f"{unknown} are not parameters or buffers of this model")
+        filled = {}
+        for name, slot in expected.items():
+            if name not in tensors:
+                filled[name] = torch.zeros(slot.shape, dtype=slot.dtype)
+                continue
+            t = torch.as_tensor(tensors[name])
+            if tuple(t.shape) != tuple(slot.shape):
+                raise InputError(f"tensor {name} has shape {tuple(t.shape)}, the config needs {tuple(slot.shape)}")
+            filled[name] = t.to(slot.dtype)
+        model.load_state_dict(filled, assign=True)
+        left = [n for n, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
+        if left:
+            raise AssertionError(f"tensors {left} were not materialised")
+        return model
 
     # ------------------------------------------------------------------ forward
     def embed_inputs(self, inputs: torch.Tensor) -> torch.Tensor:

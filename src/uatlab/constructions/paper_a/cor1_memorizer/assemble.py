@@ -237,6 +237,8 @@ def assemble_ramp_model(
         causal=causal,
         dtype=dtype,
         readout_bias=True,
+        W1=W1,
+        W2=W2,
         meta={
             "construction": CONSTRUCTION,
             "beta": beta,
@@ -251,9 +253,7 @@ def assemble_ramp_model(
     with torch.no_grad():
         tdt = model.config.torch_dtype
         ff = model.blocks[0].ff
-        ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
         ff.hidden.bias.copy_(torch.from_numpy(b1).to(tdt))
-        ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
         ff.output.bias.zero_()
         R = torch.zeros(C, d, dtype=tdt)
         R[torch.arange(C), L0 + torch.arange(C)] = 1.0
@@ -281,11 +281,13 @@ def assemble_ramp_model(
     return model, info
 
 
-def new_transformer(config: TransformerConfig) -> Transformer:
-    """Transformer(config), silencing torch's warning about initialising a width-0 FF (no label changes)."""
+def new_transformer(config: TransformerConfig, tensors: dict[str, torch.Tensor] | None = None) -> Transformer:
+    """``Transformer.from_tensors(config, tensors)``: the given parameters in place, every other one zero, no
+    random initialisation (the construction sets every weight itself); silences torch's warning about
+    initialising a width-0 FF (no label changes)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Initializing zero-element tensors is a no-op")
-        return Transformer(config)
+        return Transformer.from_tensors(config, tensors or {})
 
 
 def rank1_memorizer_base(
@@ -302,12 +304,16 @@ def rank1_memorizer_base(
     dtype: str,
     meta: dict,
     readout_bias: bool,
+    W1: np.ndarray,
+    W2: np.ndarray,
     ff_bias: bool = True,
 ) -> tuple[Transformer, dict]:
     """The part both feed-forward forms of the memorizer share: the one-layer config, the embedding E (V, d),
-    the positional encoding P (max_len, d) and the rank-1 attention; returns (model, ranks of W_Q, W_K, W_V, W_O).
+    the positional encoding P (max_len, d), the rank-1 attention and the feed-forward weights W1 (q, d) and
+    W2 (d, q) (in the model's dtype they become its tensors without a copy: the caller must not change them
+    afterwards); returns (model, ranks of W_Q, W_K, W_V, W_O).
 
-    The feed-forward weights and the readout are left to the caller.
+    The feed-forward biases and the readout are left to the caller (they start at zero).
     """
     config = TransformerConfig(
         d_model=d,
@@ -328,11 +334,17 @@ def rank1_memorizer_base(
         dtype=dtype,
         meta=meta,
     )
-    model = new_transformer(config)
+    model = new_transformer(
+        config,
+        {
+            "embed.weight": torch.from_numpy(E),
+            "pos": torch.from_numpy(Pz),
+            "blocks.0.ff.hidden.weight": torch.from_numpy(W1),  # (q, d)
+            "blocks.0.ff.output.weight": torch.from_numpy(W2),  # (d, q)
+        },
+    )
     with torch.no_grad():
         tdt = config.torch_dtype
-        model.embed.weight.copy_(torch.from_numpy(E).to(tdt))
-        model.pos.copy_(torch.from_numpy(Pz).to(tdt))
         attn = model.blocks[0].attn
 
         def unit(i: int) -> torch.Tensor:

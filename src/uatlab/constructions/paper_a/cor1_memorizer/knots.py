@@ -375,6 +375,8 @@ def assemble_knot_model(
         dtype=dtype,
         readout_bias=False,
         ff_bias=False,
+        W1=W1,
+        W2=W2,
         meta={
             "construction": CONSTRUCTION,
             "ff": "knots",
@@ -390,9 +392,6 @@ def assemble_knot_model(
     )
     with torch.no_grad():
         tdt = model.config.torch_dtype
-        ff = model.blocks[0].ff
-        ff.hidden.weight.copy_(torch.from_numpy(W1).to(tdt))
-        ff.output.weight.copy_(torch.from_numpy(W2).to(tdt))
         model.readout.weight.copy_(torch.from_numpy(R).to(tdt))
     gaps = np.diff(occ.h)[(occ.group[1:] == occ.group[:-1]) & (occ.label[1:] != occ.label[:-1])]
     info = {
