@@ -19,7 +19,8 @@ both alike):
 * read + encode: a plain-Python parse of the file, a dict lookup per token, one BLAKE2b per vocabulary word;
 * attention: K·Σn² score elements (K query-scale candidates) × (one exp + 5 elementwise passes), at the
   per-element rates of ``np.exp`` and of an elementwise pass measured in the same process;
-* group contexts: K × (lexsort + unique) of T random (word, h) pairs;
+* group contexts: K × (sort by (word, h) + unique) of T random (word, h) pairs, the sort being the one the
+  compiler uses (``group_value_order``, equal to ``np.lexsort``);
 * feed-forward construction: writing the model's parameters once (memory fill);
 * certify: the certificate's essential matrix passes: 4 passes over every (token, candidate FF unit)
   pair × d at the BLAS rate measured in the same process (a (20000 × d) · (d × 32) product), plus the
@@ -298,8 +299,12 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> di
     word = rng.integers(0, max(1, T // 8), T)
     h = rng.random(T)
 
+    from uatlab.constructions.paper_a.cor1_memorizer.select import group_value_order
+
+    words, word_rank = np.unique(word, return_inverse=True)
+
     def group():
-        o = np.lexsort((h, word))
+        o = group_value_order(word, word_rank, len(words), h)  # = np.lexsort((h, word)), ~3x faster
         np.unique(word[o], return_index=True)
 
     t_group = K * _cpu(group)[0]
