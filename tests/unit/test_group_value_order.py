@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uatlab.constructions.paper_a.cor1_memorizer.select import group_value_order
+from uatlab.constructions.paper_a.cor1_memorizer.contexts import group_value_order
 
 
 def _order(group: np.ndarray, h: np.ndarray) -> np.ndarray:
-    groups, rank = np.unique(group, return_inverse=True)
-    return group_value_order(group, rank.reshape(-1), len(groups), h)
+    return group_value_order(group, h)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -26,6 +25,12 @@ def test_equals_lexsort_with_ties_signed_zeros_and_sparse_group_ids(seed):
     assert np.array_equal(got, want)
     # the tie rule matters here: a data-order-blind sort would differ
     assert len(np.unique(np.stack([group, h]), axis=1).T) < n
+
+
+def test_groups_spanning_beyond_the_key_are_renumbered():
+    group = np.array([2**62, -(2**62), 2**62, 5, 5])
+    h = np.array([0.5, 0.25, 0.25, 0.0, -0.0])
+    assert np.array_equal(_order(group, h), np.lexsort((h, group)))
 
 
 def test_nan_and_empty_fall_back_to_lexsort():

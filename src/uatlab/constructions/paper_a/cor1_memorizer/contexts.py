@@ -146,6 +146,42 @@ def context_groups(word: np.ndarray, pos: np.ndarray, max_len: int | None) -> np
     return word if max_len is None else word * max_len + pos
 
 
+def group_value_order(group: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``np.lexsort((h, group))`` for integer groups: the tokens sorted by group, then by h, ties in both kept in
+    data order.
+
+    Formed from one (unstable) sort of h and one sort of the int64 key (group − min, dense rank of h, index),
+    which is unique and orders exactly as lexsort compares (h by ``<``, so −0.0 and 0.0 tie): the same
+    permutation, about three times faster than lexsort's two stable passes. Groups are renumbered densely if
+    their span would overflow the key; falls back to lexsort when h holds a NaN or the key still does not fit.
+    """
+    N = len(h)
+    if N == 0 or not np.issubdtype(group.dtype, np.integer):
+        return np.lexsort((h, group))
+    r = np.argsort(h)  # (N,) ties in any order: the index in the key below orders them
+    hs = h[r]
+    if np.isnan(hs[-1]):
+        return np.lexsort((h, group))
+    dense_sorted = np.zeros(N, dtype=np.int64)
+    np.cumsum(hs[1:] != hs[:-1], out=dense_sorted[1:])  # dense rank of h along the sorted order
+    D = int(dense_sorted[-1]) + 1
+    lo = int(group.min())
+    if (int(group.max()) - lo + 1) * D * N < 2**63:
+        g = group.astype(np.int64) - lo
+    else:
+        uniq, inverse = np.unique(group, return_inverse=True)
+        if len(uniq) * D * N >= 2**63:
+            return np.lexsort((h, group))
+        g = inverse.reshape(-1).astype(np.int64)
+    dense = np.empty(N, dtype=np.int64)
+    dense[r] = dense_sorted
+    key = g * D
+    key += dense
+    key *= N
+    key += np.arange(N, dtype=np.int64)
+    return np.argsort(key)
+
+
 def group_occurrences(
     table: TokenTable,
     h: np.ndarray,
@@ -169,7 +205,7 @@ def group_occurrences(
     num_labels = len(id2lab)
     pos_all = table.pos if by_position else None
     grp = context_groups(word, table.pos, by_position)
-    order = np.lexsort((hh, grp))  # stable: tokens of one (group, h) point stay in data order
+    order = group_value_order(grp, hh)  # = np.lexsort((hh, grp)): tokens of one (group, h) point in data order
     w_s, h_s, l_s, k_s, g_s = word[order], hh[order], lab[order], key[order], grp[order]
     new = np.r_[True, (g_s[1:] != g_s[:-1]) | (h_s[1:] != h_s[:-1])]
     first = np.flatnonzero(new)  # (G,) first sorted token of each point
