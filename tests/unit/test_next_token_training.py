@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from uatlab.experiments import next_token_training as ntt
 from uatlab.experiments.next_token import random_next_token
+from uatlab.training.checkpoint import CheckpointError
 
 
 def test_last_position_logits_equal_the_full_forward_pass():
@@ -23,7 +25,7 @@ def test_last_position_logits_equal_the_full_forward_pass():
 def test_width_search_doubles_then_bisects_to_the_threshold(monkeypatch):
     calls = []
 
-    def fake_train(tokens, labels, V, C, width, recipe, layers=1):
+    def fake_train(tokens, labels, V, C, width, recipe, layers=1, **kw):
         calls.append(width)
         return None, {"width": width, "accuracy": 1.0 if width >= 37 else 0.5, "params": 10 * width}
 
@@ -79,7 +81,7 @@ def test_capacity_command_grid_sets_the_first_and_largest_width(tmp_path, monkey
 
     tried: list[int] = []
 
-    def fake_train(tokens, labels, V, C, width, recipe, layers=1):
+    def fake_train(tokens, labels, V, C, width, recipe, layers=1, **kw):
         tried.append(width)
         acc = 1.0 if width >= 40 else 0.5
         return None, {
@@ -99,3 +101,40 @@ def test_capacity_command_grid_sets_the_first_and_largest_width(tmp_path, monkey
     tried.clear()
     state = capacity_next_token_command("12", False, False, tmp_path / "b", True, steps=5, widths=[8, 16])
     assert tried == [8, 16] and state["table"][0]["trained_width"] is None  # 32 > the largest width: not tried
+
+
+def test_an_interrupted_trial_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path):
+    tokens, labels = random_next_token(40, 6, 3, 5, seed=2)
+    recipe = ntt.Recipe(d=8, steps=60, check_every=10, lr=1e-3, batch=16)
+    m_full, r_full = ntt.train_next_token(tokens, labels, 3, 5, 16, recipe)
+    assert r_full["steps"] == 60 and r_full["accuracy"] < 1.0  # the whole budget runs: the resume path is used
+    assert [e["step"] for e in r_full["history"]] == [10, 20, 30, 40, 50, 60]  # the loss curve, one entry per check
+    last = r_full["history"][-1]
+    assert (last["accuracy"], last["loss"]) == (r_full["accuracy"], r_full["loss"])
+    assert last["wrong"] == round((1 - r_full["accuracy"]) * 40)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_50(entry):
+        if entry["step"] == 50:
+            raise Stop
+
+    ck = tmp_path / "trial.pt"
+    with pytest.raises(Stop):
+        ntt.train_next_token(tokens, labels, 3, 5, 16, recipe, checkpoint=ck, checkpoint_every=20, on_check=stop_at_50)
+    assert ck.is_file()  # written at step 40, the last multiple of 20 before the interruption
+    m_res, r_res = ntt.train_next_token(tokens, labels, 3, 5, 16, recipe, checkpoint=ck, checkpoint_every=20)
+    assert r_res["resumed_from"] == 40 and r_full["resumed_from"] is None
+    assert (r_res["steps"], r_res["accuracy"], r_res["loss"]) == (r_full["steps"], r_full["accuracy"], r_full["loss"])
+    drop = ("cpu_seconds",)
+    assert [{k: v for k, v in e.items() if k not in drop} for e in r_res["history"]] == [
+        {k: v for k, v in e.items() if k not in drop} for e in r_full["history"]
+    ]
+    for a, b in zip(m_full.parameters(), m_res.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # the checkpoint belongs to width 16 on these data: another width is refused, naming the field
+    with pytest.raises(CheckpointError, match="width"):
+        ntt.train_next_token(tokens, labels, 3, 5, 32, recipe, checkpoint=ck, checkpoint_every=20)
+    with pytest.raises(ValueError, match="multiple of check_every"):
+        ntt.train_next_token(tokens, labels, 3, 5, 16, recipe, checkpoint=ck, checkpoint_every=15)

@@ -115,7 +115,9 @@ def capacity_next_token_command(
     """Smallest trained one-layer model reaching 100 % vs the compiled memorizer, with fitted slopes.
 
     Writes ``OUT/next_token_capacity.json`` after every trial (a rerun with the same options resumes:
-    finished trials are kept) and prints one progress line per trial. ``--quick`` runs only the ICLR 2025
+    finished trials are kept) and prints one progress line per trial; a trial checkpoints to
+    ``OUT/checkpoints/N{N}_width{W}.pt`` every 1,000 steps and prints a progress line there (an
+    interrupted trial resumes from its checkpoint, to the same numbers). ``--quick`` runs only the ICLR 2025
     paper's blocks experiment, scaled down (see `QUICK_BLOCKS`). ``widths`` (``--grid``): the search
     starts at min(widths) instead of `start_width` and doubles up to max(widths) instead of ``max_width``.
     """
@@ -197,6 +199,13 @@ def capacity_next_token_command(
                     f"after {rec['steps']} steps ({rec['epochs']} epochs), {rec['cpu_seconds']:.1f} CPU s"
                 )
 
+            def on_check(w: int, e: dict[str, Any], N: int = N) -> None:
+                if e["step"] % PROGRESS_EVERY == 0:
+                    say(
+                        f"N = {N}, width {w}: step {e['step']}/{recipe.steps}, accuracy {e['accuracy']:.4f} "
+                        f"({e['wrong']} wrong), loss {e['loss']:.4f}, lr {e['lr']:.2e}, {e['cpu_seconds']:.0f} CPU s"
+                    )
+
             res = ntt.smallest_width(
                 tokens,
                 labels,
@@ -208,6 +217,8 @@ def capacity_next_token_command(
                 resolution=resolution,
                 done={int(w): r for w, r in entry["trials"].items()},
                 on_trial=on_trial,
+                checkpoint_for=lambda w, N=N: out / "checkpoints" / f"N{N}_width{w}.pt",
+                on_check=on_check,
             )
             entry["result"] = {k: v for k, v in res.items() if k != "trials"}
             save()
@@ -250,6 +261,7 @@ def capacity_next_token_command(
     return state
 
 
+PROGRESS_EVERY = 1000  # steps between progress lines of a trial (it checkpoints at the same steps)
 SEQ_LEN, CLASSES, VOCAB = 32, 10, 4  # n, C and the token alphabet of the random next-token data
 # The paper's experiment: #blocks = 1, 10, 20, 30, 40 on N = 3,000 sequences. FULL_BLOCKS keeps n = 32;
 # QUICK_BLOCKS keeps the blocks and scales N (3,000 → 1,000), n (32 → 8), d, the width, the batch and the

@@ -21,17 +21,21 @@ the convention of the compiled memorizer's count. Everything is deterministic fo
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import resource
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from uatlab.models.transformer import Transformer, TransformerConfig
+from uatlab.training.checkpoint import CheckpointError, config_differences, load_checkpoint, save_checkpoint
 
 
 def _cpu() -> float:
@@ -111,14 +115,41 @@ def accuracy(model: Transformer, X: torch.Tensor, Y: torch.Tensor) -> tuple[floa
     return right / len(X), loss / len(X)
 
 
+def _data_digest(tokens: np.ndarray, labels: np.ndarray) -> str:
+    """SHA-256 of the training data (a checkpoint only resumes the run it was written for)."""
+    h = hashlib.sha256()
+    for a in (np.ascontiguousarray(tokens, dtype=np.int64), np.ascontiguousarray(labels, dtype=np.int64)):
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def train_next_token(
-    tokens: np.ndarray, labels: np.ndarray, V: int, C: int, width: int, recipe: Recipe, layers: int = 1
+    tokens: np.ndarray,
+    labels: np.ndarray,
+    V: int,
+    C: int,
+    width: int,
+    recipe: Recipe,
+    layers: int = 1,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
+    on_check: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Transformer, dict[str, Any]]:
     """Train until 100 % training accuracy (checked every ``check_every`` steps) or the step budget.
 
     Returns the model and: accuracy, loss, steps, epochs, seconds, cpu_seconds, params (non-embedding),
-    params_total, width, layers.
+    params_total, width, layers, and ``history`` (step, accuracy, loss, wrong, learning rate at every
+    check: the loss curve).
+
+    ``checkpoint``: a file written atomically every ``checkpoint_every`` steps (a multiple of
+    ``check_every``) with the model, the optimizer, the schedule, the batch order and the random state;
+    if it exists, training resumes from it and reaches the same numbers as an uninterrupted run (one
+    thread, CPU). A checkpoint written for other data, another width or another recipe is refused
+    (`CheckpointError`, naming the fields that differ). ``on_check`` is called with each history entry (progress output).
     """
+    if checkpoint is not None and (checkpoint_every < 1 or checkpoint_every % recipe.check_every):
+        raise ValueError(f"checkpoint_every {checkpoint_every}: must be a multiple of check_every {recipe.check_every}")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -130,22 +161,79 @@ def train_next_token(
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
         g = torch.Generator().manual_seed(recipe.seed)
         bs = min(recipe.batch, N)
+        identity = {
+            "data": _data_digest(tokens, labels),
+            "V": V,
+            "C": C,
+            "width": width,
+            "layers": layers,
+            "recipe": recipe.to_json(),
+        }
         t0, c0, step = time.perf_counter(), _cpu(), 0
-        acc, loss = accuracy(model, X, Y)
+        spent_seconds, spent_cpu, resumed_from = 0.0, 0.0, None
+        perm: torch.Tensor | None = None  # (N,) the current epoch's order; batches perm[i : i + bs]
+        i = 0
+        history: list[dict[str, Any]] = []
+        if checkpoint is not None and Path(checkpoint).is_file():
+            state = load_checkpoint(checkpoint)
+            if state.get("identity") != identity:
+                raise CheckpointError(
+                    f"checkpoint {checkpoint} was written for another run "
+                    f"({'; '.join(config_differences(state.get('identity') or {}, identity))}); move it away to start afresh"
+                )
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+            g.set_state(state["generator"])
+            perm, i, step = state["perm"], int(state["i"]), int(state["step"])
+            acc, loss = float(state["accuracy"]), float(state["loss"])
+            history = list(state["history"])
+            spent_seconds, spent_cpu, resumed_from = float(state["seconds"]), float(state["cpu_seconds"]), step
+        else:
+            acc, loss = accuracy(model, X, Y)
         while step < total and acc < 1.0:
-            perm = torch.randperm(N, generator=g)
-            for i in range(0, N - bs + 1, bs):  # full batches only: every step sees bs examples
-                idx = perm[i : i + bs]
-                out = torch.nn.functional.cross_entropy(last_logits(model, X[idx]), Y[idx])
-                opt.zero_grad()
-                out.backward()
-                opt.step()
-                sched.step()
-                step += 1
-                if step % recipe.check_every == 0 or step == total:
-                    acc, loss = accuracy(model, X, Y)
-                    if acc == 1.0 or step >= total:
-                        break
+            if perm is None or i > N - bs:  # full batches only: every step sees bs examples
+                perm, i = torch.randperm(N, generator=g), 0
+            idx = perm[i : i + bs]
+            i += bs
+            out = torch.nn.functional.cross_entropy(last_logits(model, X[idx]), Y[idx])
+            opt.zero_grad()
+            out.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            if step % recipe.check_every == 0 or step == total:
+                acc, loss = accuracy(model, X, Y)
+                entry = {
+                    "step": step,
+                    "accuracy": acc,
+                    "loss": loss,
+                    "wrong": round((1.0 - acc) * N),
+                    "lr": sched.get_last_lr()[0],
+                    "cpu_seconds": spent_cpu + _cpu() - c0,
+                }
+                history.append(entry)
+                if on_check is not None:
+                    on_check(entry)
+                if checkpoint is not None and step % checkpoint_every == 0 and acc < 1.0 and step < total:
+                    save_checkpoint(
+                        {
+                            "identity": identity,
+                            "model": model.state_dict(),
+                            "opt": opt.state_dict(),
+                            "sched": sched.state_dict(),
+                            "generator": g.get_state(),
+                            "perm": perm,
+                            "i": i,
+                            "step": step,
+                            "accuracy": acc,
+                            "loss": loss,
+                            "history": history,
+                            "seconds": spent_seconds + time.perf_counter() - t0,
+                            "cpu_seconds": spent_cpu + _cpu() - c0,
+                        },
+                        checkpoint,
+                    )
         return model, {
             "width": width,
             "layers": layers,
@@ -153,10 +241,12 @@ def train_next_token(
             "loss": loss,
             "steps": step,
             "epochs": round(step * bs / N, 2),
-            "seconds": time.perf_counter() - t0,
-            "cpu_seconds": _cpu() - c0,
+            "seconds": spent_seconds + time.perf_counter() - t0,
+            "cpu_seconds": spent_cpu + _cpu() - c0,
             "params": model.num_parameters(non_embedding=True),
             "params_total": model.num_parameters(),
+            "resumed_from": resumed_from,
+            "history": history,
         }
     finally:
         torch.set_num_threads(threads)
@@ -173,18 +263,31 @@ def smallest_width(
     resolution: float = 0.125,
     done: dict[int, dict[str, Any]] | None = None,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_for: Callable[[int], str | os.PathLike] | None = None,
+    on_check: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Smallest FF width reaching 100 % (doubling from ``start``, then bisection to ``resolution``).
 
     ``done`` maps widths already trained (a resumed run) to their records; ``on_trial`` is called with each
-    new record (progress output and checkpointing). Returns {"width", "params", "trials"} (width None if
+    new record (progress output and checkpointing); ``checkpoint_for(width)`` names the file a trial
+    checkpoints to and resumes from (`train_next_token`), ``on_check(width, entry)`` sees every accuracy
+    check of a trial. Returns {"width", "params", "trials"} (width None if
     even ``max_width`` fails).
     """
     trials: dict[int, dict[str, Any]] = dict(done or {})
 
     def ok(w: int) -> bool:
         if w not in trials:
-            _, rec = train_next_token(tokens, labels, V, C, w, recipe)
+            _, rec = train_next_token(
+                tokens,
+                labels,
+                V,
+                C,
+                w,
+                recipe,
+                checkpoint=checkpoint_for(w) if checkpoint_for is not None else None,
+                on_check=(lambda e, w=w: on_check(w, e)) if on_check is not None else None,
+            )
             trials[w] = rec
             if on_trial is not None:
                 on_trial(rec)
