@@ -3,8 +3,8 @@
     python benchmarks/next_token.py --quick                 # N = 10², 10³, compiled only (seconds)
     python benchmarks/next_token.py --out /tmp/nt.json      # N = 10², 10³, 10⁴, 10⁵ compiled + certified
     python benchmarks/next_token.py --corpus                # + Python stdlib windows (≥ 200,000), certified
-    python benchmarks/next_token.py --trained DIR           # + the trained table of `uatlab experiment capacity
-                                                            #   --task next-token --out DIR` in the figure
+    python benchmarks/next_token.py --trained DIR[,DIR]     # + the trained points of `uatlab experiment capacity
+                                                            #   --task next-token --out DIR` runs in the figure
     python benchmarks/next_token.py --figure docs/figures/next_token_params.png
 
 Writes one JSON (rows, fitted log-log slopes, bend, corpus figures); rows are appended as they finish
@@ -80,6 +80,26 @@ def corpus(window: int, min_windows: int) -> dict:
     }
 
 
+def trained_points(folders: list[Path]) -> list[dict]:
+    """One point per N: the fewest parameters of a trained model that reached 100 % in any of the capacity
+    runs in ``folders`` (each `uatlab experiment capacity --task next-token --out DIR`, possibly with its own
+    step budget), with the folder and budget it came from."""
+    best: dict[int, dict] = {}
+    for d in folders:
+        cap = json.loads((d / "next_token_capacity.json").read_text())
+        for r in cap["table"]:
+            if r.get("trained_params") and (r["N"] not in best or r["trained_params"] < best[r["N"]]["params"]):
+                best[r["N"]] = {
+                    "N": r["N"],
+                    "params": r["trained_params"],
+                    "width": r["trained_width"],
+                    "steps": r["trained_steps"],
+                    "budget_steps": cap["setup"]["recipe"]["steps"],
+                    "folder": str(d),
+                }
+    return [best[N] for N in sorted(best)]
+
+
 def figure(state: dict, path: Path) -> None:
     import matplotlib
 
@@ -101,7 +121,7 @@ def figure(state: dict, path: Path) -> None:
     tr = sorted((r["N"], r["params"]) for r in state.get("trained", []) if r.get("params"))
     if tr:
         s = state["slopes"].get("trained", float("nan"))
-        ax.loglog(*zip(*tr, strict=True), "d:", label=f"smallest trained 1-layer (slope {s:.2f})")
+        ax.loglog(*zip(*tr, strict=True), "d:", label=f"trained 1-layer reaching 100 % (slope {s:.2f})")
     Ns = np.logspace(2, math.log10(max(r["N"] for r in rows)), 20)
     C = rows[0]["C"]
     ax.loglog(Ns, Ns * math.log2(C) / 53, "k:", label="float64 floor N·log2C/53")
@@ -131,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", action="store_true")
     p.add_argument("--corpus-windows", type=int, default=200_000)
     p.add_argument(
-        "--trained", default=None, help="folder of a finished `uatlab experiment capacity --task next-token`"
+        "--trained",
+        default=None,
+        help="comma-separated folders of `uatlab experiment capacity --task next-token` runs (per N the fewest"
+        " parameters reaching 100 % in any of them)",
     )
     p.add_argument("--figure", default=None)
     a = p.parse_args(argv)
@@ -175,11 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         state["corpus"] = corpus(32, a.corpus_windows)
         print(json.dumps(state["corpus"]), flush=True)
     if a.trained:
-        cap = json.loads((Path(a.trained) / "next_token_capacity.json").read_text())
-        state["trained"] = [
-            {"N": r["N"], "params": r["trained_params"]} for r in cap["table"] if r.get("trained_params")
-        ]
-        state["slopes"]["trained"] = cap.get("slope_trained")
+        state["trained"] = trained_points([Path(d) for d in a.trained.split(",") if d])
+        pts = [(r["N"], r["params"]) for r in state["trained"]]
+        state["slopes"]["trained"] = nt.fit_loglog_slope(*zip(*pts, strict=True)) if len(pts) > 1 else None
     state["machine"] = nt.threads_note()
     _save(out, state)
     print(json.dumps({"slopes": state["slopes"], "bend_N": state["bend_N"]}))

@@ -1,0 +1,36 @@
+"""`benchmarks/next_token.py --trained DIR,DIR`: the trained points merged from several capacity runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("next_token_bench", ROOT / "benchmarks" / "next_token.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _capacity_run(folder: Path, steps: int, rows: list[tuple[int, int | None]]) -> Path:
+    folder.mkdir()
+    table = [
+        {"N": N, "trained_params": p, "trained_width": p and p // 33, "trained_steps": p and steps // 2}
+        for N, p in rows
+    ]
+    state = {"setup": {"recipe": {"steps": steps}}, "table": table}
+    (folder / "next_token_capacity.json").write_text(json.dumps(state))
+    return folder
+
+
+def test_trained_points_take_the_fewest_parameters_reaching_100_percent_per_n(tmp_path):
+    a = _capacity_run(tmp_path / "a", 1000, [(100, 3850), (1000, None)])
+    b = _capacity_run(tmp_path / "b", 4000, [(100, 5000), (1000, 35002)])
+    c = _capacity_run(tmp_path / "c", 20000, [(10000, None)])
+    pts = _bench().trained_points([a, b, c])
+    assert [(p["N"], p["params"], p["budget_steps"]) for p in pts] == [(100, 3850, 1000), (1000, 35002, 4000)]
+    assert pts[0]["folder"] == str(a) and pts[1]["folder"] == str(b)  # where each point came from
