@@ -138,3 +138,16 @@ def test_an_interrupted_trial_resumes_from_its_checkpoint_to_the_same_numbers(tm
         ntt.train_next_token(tokens, labels, 3, 5, 32, recipe, checkpoint=ck, checkpoint_every=20)
     with pytest.raises(ValueError, match="multiple of check_every"):
         ntt.train_next_token(tokens, labels, 3, 5, 16, recipe, checkpoint=ck, checkpoint_every=15)
+
+
+def test_accuracy_in_small_chunks_equals_the_whole_forward_pass(monkeypatch):
+    tokens, labels = random_next_token(37, 6, 3, 4, seed=5)
+    X, Y = torch.from_numpy(tokens), torch.from_numpy(labels)
+    model = ntt.build_model(3, 4, 6, 16, ntt.Recipe(d=8))
+    with torch.no_grad():
+        z = model(X)[:, -1]
+    want_acc = int((z.argmax(-1) == Y).sum()) / len(Y)
+    want_loss = float(torch.nn.functional.cross_entropy(z, Y))
+    monkeypatch.setattr(ntt, "EVAL_FLOATS", 16 * 5)  # 5 rows per chunk at width 16: 8 chunks, the last one short
+    acc, loss = ntt.accuracy(model, X, Y)
+    assert acc == want_acc and abs(loss - want_loss) < 1e-5

@@ -102,15 +102,24 @@ def last_logits(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
     return model.readout(model.blocks[0].ff(y))  # (B, C)
 
 
+EVAL_FLOATS = 1 << 22  # feed-forward activations (floats) per evaluation chunk: 16 MB in float32
+
+
 def accuracy(model: Transformer, X: torch.Tensor, Y: torch.Tensor) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) on all of (X, Y), in chunks."""
+    """(accuracy, mean cross-entropy) on all of (X, Y), in chunks.
+
+    A chunk holds at most `EVAL_FLOATS` feed-forward activations (rows × width), so the memory of a check
+    does not grow with the width (at width 32,768 a fixed 8,192-row chunk was 1 GiB).
+    """
+    w = model.config.ff_width
+    rows = max(1, min(8192, EVAL_FLOATS // max(1, *(w if isinstance(w, tuple) else (w,)))))
     model.eval()
     right, loss = 0, 0.0
     with torch.no_grad():
-        for i in range(0, len(X), 8192):
-            z = last_logits(model, X[i : i + 8192])
-            right += int((z.argmax(-1) == Y[i : i + 8192]).sum())
-            loss += float(torch.nn.functional.cross_entropy(z, Y[i : i + 8192], reduction="sum"))
+        for i in range(0, len(X), rows):
+            z = last_logits(model, X[i : i + rows])
+            right += int((z.argmax(-1) == Y[i : i + rows]).sum())
+            loss += float(torch.nn.functional.cross_entropy(z, Y[i : i + rows], reduction="sum"))
     model.train()
     return right / len(X), loss / len(X)
 
