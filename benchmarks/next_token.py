@@ -100,6 +100,28 @@ def trained_points(folders: list[Path]) -> list[dict]:
     return [best[N] for N in sorted(best)]
 
 
+def trained_failures(folders: list[Path]) -> list[dict]:
+    """Per N with no trained model at 100 % in any of ``folders``: the most parameters of a finished trial
+    that stayed below 100 % (a width that was not enough within its budget), with its accuracy."""
+    done = {p["N"] for p in trained_points(folders)}
+    worst: dict[int, dict] = {}
+    for d in folders:
+        cap = json.loads((d / "next_token_capacity.json").read_text())
+        for key, entry in cap.get("sweep", {}).items():
+            N = int(key)
+            for t in entry.get("trials", {}).values():
+                if N not in done and t["accuracy"] < 1.0 and (N not in worst or t["params"] > worst[N]["params"]):
+                    worst[N] = {
+                        "N": N,
+                        "params": t["params"],
+                        "width": t["width"],
+                        "accuracy": t["accuracy"],
+                        "budget_steps": cap["setup"]["recipe"]["steps"],
+                        "folder": str(d),
+                    }
+    return [worst[N] for N in sorted(worst)]
+
+
 def figure(state: dict, path: Path) -> None:
     import matplotlib
 
@@ -122,6 +144,18 @@ def figure(state: dict, path: Path) -> None:
     if tr:
         s = state["slopes"].get("trained", float("nan"))
         ax.loglog(*zip(*tr, strict=True), "d:", label=f"trained 1-layer reaching 100 % (slope {s:.2f})")
+    fails = state.get("trained_failures", [])
+    if fails:
+        ax.loglog(
+            [f["N"] for f in fails],
+            [f["params"] for f in fails],
+            "^",
+            mfc="none",
+            color="tab:red",
+            label="trained, largest finished trial < 100 %",
+        )
+        for f in fails:
+            ax.annotate(f" {100 * f['accuracy']:.2f} %", (f["N"], f["params"]), fontsize=7)
     Ns = np.logspace(2, math.log10(max(r["N"] for r in rows)), 20)
     C = rows[0]["C"]
     ax.loglog(Ns, Ns * math.log2(C) / 53, "k:", label="float64 floor N·log2C/53")
@@ -199,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(state["corpus"]), flush=True)
     if a.trained:
         state["trained"] = trained_points([Path(d) for d in a.trained.split(",") if d])
+        state["trained_failures"] = trained_failures([Path(d) for d in a.trained.split(",") if d])
         pts = [(r["N"], r["params"]) for r in state["trained"]]
         state["slopes"]["trained"] = nt.fit_loglog_slope(*zip(*pts, strict=True)) if len(pts) > 1 else None
     state["machine"] = nt.threads_note()

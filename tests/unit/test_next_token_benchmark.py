@@ -16,13 +16,17 @@ def _bench():
     return module
 
 
-def _capacity_run(folder: Path, steps: int, rows: list[tuple[int, int | None]]) -> Path:
+def _capacity_run(folder: Path, steps: int, rows: list[tuple[int, int | None]], failed=None) -> Path:
     folder.mkdir()
     table = [
         {"N": N, "trained_params": p, "trained_width": p and p // 33, "trained_steps": p and steps // 2}
         for N, p in rows
     ]
-    state = {"setup": {"recipe": {"steps": steps}}, "table": table}
+    sweep = {
+        str(N): {"trials": {str(w): {"width": w, "params": 33 * w, "accuracy": acc} for w, acc in trials}}
+        for N, trials in (failed or {}).items()
+    }
+    state = {"setup": {"recipe": {"steps": steps}}, "table": table, "sweep": sweep}
     (folder / "next_token_capacity.json").write_text(json.dumps(state))
     return folder
 
@@ -30,7 +34,10 @@ def _capacity_run(folder: Path, steps: int, rows: list[tuple[int, int | None]]) 
 def test_trained_points_take_the_fewest_parameters_reaching_100_percent_per_n(tmp_path):
     a = _capacity_run(tmp_path / "a", 1000, [(100, 3850), (1000, None)])
     b = _capacity_run(tmp_path / "b", 4000, [(100, 5000), (1000, 35002)])
-    c = _capacity_run(tmp_path / "c", 20000, [(10000, None)])
+    c = _capacity_run(tmp_path / "c", 20000, [(10000, None)], failed={10000: [(8, 0.9), (16, 0.99)], 1000: [(4, 0.5)]})
     pts = _bench().trained_points([a, b, c])
     assert [(p["N"], p["params"], p["budget_steps"]) for p in pts] == [(100, 3850, 1000), (1000, 35002, 4000)]
     assert pts[0]["folder"] == str(a) and pts[1]["folder"] == str(b)  # where each point came from
+    # N = 10⁴ never reached 100 %: the largest finished trial is reported as a failure; N = 10³ is not (it succeeded)
+    fails = _bench().trained_failures([a, b, c])
+    assert [(f["N"], f["width"], f["accuracy"]) for f in fails] == [(10000, 16, 0.99)]
