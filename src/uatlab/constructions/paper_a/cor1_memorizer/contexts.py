@@ -77,7 +77,13 @@ def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool) -> np.ndarray:
     S = b[None, :, None] * a[:, None, :]  # (B, n_q, n_k)
     if causal:
         S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
-    S -= S.max(axis=-1, keepdims=True)
+    if np.all(b > 0):
+        # max_k fl(b_q a_k) = fl(b_q max_k a_k) (rounding is monotone and b_q > 0): the same maximum (up to the
+        # sign of a zero, which S − M and exp do not see) without a reduction over the short last axis
+        M = np.maximum.accumulate(a, axis=1) if causal else a.max(axis=1, keepdims=True)  # (B, n) or (B, 1)
+        S -= (b[None, :] * M)[:, :, None]
+    else:
+        S -= S.max(axis=-1, keepdims=True)
     np.exp(S, out=S)
     S /= S.sum(axis=-1, keepdims=True)
     return np.einsum("bqk,bk->bq", S, a)  # (B, n)

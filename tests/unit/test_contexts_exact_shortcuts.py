@@ -1,4 +1,5 @@
-"""The per-candidate sort of the query-scale choice equals np.lexsort((h, group)) exactly."""
+"""Grouping's shortcuts give bit for bit what the plain formulas give: the sort by (group, h) equals
+np.lexsort((h, group)), the Boltzmann rows' maximum taken from the keys equals the maximum of the scores."""
 
 from __future__ import annotations
 
@@ -38,3 +39,30 @@ def test_nan_and_empty_fall_back_to_lexsort():
     h = np.array([0.5, np.nan, np.nan, 0.25, 0.5])
     assert np.array_equal(_order(group, h), np.lexsort((h, group)))
     assert len(_order(np.zeros(0, dtype=np.int64), np.zeros(0))) == 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_boltzmann_rows_take_the_row_maximum_from_the_keys_bit_for_bit(causal):
+    from uatlab.constructions.paper_a.cor1_memorizer.contexts import _boltzmann_rows
+
+    rng = np.random.default_rng(1)
+    B, n = 64, 17
+    a = rng.integers(-1024, 1025, (B, n)) / 2**15  # dyadic keys, as the compiler's codes
+    a[rng.random((B, n)) < 0.1] = -0.0
+    a[:3] = a[:3, :1]  # rows of equal keys
+    b = 0.75 * (1 + rng.integers(0, 8, n) / 8) * 3.3  # positive query scales, not powers of two
+
+    assert np.array_equal(_boltzmann_rows(a, b, causal), _plain_rows(a, b, causal))
+    b[0] = -1.0  # a non-positive scale: the maximum is taken over the scores
+    assert np.array_equal(_boltzmann_rows(a, b, causal), _plain_rows(a, b, causal))
+
+
+def _plain_rows(a, b, causal):
+    n = a.shape[1]
+    S = b[None, :, None] * a[:, None, :]  # the row maximum taken over the scores
+    if causal:
+        S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
+    S -= S.max(axis=-1, keepdims=True)
+    P = np.exp(S)
+    P /= P.sum(axis=-1, keepdims=True)
+    return np.einsum("bqk,bk->bq", P, a)
