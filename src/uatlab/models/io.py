@@ -78,8 +78,7 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
         config = TransformerConfig.from_json(meta["uatlab_config"])
     except (KeyError, json.JSONDecodeError, InputError, TypeError) as exc:
         raise ModelFileError(f"{path}: the stored config is invalid: {exc}") from None
-    model = Transformer(config)
-    expected = model.state_dict()
+    expected = Transformer(config, init_ff=False).state_dict()  # names and shapes (the FF layers allocate nothing)
     missing = sorted(set(expected) - set(tensors))
     unexpected = sorted(set(tensors) - set(expected))
     if missing or unexpected:
@@ -89,7 +88,9 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
             raise ModelFileError(
                 f"{path}: tensor {k} has shape {tuple(v.shape)}, the config needs {tuple(expected[k].shape)}"
             )
-    model.load_state_dict(tensors)
+    # the file's tensors (copied: the model must not depend on the file staying as it is), no random
+    # initialisation of weights that are overwritten at once
+    model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
     model.eval()
     extra = json.loads(meta["uatlab_extra"]) if "uatlab_extra" in meta else {}
     return model, extra
