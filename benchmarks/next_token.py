@@ -83,20 +83,25 @@ def corpus(window: int, min_windows: int) -> dict:
 def trained_points(folders: list[Path]) -> list[dict]:
     """One point per N: the fewest parameters of a trained model that reached 100 % in any of the capacity
     runs in ``folders`` (each `uatlab experiment capacity --task next-token --out DIR`, possibly with its own
-    step budget), with the folder and budget it came from."""
+    step budget), with the folder and budget it came from. Finished trials count too (a run stopped after its
+    first width has no table yet, but its trial at 100 % is a trained model of that size)."""
     best: dict[int, dict] = {}
+
+    def offer(N: int, params: int, width: int, steps: int, budget: int, folder: Path) -> None:
+        if N not in best or params < best[N]["params"]:
+            best[N] = {"N": N, "params": params, "width": width, "steps": steps, "budget_steps": budget}
+            best[N]["folder"] = str(folder)
+
     for d in folders:
         cap = json.loads((d / "next_token_capacity.json").read_text())
-        for r in cap["table"]:
-            if r.get("trained_params") and (r["N"] not in best or r["trained_params"] < best[r["N"]]["params"]):
-                best[r["N"]] = {
-                    "N": r["N"],
-                    "params": r["trained_params"],
-                    "width": r["trained_width"],
-                    "steps": r["trained_steps"],
-                    "budget_steps": cap["setup"]["recipe"]["steps"],
-                    "folder": str(d),
-                }
+        budget = cap["setup"]["recipe"]["steps"]
+        for r in cap.get("table") or []:
+            if r.get("trained_params"):
+                offer(r["N"], r["trained_params"], r["trained_width"], r["trained_steps"], budget, d)
+        for key, entry in cap.get("sweep", {}).items():
+            for t in entry.get("trials", {}).values():
+                if t["accuracy"] >= 1.0:
+                    offer(int(key), t["params"], t["width"], t["steps"], budget, d)
     return [best[N] for N in sorted(best)]
 
 

@@ -41,3 +41,20 @@ def test_trained_points_take_the_fewest_parameters_reaching_100_percent_per_n(tm
     # N = 10⁴ never reached 100 %: the largest finished trial is reported as a failure; N = 10³ is not (it succeeded)
     fails = _bench().trained_failures([a, b, c])
     assert [(f["N"], f["width"], f["accuracy"]) for f in fails] == [(10000, 16, 0.99)]
+
+
+def test_a_run_stopped_after_its_first_width_contributes_its_finished_trial(tmp_path):
+    """The sweep was stopped after width 16 reached 100 % (no table yet): that trial is a trained point."""
+    d = tmp_path / "stopped"
+    d.mkdir()
+    trials = {
+        "16": {"width": 16, "params": 528, "accuracy": 1.0, "steps": 700},
+        "8": {"width": 8, "params": 264, "accuracy": 0.97},
+    }
+    state = {"setup": {"recipe": {"steps": 4000}}, "sweep": {"10000": {"trials": trials}}}
+    (d / "next_token_capacity.json").write_text(json.dumps(state))
+    pts = _bench().trained_points([d])
+    assert [(p["N"], p["params"], p["width"], p["steps"], p["budget_steps"]) for p in pts] == [
+        (10000, 528, 16, 700, 4000)
+    ]
+    assert _bench().trained_failures([d]) == []  # N = 10⁴ succeeded: not listed as a failure
