@@ -42,6 +42,7 @@ _EXPORTS = {
     "compile_relu_network": "uatlab.constructions.paper_b.lem3_11_relu_network",
     "compile_relu_network_two_layer": "uatlab.constructions.paper_b.lem3_11_relu_network",
     "compile_relu_network_standard": "uatlab.constructions.paper_b.lem3_11_standard_attention",
+    "compile_relu_network_one_standard_layer_two_tokens": "uatlab.constructions.paper_b.lem3_11_standard_two_tokens",
     "build_incontext_gd": "uatlab.constructions.paper_b.appB_incontext_gd",
     "build_incontext_ridge": "uatlab.constructions.paper_b.appB_incontext_ridge",
     "build_incontext_features": "uatlab.constructions.paper_b.appB_incontext_features",

@@ -34,6 +34,7 @@ PUBLIC = {
     "compile_memorizer",
     "compile_next_token",
     "compile_relu_network",
+    "compile_relu_network_one_standard_layer_two_tokens",
     "compile_relu_network_standard",
     "compile_relu_network_two_layer",
     "compile_seq2seq_deep",

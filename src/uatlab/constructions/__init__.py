@@ -32,6 +32,7 @@ _BUILDERS = {
     "compile_relu_network": "uatlab.constructions.paper_b.lem3_11_relu_network",
     "compile_relu_network_two_layer": "uatlab.constructions.paper_b.lem3_11_relu_network",
     "compile_relu_network_standard": "uatlab.constructions.paper_b.lem3_11_standard_attention",
+    "compile_relu_network_one_standard_layer_two_tokens": "uatlab.constructions.paper_b.lem3_11_standard_two_tokens",
     "build_truncated_linear_attention": "uatlab.constructions.paper_b.thm3_truncated_linear",
     "build_softmax_pooling": "uatlab.constructions.paper_b.v2_one_layer_softmax",
     "compile_next_token": "uatlab.constructions.paper_c.api",
@@ -55,6 +56,9 @@ def _by_theorem() -> dict[tuple[str, str], Any]:
         ("B", "Lemma 3.11"): __getattr__("compile_relu_network"),
         ("B", "Lemma 3.11, two layers"): __getattr__("compile_relu_network_two_layer"),
         ("B", "Lemma 3.11, two standard attention layers"): __getattr__("compile_relu_network_standard"),
+        ("B", "Lemma 3.11, one standard attention layer, n = 2"): __getattr__(
+            "compile_relu_network_one_standard_layer_two_tokens"
+        ),
         ("B", "Appendix B"): __getattr__("build_incontext_gd"),
         ("B", "Appendix B, ridge"): __getattr__("build_incontext_ridge"),
         ("B", "Appendix B, ridge on anchor-interpolated features"): __getattr__("build_incontext_features"),
@@ -97,6 +101,7 @@ __all__ = [
     "compile_memorizer",
     "compile_next_token",
     "compile_relu_network",
+    "compile_relu_network_one_standard_layer_two_tokens",
     "compile_relu_network_standard",
     "compile_relu_network_two_layer",
     "compile_seq2seq_deep",
