@@ -38,10 +38,10 @@ def test_batches_equal_code_by_code(compiled, batch_pairs, monkeypatch):
     att, hid, out = bm.layers[0]
     ids = np.stack(model.encoding.encode_tokens(data))  # (N, n): one length
     x, r = bm.embed(ids)
-    x, r, _ = bm.attention(x, r, att, att.causal)
+    bm.attention(x, r, att, att.causal)  # in place
     d = x.shape[-1]
     x, r, ids = x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1)
-    y, ry = bm.ff_gated(x, r, ids, hid, out)
+    y, ry = bm.ff_gated(x.copy(), r.copy(), ids, hid, out)  # in place: on copies
     y0, ry0 = _per_code(bm, x, r, ids, hid, out)
     assert not np.isnan(y0).any()
     # the same sums, possibly in another order inside the BLAS: two float64 evaluations of the same exact
@@ -96,12 +96,12 @@ def test_token_slices_of_a_code_keep_the_bounds(compiled, unit_pairs, monkeypatc
     att, hid, out = bm.layers[0]
     ids = np.stack(model.encoding.encode_tokens(data))
     x, r = bm.embed(ids)
-    x, r, _ = bm.attention(x, r, att, att.causal)
+    bm.attention(x, r, att, att.causal)  # in place
     d = x.shape[-1]
     x, r, ids = x.reshape(-1, d), r.reshape(-1, d), ids.reshape(-1)
-    y0, ry0 = bm.ff_gated(x, r, ids, hid, out)
+    y0, ry0 = bm.ff_gated(x.copy(), r.copy(), ids, hid, out)  # in place: on copies
     monkeypatch.setattr(_BoundedModel, "UNIT_PAIRS", unit_pairs)
-    y, ry = bm.ff_gated(x, r, ids, hid, out)
+    y, ry = bm.ff_gated(x.copy(), r.copy(), ids, hid, out)
     assert (np.abs(y - y0) <= ry + ry0).all()  # both within their radius of the exact value
     assert (ry >= 0).all() and (ry <= ry0 * (1 + 1e-9) + 1e-300).all()
     sliced = certify(model, data)

@@ -297,7 +297,7 @@ def test_complement_gated_units_are_recognised_and_agree_with_the_dense_path():
     assert np.all(r1 <= r2 * (1 + 1e-9) + 1e-300)
     # every other word's unit really is off: the dense pre-activations of non-own units are ≤ −1/8
     x, r = bm.embed(ids)
-    x, r, _ = bm.attention(x, r, bm.layers[0][0], False)
+    bm.attention(x, r, bm.layers[0][0], False)  # in place
     hid = bm.layers[0][1]
     z = x.reshape(-1, x.shape[-1]) @ hid.W.T + hid.b
     own = (bm.E[ids.reshape(-1)][:, J] > 0)[:, None, :] == (hid.W[:, J] == 0)[None]
@@ -360,8 +360,8 @@ def test_the_exact_score_rule_fires_on_a_compiled_float32_memorizer(monkeypatch)
     seen = {"exact": 0, "scores": 0}
     real = cert_mod._exact_score_products
 
-    def spy(q, rq, k, rk):
-        mask = real(q, rq, k, rk)
+    def spy(q, rq, k, rk, prod=None):
+        mask = real(q, rq, k, rk, prod)
         seen["exact"] += int(mask.sum())
         seen["scores"] += mask.size
         return mask

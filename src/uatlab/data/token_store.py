@@ -413,11 +413,13 @@ class TokenStore:
         self.label_counts[: len(counts)] += counts
         self._save_manifest()
 
-    def _chunk_arrays(self) -> Iterator[dict[str, Any]]:
-        """The stored chunks as flat arrays (lengths, word, label, key) with their first sequence index."""
+    def chunk_arrays(self, with_lines: bool = False) -> Iterator[dict[str, Any]]:
+        """The stored chunks in data order as flat arrays (lengths, word, label, key, and lines if asked) with
+        their first sequence index."""
+        names = ("lengths", "word", "label", "key", "lines") if with_lines else ("lengths", "word", "label", "key")
         for c in self.m["chunks"]:
             with np.load(self.dir / c["file"]) as z:
-                yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in ("lengths", "word", "label", "key")}}
+                yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in names}}
 
     def chunks(self) -> Iterator[Chunk]:
         """The stored chunks in data order."""
@@ -458,7 +460,7 @@ class TokenStore:
         self._remove_buckets()
         bdir.mkdir(exist_ok=True)
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
-        items = ((z, columns, num_columns) for z in self._chunk_arrays())
+        items = ((z, columns, num_columns) for z in self.chunk_arrays())
         recs = mapper(chunk_records, items) if mapper is not None else (chunk_records(*i) for i in items)
         for sequences, rec in recs:  # in chunk order: every bucket file holds its tokens in data order
             append_partitioned(rec, rec["word"] % B, B, lambda b: bdir / f"bucket_{b:05d}.bin")

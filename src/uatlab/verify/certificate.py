@@ -55,6 +55,9 @@ Per-operation rules (x̂ the reference value, r its radius, X = |x̂| + 2r a bou
   softmax rows are flagged unless every exp(s − max) and every weight exp(·)/Σ (Σ ≤ n) stays normal; a
   row flagged in one layer also flags every later-layer query that attends to it;
 * overflow: a batch in which any product or partial sum could exceed max/4 of the dtype is not certified;
+  when a bound carried from the weights alone excludes that for every input of any length ≤ max_len
+  (`_BoundedModel._overflow_excluded`), the per-batch check is skipped; a row whose bound is not finite
+  is never certified;
 * a PyTorch spot-check run that contradicts a certified token makes ``certified`` False.
 
 Structure used to scale (the "gated" fast path, checked exactly, never assumed): if some coordinates J
@@ -326,7 +329,16 @@ def _columns(W: np.ndarray, cols: np.ndarray) -> np.ndarray:
 
 
 def _matvec_bound(x, r, W, rW, u, eta):
-    """y = x Wᵀ for x (..., in), W (out, in): reference value and radius (eta: underflow per product)."""
+    """y = x Wᵀ for x (..., in), W (out, in): reference value and radius (eta: underflow per product).
+
+    Only the columns of W or rW that are not all zero are read: every other product is an exact zero in
+    every run (x is finite), adds nothing to a partial sum and no term to the counts below."""
+    cols = np.flatnonzero(np.any(W != 0, axis=0) | np.any(rW != 0, axis=0))
+    if len(cols) < W.shape[1]:
+        x, r, W, rW = np.take(x, cols, axis=-1), np.take(r, cols, axis=-1), W[:, cols], rW[:, cols]
+    lead = x.shape[:-1]
+    m = math.prod(lead)
+    x, r = x.reshape(m, x.shape[-1]), r.reshape(m, r.shape[-1])  # one 2-D product instead of a stack
     absW = np.abs(W)
     X = np.abs(x) + 2 * r
     count = (W != 0).sum(axis=-1) + (rW != 0).sum(axis=-1)  # products that can be non-zero (ETA each)
@@ -343,10 +355,24 @@ def _matvec_bound(x, r, W, rW, u, eta):
     big = single & (np.abs(only) >= 1.0)
     y = x @ W.T
     ry = r @ absW.T + X @ rW.T + g * (X @ (absW + rW).T) + np.where(big, 0, count) * eta
-    return y, ry
+    return y.reshape(*lead, W.shape[0]), ry.reshape(*lead, W.shape[0])
 
 
-def _exact_score_products(q, rq, k, rk) -> np.ndarray:
+def _column_maxima(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
+    """max_t (|x_t| + 2 r_t) and max_t r_t per column of x, r (T, d), in blocks of rows (cache-sized
+    temporaries instead of three (T, d) arrays)."""
+    d = x.shape[1]
+    mx, mr = np.zeros(d), np.zeros(d)
+    for s in range(0, x.shape[0], block):
+        xb, rb = x[s : s + block], r[s : s + block]
+        t = np.abs(xb)
+        t += 2 * rb
+        np.maximum(mx, t.max(axis=0), out=mx)
+        np.maximum(mr, rb.max(axis=0), out=mr)
+    return mx, mr
+
+
+def _exact_score_products(q, rq, k, rk, prod: np.ndarray | None = None) -> np.ndarray:
     """(B, n_q, n_k) mask of float32 scores q_i·k_j (head dim 1) that are exact in every run.
 
     Where q_i and k_j have radius 0, every run holds exactly the reference values, which are therefore
@@ -354,7 +380,8 @@ def _exact_score_products(q, rq, k, rk) -> np.ndarray:
     representable in float32, the run's rounded product equals it (subnormal results included: a
     representable value is returned unchanged). So the score costs no rounding there.
     """
-    prod = q[..., 0][:, :, None] * k[..., 0][:, None, :]
+    if prod is None:  # q_i·k_j, (B, n_q, n_k)
+        prod = q[..., 0][:, :, None] * k[..., 0][:, None, :]
     return (
         (rq[..., 0] == 0)[:, :, None]
         & (rk[..., 0] == 0)[:, None, :]
@@ -498,9 +525,12 @@ class _BoundedModel:
                 )
             )
         self.readout = _linear(model.readout, cfg.num_labels, d)
+        self.readout_cols = np.flatnonzero(np.any(self.readout.W != 0, axis=0))  # coordinates the readout weighs
         for lin in self._linears():
             lin.gam = gamma(np.maximum(lin.terms, 1), self.u)
         self.gate = self._detect_gate()
+        # no run on any input can overflow (proved from the weights alone): no per-batch checks then
+        self.overflow_excluded = self._overflow_excluded()
         for li, (_, hid, out) in enumerate(self.layers):
             if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
                 hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
@@ -612,14 +642,17 @@ class _BoundedModel:
             return e, np.zeros_like(e)
         n = ids.shape[1]
         self.check_length(n)
-        p = np.broadcast_to(self.P[:n], e.shape)
-        x = e + p
-        # e + p is exact wherever e or p is 0 for every word or position; TwoSum on the other coordinates only
-        exact = np.ones(x.shape, dtype=bool)
+        x = e
+        x += self.P[:n]
+        # e + p is exact wherever e or p is 0 for every word or position (radius 0 there); TwoSum on the other
+        # coordinates only
+        r = np.zeros_like(x)
         both = self.embed_overlap
         if len(both):
-            exact[..., both] = _exact_sum_mask(np.take(e, both, axis=-1), np.take(p, both, axis=-1), self.dtype)
-        r = np.where(exact, 0.0, self.u * np.abs(x) * (1 + self.u))
+            eb = np.take(self.E, both, axis=1)[ids]
+            pb = np.broadcast_to(np.take(self.P[:n], both, axis=1), eb.shape)
+            exact = _exact_sum_mask(eb, pb, self.dtype)
+            r[..., both] = np.where(exact, 0.0, self.u * np.abs(np.take(x, both, axis=-1)) * (1 + self.u))
         return x, r
 
     def ff_dense(self, x, r, hid: _Linear, out: _Linear):
@@ -700,7 +733,8 @@ class _BoundedModel:
         return x + y, r + ry_prop + np.maximum(separate, fused)
 
     def attention(self, x, r, att: _Attention, mask_causal: bool):
-        """x, r (B, n, d) → x + SA(x), radius; also a (B, n) flag of rows that are not certifiable."""
+        """x, r (B, n, d) → x + SA(x) and its radius, written into x and r (only the coordinates some head writes
+        change); returns a (B, n) flag of rows that are not certifiable."""
         u = self.u
         B, n, d = x.shape
         Hb_acc = []
@@ -719,15 +753,23 @@ class _BoundedModel:
             v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u, self.eta)
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
             s_dim = q.shape[-1]
-            S = q @ k.transpose(0, 2, 1)  # (B, n_q, n_k)
-            S *= att.scale
+            exact = None
             # rS = |β| (Σ_s rq Kb + Qb rk + γ_s Qb Kb + s η): the first and third sums as one product
-            rS = (rq + gamma(s_dim, u) * Qb) @ Kb.transpose(0, 2, 1)
-            rS += Qb @ rk.transpose(0, 2, 1)
+            if s_dim == 1:  # one product per score: broadcast (the same products a k = 1 matmul forms)
+                S = q * k.transpose(0, 2, 1)  # (B, n_q, n_k)
+                if self.dtype == "float32":
+                    exact = _exact_score_products(q, rq, k, rk, prod=S)
+                rS = (rq + gamma(s_dim, u) * Qb) * Kb.transpose(0, 2, 1)
+                rS += Qb * rk.transpose(0, 2, 1)
+            else:
+                S = q @ k.transpose(0, 2, 1)  # (B, n_q, n_k)
+                rS = (rq + gamma(s_dim, u) * Qb) @ Kb.transpose(0, 2, 1)
+                rS += Qb @ rk.transpose(0, 2, 1)
+            S *= att.scale
             rS += s_dim * self.eta
             rS *= abs(att.scale)
-            if s_dim == 1 and self.dtype == "float32":
-                rS[_exact_score_products(q, rq, k, rk)] = 0.0
+            if exact is not None:
+                np.copyto(rS, 0.0, where=exact)
             if not scale_exact:
                 # PyTorch first rounds the Python scalar to the model's dtype (opmath of float32 is float32),
                 # then rounds the product: two roundings unless the scale is representable in the dtype
@@ -784,27 +826,29 @@ class _BoundedModel:
             rupd_lin += rh @ np.abs(WO).T + Hb_acc[i] @ rO.T
             rounding += Hb_acc[i] @ (np.abs(WO) + rO).T
         # update = Σ W_O h over h·s terms per coordinate; residual x + update, possibly fused (see _residual)
-        y, ry = x.copy(), r.copy()
-        y[..., W], ry[..., W] = self._residual(
+        x[..., W], r[..., W] = self._residual(
             x[..., W], r[..., W], upd, rupd_lin + hs_count[W] * self.eta, rounding, hs_count[W]
         )
-        return y, ry, bad
+        return bad
 
     def readout_bound(self, y, ry):
+        """Logits L = y Wᵀ + b and their radius, reading only the coordinates the readout weighs (every other
+        product is an exact zero)."""
         ro = self.readout
+        cols = self.readout_cols
+        W, absW = ro.W[:, cols], ro.absW[:, cols]
+        if len(cols) < y.shape[-1]:
+            y, ry = np.take(y, cols, axis=-1), np.take(ry, cols, axis=-1)
         Y = np.abs(y) + 2 * ry
-        L = y @ ro.W.T + ro.b
-        rL = (
-            ry @ ro.absW.T
-            + gamma(np.maximum(ro.terms, 1), self.u) * (Y @ ro.absW.T + np.abs(ro.b))
-            + ro.terms * self.eta
-        )
+        L = y @ W.T + ro.b
+        rL = ry @ absW.T + gamma(np.maximum(ro.terms, 1), self.u) * (Y @ absW.T + np.abs(ro.b)) + ro.terms * self.eta
         return L, rL
 
     # ---------------------------------------------------------------- first FF, gated fast path
     def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, abs_w1=None):
         """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids; ``abs_w1``: `_gate_box_products` of
-        these x, r if already formed (else formed here)."""
+        these x, r if already formed (else formed here). The output and its radius are written into x and r
+        (every token once, each read before it is written) and returned."""
         g = self.gate
         others = g["others"]
         # box of the chunk over the non-code coordinates
@@ -828,8 +872,7 @@ class _BoundedModel:
         cid = g["word_cid"][ids]
         # coordinates outside R2 (no unit writes them, zero bias) pass through exactly: x + 0, radius r
         # (`_residual` with no term that can be non-zero); the batched codes write R2 only
-        yv = x.copy()
-        ry = r.copy()
+        yv, ry = x, r  # in place: each token's slice is read (gathered) before its result is written
         order = np.argsort(cid, kind="stable")
         cids_sorted = cid[order]
         starts = np.flatnonzero(np.r_[True, cids_sorted[1:] != cids_sorted[:-1]])
@@ -876,9 +919,7 @@ class _BoundedModel:
     def _gate_box_products(x, r, hid: _Linear) -> np.ndarray:
         """(units, 2): |W1| Mx and |W1| Mr with Mx = max_t (|x_t| + 2 r_t), Mr = max_t r_t over the tokens given
         (one pass over |W1|; the gated layer's box, and the overflow check's |W1| X of the same tokens)."""
-        Mx = (np.abs(x) + 2 * r).max(axis=0)  # (d,)
-        Mr = r.max(axis=0)
-        return hid.abs_matvec(np.stack([Mx, Mr], axis=1))
+        return hid.abs_matvec(np.stack(_column_maxima(x, r), axis=1))
 
     # (token, unit) pairs of one call for a code with many tokens (bounds the memory: ~20 such arrays)
     UNIT_PAIRS = 1 << 20
@@ -1081,20 +1122,33 @@ class _BoundedModel:
         if not groups:
             return []
         d = self.cfg.d_model
-        xs, rs, bads, flags = [], [], [], []
-        for ids in groups:
+        check = not self.overflow_excluded  # per-batch overflow checks, unless excluded for the whole model
+        sizes = [ids.size for ids in groups]
+        cut = np.cumsum(sizes)[:-1]
+        # every group's tokens in one (T, d) buffer; the groups' (B, n, d) arrays are views of it, updated in place
+        xf, rf = np.empty((sum(sizes), d)), np.empty((sum(sizes), d))
+
+        def views(xf, rf):
+            xs = [x.reshape(*ids.shape, d) for x, ids in zip(np.split(xf, cut), groups, strict=True)]
+            rs = [r.reshape(*ids.shape, d) for r, ids in zip(np.split(rf, cut), groups, strict=True)]
+            return xs, rs
+
+        xs, rs = views(xf, rf)
+        bads, flags = [], []
+        for gi, ids in enumerate(groups):
             x, r = self.embed(ids)
             flag = np.zeros(ids.shape[0], dtype=bool)  # per sequence: some run might overflow
-            flag[:] = self._may_overflow(x, r, "embed")
+            if check:
+                flag[:] = self._may_overflow(x, r, "embed")
             if self.input_ff is not None:
-                flag |= self._may_overflow(x, r, "ff", self.input_ff)
+                if check:
+                    flag |= self._may_overflow(x, r, "ff", self.input_ff)
                 x, r = self._ff_dense_chunked(x, r, *self.input_ff)
-            xs.append(x)
-            rs.append(r)
+            xs[gi][...], rs[gi][...] = x, r
+            del x, r
             bads.append(np.zeros(ids.shape, dtype=bool))
             flags.append(flag)
         overflow = False
-        sizes = [ids.size for ids in groups]
         for li, (att, hid, out) in enumerate(self.layers):
             for gi, ids in enumerate(groups):
                 B, n = ids.shape
@@ -1102,44 +1156,43 @@ class _BoundedModel:
                 if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
                     bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
                 x, r = xs[gi], rs[gi]
-                ys, rys = np.empty_like(x), np.empty_like(r)
                 step = max(1, self.ATTENTION_ELEMENTS // max(n * n, 1))
                 for s in range(0, B, step):
                     e = min(B, s + step)
-                    flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
-                    ys[s:e], rys[s:e], b = self.attention(x[s:e], r[s:e], att, att.causal)
-                    bad[s:e] |= b
-                xs[gi], rs[gi], bads[gi] = ys, rys, bad
-            xf = np.concatenate([x.reshape(-1, d) for x in xs])  # (T, d): every group's tokens
-            rf = np.concatenate([r.reshape(-1, d) for r in rs])
-            xs = rs = None
+                    if check:
+                        flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
+                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
+                bads[gi] = bad
             if li == 0 and self.gate is not None:
                 # one pass over |W1| for both the overflow check and the gated layer's box (the same Mx); rows of
                 # W2 outside R2 are all zero (their |W2| X is exactly 0)
                 abs_w1 = self._gate_box_products(xf, rf, hid)
-                overflow |= self._may_overflow(
-                    xf, rf, "ff", (hid, out), abs_w1_x=abs_w1[:, 0], out_rows=self.gate["R2"]
-                )
+                if check:
+                    overflow |= self._may_overflow(
+                        xf, rf, "ff", (hid, out), abs_w1_x=abs_w1[:, 0], out_rows=self.gate["R2"]
+                    )
                 ids = np.concatenate([ids.reshape(-1) for ids in groups])
-                xf, rf = self.ff_gated(xf, rf, ids, hid, out, abs_w1=abs_w1)
+                self.ff_gated(xf, rf, ids, hid, out, abs_w1=abs_w1)  # in place
                 del abs_w1
             else:
-                overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
+                if check:
+                    overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
                 xf, rf = self._ff_dense_chunked(xf[None], rf[None], hid, out)
                 xf, rf = xf[0], rf[0]
-            cut = np.cumsum(sizes)[:-1]
-            xs = [x.reshape(*ids.shape, d) for x, ids in zip(np.split(xf, cut), groups, strict=True)]
-            rs = [r.reshape(*ids.shape, d) for r, ids in zip(np.split(rf, cut), groups, strict=True)]
-        xf = np.concatenate([x.reshape(-1, d) for x in xs])
-        rf = np.concatenate([r.reshape(-1, d) for r in rs])
+                xs, rs = views(xf, rf)
         del xs, rs
-        overflow |= self._may_overflow(xf, rf, "readout", self.readout)
+        if check:
+            overflow |= self._may_overflow(xf, rf, "readout", self.readout)
         L, rL = self.readout_bound(xf, rf)
+        # a bound that is not finite (a radius blown up in a row already flagged, or infinities meeting) never
+        # certifies: such rows are flagged here rather than trusted to compare False
+        nonfinite = ~(np.isfinite(L).all(axis=-1) & np.isfinite(rL).all(axis=-1))
         del xf, rf
-        cut = np.cumsum(sizes)[:-1]
         res = []
-        for Lg, rLg, bad, flag, ids in zip(np.split(L, cut), np.split(rL, cut), bads, flags, groups, strict=True):
-            bad = bad | flag[:, None] | overflow  # some run of these rows might overflow: not certified
+        for Lg, rLg, nf, bad, flag, ids in zip(
+            np.split(L, cut), np.split(rL, cut), np.split(nonfinite, cut), bads, flags, groups, strict=True
+        ):
+            bad = bad | flag[:, None] | overflow | nf.reshape(ids.shape)  # some run might overflow: not certified
             res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
         return res
 
@@ -1150,8 +1203,12 @@ class _BoundedModel:
 
         ``stage == "ff"`` may be given ``abs_w1_x`` (|W1| X of these x, r, already formed) and ``out_rows``: the
         only rows of W2 and b2 that are not all zero (the others' bound is |x| alone)."""
+        Xm = _column_maxima(x.reshape(-1, x.shape[-1]), r.reshape(-1, r.shape[-1]))[0]  # (d,)
+        return self._stage_may_overflow(Xm, stage, params, abs_w1_x, out_rows)
+
+    def _stage_may_overflow(self, Xm, stage: str, params=None, abs_w1_x=None, out_rows=None) -> bool:
+        """`_may_overflow` given Xm (d,), a bound on |x| per coordinate of the stage's input in every run."""
         lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
-        Xm = (np.abs(x) + 2 * r).reshape(-1, x.shape[-1]).max(axis=0)  # (d,)
         if stage == "embed":
             sizes = [Xm]
         elif stage == "attention":
@@ -1185,6 +1242,67 @@ class _BoundedModel:
         else:
             sizes = [params.absW @ Xm + np.abs(params.b)]
         return not all(np.all(np.isfinite(v)) and np.max(v, initial=0.0) <= lim for v in sizes)
+
+    def _overflow_excluded(self) -> bool:
+        """True if no run of the model in its dtype, on any token sequence of any length ≤ max_len, has a product
+        or partial sum above max/4 of the dtype: then the per-batch overflow checks are not needed.
+
+        Proof. Let X_s (d,) bound |x| per coordinate at the input of stage s in every run, for every token. Each
+        stage's check (`_stage_may_overflow`, the one the per-batch check runs on the batch's own maxima) is
+        monotone in X_s, so passing it with X_s covers every batch. X_s is carried forward in float64 (a
+        relative error below 1e-15, inside the factors of 2 below), every bound counting ``(1 + γ) < 2`` for
+        a rounded sum, a term count times ETA for underflow, and ``(1 + u) < 2`` for one more rounding:
+
+        * embedding: |fl(e_w + p_k)| ≤ 2 (max_w |E_w| + max_k |P_k|);
+        * attention, head i: |v| ≤ V_i = 2 (|W_V^i| + r_V^i) X + d η; every softmax weight lies in [0, 1 + ε]
+          Σ_j p_j ≤ (1 + u) / (1 − γ_n) (each exp divided by a rounded sum of the same exps), so with
+          γ_n < 1/2, |h_i| ≤ (1 + γ_n)(1 + u) / (1 − γ_n) max|v| < 4 V_i (the kernel forming
+          exp(s − max − log Σ) gives weights summing to 1 + O(n u)); the update
+          |Σ_i W_O^i h_i| ≤ 2 Σ_i (|W_O^i| + r_O^i) 4 V_i + h s η, and x + update ≤ 2 (X + that);
+        * feed-forward: |z| ≤ Z = 2 (|W1| X + |b1|) + d η, relu(z) ≤ Z, the output sum
+          ≤ 2 (|W2| Z + |b2|) + q η, and the residual x + y ≤ 2 (X + that).
+
+        Refused (the per-batch checks run instead) when the model has no positional encoding (no max_len)
+        or γ_{max_len} ≥ 1/2.
+        """
+        u, eta = self.u, self.eta
+        bounds = self.a_priori_bounds = []  # (stage, bound on |output| per coordinate in every run), for tests
+        n_max = self.P.shape[0] if self.P is not None else None
+        if n_max is None or gamma(max(n_max, 1), u) >= 0.5:
+            return False
+        X = np.abs(self.E).max(axis=0, initial=0.0)
+        if self.P is not None:
+            X = X + np.abs(self.P).max(axis=0, initial=0.0)
+        X = 2 * X
+        bounds.append(("embed", X))
+        if not np.all(np.isfinite(X)) or self._stage_may_overflow(X, "embed"):
+            return False
+
+        def ff(X, hid: _Linear, out: _Linear):
+            if self._stage_may_overflow(X, "ff", (hid, out)):
+                return None
+            Z = 2 * (hid.abs_matvec(X) + np.abs(hid.b)) + X.size * eta
+            return 2 * (X + 2 * (out.abs_matvec(Z) + np.abs(out.b)) + Z.size * eta)
+
+        if self.input_ff is not None:
+            X = ff(X, *self.input_ff)
+            if X is None:
+                return False
+            bounds.append(("input_ff", X))
+        for li, (att, hid, out) in enumerate(self.layers):
+            if self._stage_may_overflow(X, "attention", att):
+                return False
+            upd = np.zeros_like(X)
+            for i in range(att.WQ.shape[0]):
+                V = 2 * ((np.abs(att.WV[i]) + att.rV[i]) @ X) + X.size * eta
+                upd += (np.abs(att.WO[i]) + att.rO[i]) @ (4 * V)
+            X = 2 * (X + 2 * upd + att.WO.shape[0] * att.WO.shape[2] * eta)
+            bounds.append((f"attention {li}", X))
+            X = ff(X, hid, out)
+            if X is None or not np.all(np.isfinite(X)):
+                return False
+            bounds.append((f"ff {li}", X))
+        return not self._stage_may_overflow(X, "readout", self.readout)
 
     def _ff_dense_chunked(self, x, r, hid, out):
         B, n, d = x.shape
@@ -1376,7 +1494,9 @@ def certify_chunks(
         torch_spot_check=spot,
         assumptions=[
             f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), the dtype of the model's "
-            f"parameters (its config says {bm.cfg.dtype}); no overflow (checked per batch)",
+            f"parameters (its config says {bm.cfg.dtype}); no overflow ("
+            + ("excluded for every input by a bound from the weights" if bm.overflow_excluded else "checked per batch")
+            + ")",
             "gradual underflow: subnormals neither flushed to zero nor read as zero (PyTorch's default; "
             "torch.set_flush_denormal(False)); checked in this process: environment['gradual_underflow']",
             f"exp accurate to {bm.exp_ulps:g} ulp for normal results (softmax rows that could underflow are not "
@@ -1393,22 +1513,38 @@ def certify_chunks(
 class EncodedChunk:
     """Sequences already encoded under the model's encoding (token ids, label ids, input keys), e.g. a chunk of
     the `uatlab.data.token_store.TokenStore` a compile read: certified without parsing, encoding or
-    hashing the words again. Certifies exactly like the `SequenceDataset` of the same sequences."""
+    hashing the words again. Certifies exactly like the `SequenceDataset` of the same sequences.
 
-    tok_ids: list[np.ndarray]  # (n_i,) int64 per sequence, ids of the model's encoding
-    lab_ids: list[np.ndarray]  # (n_i,) int64 per sequence
+    Flat: sequence i is ``tok[offsets[i] : offsets[i + 1]]`` (likewise ``lab``, ``keys``)."""
+
+    tok: np.ndarray  # (Σ n_i,) int64 token ids of the model's encoding, sequences one after another
+    lab: np.ndarray  # (Σ n_i,) int64 label ids
+    offsets: np.ndarray  # (sequences + 1,) int64, offsets[0] = 0
     keys: np.ndarray  # (Σ n_i,) int64 input keys (uatlab.data.keys.input_keys), in sequence order
-    lines: list[int]  # the source line of each sequence
+    lines: np.ndarray  # (sequences,) int64 source line of each sequence
+
+    @classmethod
+    def from_lists(cls, tok_ids: list[np.ndarray], lab_ids: list[np.ndarray], keys: np.ndarray, lines) -> EncodedChunk:
+        """From one id array per sequence."""
+        lengths = np.fromiter((len(t) for t in tok_ids), np.int64, len(tok_ids))
+        cat = (
+            (lambda a: np.concatenate(a).astype(np.int64, copy=False)) if tok_ids else (lambda a: np.zeros(0, np.int64))
+        )
+        return cls(cat(tok_ids), cat(lab_ids), np.r_[0, np.cumsum(lengths)], keys, np.asarray(lines, np.int64))
 
     def __len__(self) -> int:
-        return len(self.tok_ids)
+        return len(self.offsets) - 1
 
     @property
     def num_tokens(self) -> int:
-        return int(sum(len(t) for t in self.tok_ids))
+        return int(self.offsets[-1])
 
     def lengths(self) -> np.ndarray:
-        return np.array([len(t) for t in self.tok_ids], dtype=np.int64)
+        return np.diff(self.offsets)
+
+    def rows(self, flat: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+        """(len(idx), n): ``flat``'s entries of sequences ``idx``, all of length n."""
+        return flat[self.offsets[idx][:, None] + np.arange(n)]
 
 
 def _lengths(chunk: SequenceDataset | EncodedChunk) -> np.ndarray:
@@ -1417,15 +1553,19 @@ def _lengths(chunk: SequenceDataset | EncodedChunk) -> np.ndarray:
     return np.array([len(t) for t in chunk.tokens])
 
 
+def _line_at(chunk: SequenceDataset | EncodedChunk, si: int) -> int:
+    return int(chunk.lines[si])
+
+
 def _token_at(chunk: SequenceDataset | EncodedChunk, enc: Encoding, si: int, k: int) -> str:
     if isinstance(chunk, EncodedChunk):
-        return _id_lists(enc)[0][int(chunk.tok_ids[si][k])]
+        return _id_lists(enc)[0][int(chunk.tok[chunk.offsets[si] + k])]
     return chunk.tokens[si][k]
 
 
 def _label_at(chunk: SequenceDataset | EncodedChunk, enc: Encoding, si: int, k: int) -> str:
     if isinstance(chunk, EncodedChunk):
-        return _id_lists(enc)[1][int(chunk.lab_ids[si][k])]
+        return _id_lists(enc)[1][int(chunk.lab[chunk.offsets[si] + k])]
     return chunk.labels[si][k]
 
 
@@ -1486,12 +1626,14 @@ def _certify_chunk(
     bm = _bounded_model(setup)
     model, enc = setup.model, setup.enc
     if isinstance(chunk, EncodedChunk):
-        tok_ids, lab_ids, keys = chunk.tok_ids, chunk.lab_ids, chunk.keys
+        flat = chunk
     else:
         context = "prefix" if bm.cfg.causal else "sequence"
-        tok_ids = enc.encode_tokens(chunk, start=start)
-        lab_ids = enc.encode_labels(chunk, start=start)
         keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
+        flat = EncodedChunk.from_lists(
+            enc.encode_tokens(chunk, start=start), enc.encode_labels(chunk, start=start), keys, chunk.lines
+        )
+    keys = flat.keys
     out: dict[str, Any] = {
         "sequences": len(chunk),
         "tokens": chunk.num_tokens,
@@ -1502,12 +1644,12 @@ def _certify_chunk(
         "min_at": None,
         "examples": [],
         "keys": keys,
-        "labels": np.concatenate(lab_ids) if lab_ids else np.zeros(0, np.int64),
+        "labels": flat.lab,
         "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
         "margins": {} if setup.keep_margins else None,
     }
     spot = out["spot"]
-    lengths = np.array([len(t) for t in tok_ids])
+    lengths = flat.lengths()
     uniq = np.unique(lengths)
     by_length = [np.flatnonzero(lengths == n) for n in uniq]
     # the PyTorch spot check: per length (in increasing order), the first `take` sequences of that length
@@ -1526,14 +1668,14 @@ def _certify_chunk(
         bm.check_length(int(uniq.max()))  # the bounded model's error, before PyTorch's own
     for gi, take in enumerate(takes):
         if take:
-            ids = np.stack([tok_ids[i] for i in by_length[gi][:take]])
+            ids = flat.rows(flat.tok, by_length[gi][:take], int(uniq[gi]))
             with torch.no_grad():
                 torch_runs[gi] = model(torch.from_numpy(ids)).argmax(-1).numpy()
     for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
-        batches = [np.stack([tok_ids[i] for i in idx]) for _, _, idx in part]  # (B, n) per piece
+        batches = [flat.rows(flat.tok, idx, int(uniq[gi])) for gi, _, idx in part]  # (B, n) per piece
         bounds = bm.forward_bounds_groups(batches)  # the token-wise stages once over the pass's tokens
         for (gi, offset, idx), (L, rL, bad) in zip(part, bounds, strict=True):
-            ys = np.stack([lab_ids[i] for i in idx])  # (B, n)
+            ys = flat.rows(flat.lab, idx, L.shape[1])  # (B, n)
             pred, ok = _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys)
             k = max(0, min(len(idx), takes[gi] - offset))
             if k:
@@ -1541,7 +1683,7 @@ def _certify_chunk(
     for gi, take in enumerate(takes):
         if take:  # PyTorch's own forward on a few sequences: certified tokens must be right
             idx = by_length[gi][:take]
-            ys = np.stack([lab_ids[i] for i in idx])
+            ys = flat.rows(flat.lab, idx, int(uniq[gi]))
             pred = np.concatenate([p for p, _ in spot_rows[gi]])
             ok = np.concatenate([o for _, o in spot_rows[gi]])
             run = torch_runs[gi]
@@ -1605,7 +1747,7 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                 "sequence": start + si,
                 "position": int(k),
                 "token": _token_at(chunk, enc, si, k),
-                "line": chunk.lines[si],
+                "line": _line_at(chunk, si),
                 "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
             }
     if len(examples) < setup.max_examples and not ok.all():
@@ -1619,7 +1761,7 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                     "position": int(k),
                     "token": _token_at(chunk, enc, si, k),
                     "label": _label_at(chunk, enc, si, k),
-                    "line": chunk.lines[si],
+                    "line": _line_at(chunk, si),
                     "certified_margin_lower_bound": float(lower[b, k]),
                     "softmax_range_exceeded": bool(bad[b, k]),
                 }
@@ -1652,24 +1794,51 @@ def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000
     or hashed again."""
     tok_map = _id_map(list(store.token_to_id), encoding.token_to_id, "token")
     lab_map = _id_map(list(store.label_to_id), encoding.label_to_id, "label")
-    words: list[np.ndarray] = []
-    labels: list[np.ndarray] = []
-    keys: list[np.ndarray] = []
-    lines: list[int] = []
-    start = count = 0
-    for ch in store.chunks():
-        for w, y, k, line in zip(ch.word, ch.label, ch.key, ch.lines.tolist(), strict=True):
-            words.append(tok_map[w])
-            labels.append(lab_map[y])
-            keys.append(k)
-            lines.append(line)
-            count += len(w)
-            if count >= tokens_per_chunk:
-                yield start, EncodedChunk(words, labels, np.concatenate(keys), lines)
-                start += len(words)
-                words, labels, keys, lines, count = [], [], [], [], 0
-    if words:
-        yield start, EncodedChunk(words, labels, np.concatenate(keys), lines)
+    names = ("word", "label", "key", "lines")
+    pending: list[dict[str, np.ndarray]] = []  # store chunks (or their tails) not yet yielded, in data order
+    start = 0
+
+    def cut(parts: list[dict[str, np.ndarray]]) -> EncodedChunk:
+        word, label, key, lines = (np.concatenate([p[k] for p in parts]) for k in names)
+        lengths = np.concatenate([p["lengths"] for p in parts])
+        return EncodedChunk(tok_map[word], lab_map[label], np.r_[0, np.cumsum(lengths)], key, lines)
+
+    for z in store.chunk_arrays(with_lines=True):
+        pending.append(z)
+        lengths = np.concatenate([p["lengths"] for p in pending])
+        ends = np.cumsum(lengths)  # tokens up to and including each pending sequence
+        seq0 = tok0 = 0  # first pending sequence of the next chunk, and the tokens before it
+        while True:
+            # a chunk ends at the first sequence whose running count reaches tokens_per_chunk (as in stream_chunks)
+            j = int(np.searchsorted(ends, tok0 + tokens_per_chunk, side="left"))
+            if j >= len(lengths):
+                break
+            yield start, cut(_seq_slice(pending, seq0, j + 1))
+            start += j + 1 - seq0
+            seq0, tok0 = j + 1, int(ends[j])
+        pending = _seq_slice(pending, seq0, len(lengths))
+    if pending and sum(len(p["lengths"]) for p in pending):
+        yield start, cut(pending)
+
+
+def _seq_slice(parts: list[dict[str, np.ndarray]], a: int, b: int) -> list[dict[str, np.ndarray]]:
+    """Sequences a…b−1 of consecutive flat store chunks (dicts of lengths, word, label, key, lines)."""
+    out = []
+    for p in parts:
+        n = len(p["lengths"])
+        lo, hi = max(a, 0), min(b, n)
+        if lo < hi:
+            off = np.r_[0, np.cumsum(p["lengths"])]
+            t0, t1 = int(off[lo]), int(off[hi])
+            out.append(
+                {
+                    "lengths": p["lengths"][lo:hi],
+                    "lines": p["lines"][lo:hi],
+                    **{k: p[k][t0:t1] for k in ("word", "label", "key")},
+                }
+            )
+        a, b = a - n, b - n
+    return out
 
 
 def _id_map(names: list[str], to_id: dict[str, int], what: str) -> np.ndarray:
