@@ -152,6 +152,7 @@ def test_the_harness_catches_a_bound_without_rounding(monkeypatch):
 
     monkeypatch.setattr(_BoundedModel, "_preactivation_bounds", no_rounding)
     monkeypatch.setattr(certificate_module, "gamma", lambda n, u: 0 * np.asarray(n, dtype=float))
+    monkeypatch.setattr(certificate_module, "_gamma_of_counts", lambda n, u, offset=0: 0 * np.asarray(n, dtype=float))
     worst = []
     for seed in range(4):
         h, knots, sigmas = saturated_ramps(seed)

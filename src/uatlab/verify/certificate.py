@@ -358,18 +358,42 @@ def _matvec_bound(x, r, W, rW, u, eta):
     return y.reshape(*lead, W.shape[0]), ry.reshape(*lead, W.shape[0])
 
 
-def _column_maxima(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[np.ndarray, np.ndarray]:
-    """max_t (|x_t| + 2 r_t) and max_t r_t per column of x, r (T, d), in blocks of rows (cache-sized
-    temporaries instead of three (T, d) arrays)."""
+_GAMMA_TABLES: dict[float, np.ndarray] = {}
+
+
+def _gamma_of_counts(n: np.ndarray, u: float, offset: int = 0) -> np.ndarray:
+    """γ_{max(n + offset, 1)} (u) for an array of non-negative integer term counts n (any numeric dtype), by
+    lookup in a table of `gamma` over 1, 2, …: the same values as ``gamma(np.maximum(n + offset, 1), u)``,
+    without its four passes over the array (`gamma` refuses n·u ≥ 1/2 when the table grows past it)."""
+    n = np.asarray(n)
+    top = int(n.max(initial=0)) + offset
+    tab = _GAMMA_TABLES.get(u)
+    if tab is None or len(tab) <= top:
+        size = max(top + 1, 2 * (0 if tab is None else len(tab)), 64)
+        size = min(size, max(top + 1, int(0.25 / u)))  # never past n·u = 1/4 unless asked for (then gamma raises)
+        tab = _GAMMA_TABLES[u] = gamma(np.maximum(np.arange(size), 1), u)
+    idx = n.astype(np.intp)
+    if offset:
+        idx += offset
+    return tab[idx]
+
+
+def _column_stats(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[np.ndarray, ...]:
+    """Per column of x, r (T, d): max_t (|x_t| + 2 r_t), max_t r_t, min_t (x_t − r_t), max_t (x_t + r_t), in blocks
+    of rows (cache-sized temporaries instead of (T, d) arrays); the same values as the whole-array forms."""
     d = x.shape[1]
-    mx, mr = np.zeros(d), np.zeros(d)
+    mx, mr, lo, hi = np.zeros(d), np.zeros(d), np.full(d, np.inf), np.full(d, -np.inf)
     for s in range(0, x.shape[0], block):
         xb, rb = x[s : s + block], r[s : s + block]
         t = np.abs(xb)
         t += 2 * rb
         np.maximum(mx, t.max(axis=0), out=mx)
         np.maximum(mr, rb.max(axis=0), out=mr)
-    return mx, mr
+        np.subtract(xb, rb, out=t)
+        np.minimum(lo, t.min(axis=0), out=lo)
+        np.add(xb, rb, out=t)
+        np.maximum(hi, t.max(axis=0), out=hi)
+    return mx, mr, lo, hi
 
 
 def _exact_score_products(q, rq, k, rk, prod: np.ndarray | None = None) -> np.ndarray:
@@ -725,11 +749,11 @@ class _BoundedModel:
         """
         u = self.u
         n = np.asarray(n)
-        g_n = gamma(np.maximum(n, 1), u)
+        g_n = _gamma_of_counts(n, u)
         ry = ry_prop + g_n * S
         X, Y = np.abs(x) + 2 * r, np.abs(y) + 2 * ry
         separate = g_n * S + np.where((X > 0) & (Y > 0), u * (X + Y), 0.0)
-        fused = np.where((X > 0) & (n > 0), gamma(n + 1, u) * (X + S), g_n * S)
+        fused = np.where((X > 0) & (n > 0), _gamma_of_counts(n, u, offset=1) * (X + S), g_n * S)
         return x + y, r + ry_prop + np.maximum(separate, fused)
 
     def attention(self, x, r, att: _Attention, mask_causal: bool):
@@ -845,22 +869,20 @@ class _BoundedModel:
         return L, rL
 
     # ---------------------------------------------------------------- first FF, gated fast path
-    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, abs_w1=None):
-        """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids; ``abs_w1``: `_gate_box_products` of
-        these x, r if already formed (else formed here). The output and its radius are written into x and r
-        (every token once, each read before it is written) and returned."""
+    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, stats=None):
+        """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids; ``stats``: `_column_stats` of these x, r
+        if already formed (else formed here). The output and its radius are written into x and r (every token
+        once, each read before it is written) and returned."""
         g = self.gate
         others = g["others"]
-        # box of the chunk over the non-code coordinates
-        xo, ro = np.take(x, others, axis=1), np.take(r, others, axis=1)
-        lo = (xo - ro).min(axis=0)
-        hi = (xo + ro).max(axis=0)
-        del xo, ro
+        if stats is None:
+            stats = _column_stats(x, r)
+        Mx, Mr, lo, hi = stats
+        lo, hi = lo[others], hi[others]  # box of the chunk over the non-code coordinates
         uorder, b1, Wo = g["order"], g["b"], g["Wo"]  # units in code order (see _detect_gate)
         upper = g["cap"] + np.maximum(Wo, 0.0) @ hi + np.minimum(Wo, 0.0) @ lo + b1  # bound on z_exact (other codes)
-        if abs_w1 is None:
-            abs_w1 = self._gate_box_products(x, r, hid)
-        aWM, aWr = abs_w1[uorder].T  # |W1| Mx, |W1| Mr
+        # |W1| Mx, |W1| Mr in one pass over |W1|
+        aWM, aWr = hid.abs_matvec(np.stack([Mx, Mr], axis=1))[uorder].T
         rz = aWr + g["gam"] * (aWM + np.abs(b1)) + g["terms"] * self.eta
         slack = gamma(hid.W.shape[1] + 3, U64) * (
             g["code_abs"] + aWM + np.abs(Wo) @ (np.abs(lo) + np.abs(hi)) + np.abs(b1)
@@ -902,7 +924,8 @@ class _BoundedModel:
             toks = np.concatenate(no_unit_tokens)
             if len(dense_units):
                 yv[toks], ry[toks] = self._ff_units(x[toks], r[toks], uorder[dense_units], hid, out)
-            else:  # no unit at all: `_ff_units` with none, y = x + b2 on R2 (the rest passes through, above)
+            elif out.b[g["R2"]].any():  # no unit at all: `_ff_units` with none, y = x + b2 on R2 (the rest passes
+                # through; with b2 = 0 everywhere all of it does: x + 0 with radius r, already in place)
                 R2 = g["R2"]
                 at2 = _rows_cols(toks, R2)
                 xo, ro, b2 = x[at2], r[at2], out.b[R2]
@@ -914,12 +937,6 @@ class _BoundedModel:
         if len(fast):
             self._ff_batched(x, r, order, starts[fast], ends[fast], lo_u[fast], hi_u[fast], hid, out, yv, ry)
         return yv, ry
-
-    @staticmethod
-    def _gate_box_products(x, r, hid: _Linear) -> np.ndarray:
-        """(units, 2): |W1| Mx and |W1| Mr with Mx = max_t (|x_t| + 2 r_t), Mr = max_t r_t over the tokens given
-        (one pass over |W1|; the gated layer's box, and the overflow check's |W1| X of the same tokens)."""
-        return hid.abs_matvec(np.stack(_column_maxima(x, r), axis=1))
 
     # (token, unit) pairs of one call for a code with many tokens (bounds the memory: ~20 such arrays)
     UNIT_PAIRS = 1 << 20
@@ -1013,7 +1030,7 @@ class _BoundedModel:
         del X
         if has_b1:
             rz_round += np.abs(b1)[:, None, :]
-        rz_round *= gamma(np.maximum(n, 1), u)
+        rz_round *= _gamma_of_counts(n, u)
         rz_round += n * eta
         rz = rb @ aW1t  # propagated input error |W1| r
         rz += rz_round
@@ -1096,7 +1113,7 @@ class _BoundedModel:
             n = (nz.sum(axis=1) + (b1 != 0)).astype(np.float64)[None, :]  # (1, units), the same counts
         else:
             n = (X > 0).astype(np.float64) @ nz.T.astype(np.float64) + (b1 != 0)  # (T, units), exact
-        g1 = gamma(np.maximum(n, 1), self.u)
+        g1 = _gamma_of_counts(n, self.u)
         rz_round = g1 * (X @ aW1.T + np.abs(b1)) + n * self.eta
         return z, r @ aW1.T, rz_round
 
@@ -1164,16 +1181,13 @@ class _BoundedModel:
                     bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
                 bads[gi] = bad
             if li == 0 and self.gate is not None:
-                # one pass over |W1| for both the overflow check and the gated layer's box (the same Mx); rows of
-                # W2 outside R2 are all zero (their |W2| X is exactly 0)
-                abs_w1 = self._gate_box_products(xf, rf, hid)
+                # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
+                # Mx); rows of W2 outside R2 are all zero (their |W2| X is exactly 0)
+                stats = _column_stats(xf, rf)
                 if check:
-                    overflow |= self._may_overflow(
-                        xf, rf, "ff", (hid, out), abs_w1_x=abs_w1[:, 0], out_rows=self.gate["R2"]
-                    )
+                    overflow |= self._stage_may_overflow(stats[0], "ff", (hid, out), out_rows=self.gate["R2"])
                 ids = np.concatenate([ids.reshape(-1) for ids in groups])
-                self.ff_gated(xf, rf, ids, hid, out, abs_w1=abs_w1)  # in place
-                del abs_w1
+                self.ff_gated(xf, rf, ids, hid, out, stats=stats)  # in place
             else:
                 if check:
                     overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
@@ -1196,18 +1210,19 @@ class _BoundedModel:
             res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
         return res
 
-    def _may_overflow(self, x, r, stage: str, params=None, abs_w1_x=None, out_rows=None) -> bool:
+    def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
         batch's largest |input| per coordinate). Given finite inputs, each bound S = Σ|terms| also bounds
         every product and every partial sum (times 1 + γ < 2), in any order.
 
-        ``stage == "ff"`` may be given ``abs_w1_x`` (|W1| X of these x, r, already formed) and ``out_rows``: the
-        only rows of W2 and b2 that are not all zero (the others' bound is |x| alone)."""
-        Xm = _column_maxima(x.reshape(-1, x.shape[-1]), r.reshape(-1, r.shape[-1]))[0]  # (d,)
-        return self._stage_may_overflow(Xm, stage, params, abs_w1_x, out_rows)
+        ``stage == "ff"`` may be given ``out_rows``: the only rows of W2 and b2 that are not all zero (the others'
+        bound is |x| alone)."""
+        Xm = _column_stats(x.reshape(-1, x.shape[-1]), r.reshape(-1, r.shape[-1]))[0]  # (d,)
+        return self._stage_may_overflow(Xm, stage, params, out_rows)
 
-    def _stage_may_overflow(self, Xm, stage: str, params=None, abs_w1_x=None, out_rows=None) -> bool:
-        """`_may_overflow` given Xm (d,), a bound on |x| per coordinate of the stage's input in every run."""
+    def _stage_may_overflow(self, Xm, stage: str, params=None, out_rows=None) -> bool:
+        """`_may_overflow` given Xm (d,), a bound on |x| per coordinate of the stage's input in every run, monotone
+        in Xm."""
         lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
         if stage == "embed":
             sizes = [Xm]
@@ -1232,7 +1247,7 @@ class _BoundedModel:
                 ]
         elif stage == "ff":
             hid, out = params
-            Sh = (hid.abs_matvec(Xm) if abs_w1_x is None else abs_w1_x) + np.abs(hid.b)
+            Sh = hid.abs_matvec(Xm) + np.abs(hid.b)
             if out_rows is None:
                 So = out.abs_matvec(2 * Sh) + np.abs(out.b) + Xm
             else:
