@@ -71,3 +71,32 @@ def test_certificate_from_the_token_store_equals_the_streamed_one(tmp_path):
     da, db = a.to_dict(margins=True), b.to_dict(margins=True)
     da.pop("seconds"), db.pop("seconds")
     assert da == db and a.tokens == 1350 and a.certified_tokens > 0
+
+
+def test_store_chunks_cut_where_the_stream_cuts_for_any_chunk_size(tmp_path):
+    """Certify chunks cut from the store's flat arrays: the same starts and the same sequences as the streamed
+    records, for chunk sizes below one sequence, across store-chunk boundaries and past the whole data; a size
+    below 1 is refused."""
+    import numpy as np
+    import pytest
+
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
+    from uatlab.data.token_store import TokenStore
+    from uatlab.verify.certificate import store_chunks, stream_chunks
+
+    data = tmp_path / "syn.jsonl"
+    write_synthetic(data, 40, 7, 30, 3, seed=2)
+    store = TokenStore(tmp_path / "work", str(data), "sequence", 37)  # store chunks of ≥ 37 tokens
+    store.read(iter_jsonl(data), keys.input_keys)
+    enc = compile_memorizer(store, certify=False).model.encoding
+    for size in (1, 6, 7, 36, 37, 100, 280, 10**6):
+        streamed = list(stream_chunks(iter_jsonl(data), str(data), tokens_per_chunk=size))
+        stored = list(store_chunks(store, enc, tokens_per_chunk=size))
+        assert [s for s, _ in stored] == [s for s, _ in streamed], size
+        for (_, a), (_, b) in zip(stored, streamed, strict=True):
+            assert np.array_equal(a.lengths(), [len(t) for t in b.tokens])
+            assert np.array_equal(a.tok, np.concatenate(enc.encode_tokens(b)))
+            assert np.array_equal(a.lab, np.concatenate(enc.encode_labels(b)))
+            assert list(a.lines) == list(b.lines)
+    with pytest.raises(ValueError, match="at least 1"):
+        next(store_chunks(store, enc, tokens_per_chunk=0))

@@ -147,3 +147,90 @@ def test_a_bound_that_is_not_finite_is_never_certified(monkeypatch):
     monkeypatch.setattr(_BoundedModel, "readout_bound", poisoned)
     cert = certify(model, data)
     assert cert.certified_tokens == 98 and not cert.certified
+
+
+# ---------------------------------------------------------------------------------------------- non-finite radii
+# A softmax row with a score spread of 1e5·1e5 has exp(2ρ) = ∞: its radius is ∞ (the row is flagged). With
+# the per-batch overflow checks skipped these infinities must still never reach another row's bound as NaN.
+
+
+def _unit(d: int, i: int) -> torch.Tensor:
+    v = torch.zeros(1, 1, d)
+    v[0, 0, i] = 1.0
+    return v
+
+
+def _two_layer(d: int, vocab: int) -> Transformer:
+    cfg = TransformerConfig(
+        d_model=d, n_layers=2, ff_width=1, vocab_size=vocab, num_labels=2, max_len=2, positional="learned",
+        causal=True, readout_bias=False, dtype="float32", rank=1,
+    )  # fmt: skip
+    model = Transformer(cfg).eval()
+    one = torch.ones(1, 1, 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        a1, a2 = model.blocks[0].attn, model.blocks[1].attn
+        for w in (a1.W_Q, a1.W_K, a1.W_V):  # layer 1: score and value read c0 (token B: 1e5, a flagged row)
+            w.set_factors(one, _unit(d, 0))
+        a1.W_O.set_factors(_unit(d, 1).transpose(1, 2), one)  # … and write c1
+        a2.W_Q.set_factors(torch.zeros(1, 1, 1), _unit(d, 0))
+        a2.W_K.set_factors(torch.zeros(1, 1, 1), _unit(d, 0))
+        a2.W_V.set_factors(one, _unit(d, 1))  # layer 2 averages c1 into c2
+        a2.W_O.set_factors(_unit(d, 2).transpose(1, 2), one)
+    return model
+
+
+def test_an_infinite_radius_in_a_later_key_does_not_shrink_an_earlier_rows_bound():
+    # token B's layer-1 radius is ∞; in layer 2 row 0 (token A, causal) gives B weight exactly 0, and 0·∞ = NaN.
+    # The FF reads c2 + c3 − c6 + 0.3 with c3 = c6 = 2^20: a float32 run may sum ((0.3 + 2^20) + c2) − 2^20 = 0.25,
+    # so label 1 (logit z = 0.3 exactly, against 0.28) is not provable for row 0 in any context.
+    d = 7
+    model = _two_layer(d, 2)
+    with torch.no_grad():
+        E = torch.zeros(2, d)
+        E[:, 3] = E[:, 6] = 2.0**20
+        E[:, 5] = 0.28
+        E[1, 0] = 1e5
+        model.embed.weight.copy_(E)
+        ff = model.blocks[1].ff
+        ff.hidden.weight.copy_(torch.tensor([[0, 0, 1.0, 1.0, 0, 0, -1.0]]))
+        ff.hidden.bias.fill_(0.3)
+        ff.output.weight[4, 0] = 1.0
+        model.readout.weight[0, 5] = 1.0
+        model.readout.weight[1, 4] = 1.0
+    f = np.float32
+    assert ((f(0.3) + f(2.0**20)) + f(0.0)) - f(2.0**20) < f(0.28)  # the premise: a legal run gets row 0 wrong
+    bm = _BoundedModel(model)
+    assert bm.overflow_excluded
+    for seq in ([0], [0, 1]):
+        L, rL, bad = bm.forward_bounds(np.array([seq]))
+        lower = L[0, 0, 1] - L[0, 0, 0] - 2 * (rL[0, 0, 1] + rL[0, 0, 0])
+        assert bad[0, 0] or not lower > 0, seq
+    assert bm.forward_bounds(np.array([[0, 1]]))[2][0, 1]  # token B's own row is flagged
+
+
+def test_an_infinite_radius_in_one_sequence_leaves_the_others_bounds_alone():
+    # sequence [A, B] has B's ∞ radius; sequence [C] (same pass) must get the bound it gets alone: C's c2 carries
+    # a real error (2^12 + 1.3 rounds in float32) that a NaN in the same coordinate of B must not hide
+    d = 6
+    model = _two_layer(d, 3)
+    with torch.no_grad():
+        E = torch.zeros(3, d)
+        E[:, 5] = 1.2999
+        E[1, 0] = 1e5
+        E[2, 0], E[2, 1], E[2, 2] = 1.3, 2.0**12, -(2.0**12)
+        model.embed.weight.copy_(E)
+        ff = model.blocks[1].ff
+        ff.hidden.weight[0, 2] = 1.0
+        ff.output.weight[4, 0] = 1.0
+        model.readout.weight[0, 5] = 1.0
+        model.readout.weight[1, 4] = 1.0
+        assert int(model(torch.tensor([[2]])).argmax(-1)) == 0  # the premise: PyTorch gets C's label 1 wrong
+    bm = _BoundedModel(model)
+    alone = bm.forward_bounds_groups([np.array([[2]])])[0]
+    together = bm.forward_bounds_groups([np.array([[0, 1]]), np.array([[2]])])[1]
+    for a, b in zip(alone, together, strict=True):
+        assert np.array_equal(a, b)
+    L, rL, bad = together
+    assert bad[0, 0] or not L[0, 0, 1] - L[0, 0, 0] - 2 * (rL[0, 0, 1] + rL[0, 0, 0]) > 0

@@ -378,6 +378,23 @@ def _gamma_of_counts(n: np.ndarray, u: float, offset: int = 0) -> np.ndarray:
     return tab[idx]
 
 
+def _quarantine(x: np.ndarray, r: np.ndarray, bad: np.ndarray) -> None:
+    """Flag (in ``bad``, (T,)) the tokens of x, r (T, d) whose value or radius is not finite, and set them to 0 ± 0.
+
+    Such a radius arises only in a row already beyond the certificate's rules (e.g. a softmax row whose bound
+    exp(2ρ) overflows, which is flagged, and then a masked key's 0 · ∞ in a later row that is not). NaN fails
+    every comparison, so left in place it could make a live unit look dead, or drop an error-carrying
+    coordinate from a bound taken over the tokens of a call; zeroed, the token adds nothing to such bounds
+    (a box only widens with an extra point) and stays flagged. The common case is one reduction per array:
+    a finite sum means every entry is finite."""
+    if np.isfinite(x.sum()) and np.isfinite(r.sum()):
+        return
+    nf = ~(np.isfinite(x).all(axis=1) & np.isfinite(r).all(axis=1))
+    if nf.any():
+        x[nf], r[nf] = 0.0, 0.0
+        bad |= nf
+
+
 def _column_stats(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[np.ndarray, ...]:
     """Per column of x, r (T, d): max_t (|x_t| + 2 r_t), max_t r_t, min_t (x_t − r_t), max_t (x_t + r_t), in blocks
     of rows (cache-sized temporaries instead of (T, d) arrays); the same values as the whole-array forms."""
@@ -659,18 +676,18 @@ class _BoundedModel:
         if self.P is not None and n > self.P.shape[0]:
             raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
 
-    def embed(self, ids: np.ndarray):
-        """ids (B, n) → x, r (B, n, d)."""
-        e = self.E[ids]
+    def embed(self, ids: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None):
+        """ids (B, n) → x, r (B, n, d), written into ``out`` (two (B, n, d) float64 arrays) when given."""
+        B, n = ids.shape
+        x, r = out if out is not None else (np.empty((B, n, self.E.shape[1])), np.empty((B, n, self.E.shape[1])))
+        np.take(self.E, ids, axis=0, out=x)
+        r.fill(0.0)
         if self.P is None:
-            return e, np.zeros_like(e)
-        n = ids.shape[1]
+            return x, r
         self.check_length(n)
-        x = e
         x += self.P[:n]
         # e + p is exact wherever e or p is 0 for every word or position (radius 0 there); TwoSum on the other
         # coordinates only
-        r = np.zeros_like(x)
         both = self.embed_overlap
         if len(both):
             eb = np.take(self.E, both, axis=1)[ids]
@@ -685,7 +702,7 @@ class _BoundedModel:
 
     def _ff_tail(self, x, r, z, rz, W2, absW2, b2, rz_round=None, W1=None):
         """Given pre-activations of the evaluated units: output y = x + W2 relu(z) + b2 and its radius."""
-        live = (z + 2 * rz * RADIUS_SAFETY) > 0  # units that may be non-zero in some run
+        live = ~((z + 2 * rz * RADIUS_SAFETY) <= 0)  # units that may be non-zero in some run (NaN: live)
         a = np.maximum(z, 0.0)
         A = np.where(live, np.maximum(z + 2 * rz, 0.0), 0.0)
         ra = np.where(live, rz, 0.0)
@@ -694,7 +711,7 @@ class _BoundedModel:
             # Units ON in every run (ẑ − 2 r_z > 0) act linearly: their propagated input error is
             # |W2_on W1_on| r, not |W2_on| |W1_on| r (see _on_units_linear_error); only their rounding
             # r_round goes through |W2|. Used when few input coordinates carry an error (else: the old bound).
-            Jr = np.flatnonzero((r.max(axis=0) > 0) & np.any(W1 != 0, axis=0))
+            Jr = np.flatnonzero(~(r.max(axis=0) <= 0) & np.any(W1 != 0, axis=0))  # (NaN: carries an error)
             if len(Jr) <= self.LINEAR_ON_MAX_COORDS:
                 on = (z - 2 * rz * RADIUS_SAFETY) > 0
                 ra = np.where(on, rz_round, ra)
@@ -772,9 +789,18 @@ class _BoundedModel:
         scale_exact = is_power_of_two(att.scale)
         heads = []
         for i in range(att.WQ.shape[0]):
-            q, rq = _matvec_bound(x, r, att.WQ[i], att.rQ[i], u, self.eta)  # (B, n, s)
-            k, rk = _matvec_bound(x, r, att.WK[i], att.rK[i], u, self.eta)
-            v, rv = _matvec_bound(x, r, att.WV[i], att.rV[i], u, self.eta)
+            # q, k, v (B, n, s) as one product: each output row is its own dot product and radius
+            s_dim = att.WQ.shape[1]
+            qkv, rqkv = _matvec_bound(
+                x,
+                r,
+                np.concatenate([att.WQ[i], att.WK[i], att.WV[i]]),
+                np.concatenate([att.rQ[i], att.rK[i], att.rV[i]]),
+                u,
+                self.eta,
+            )
+            q, k, v = (qkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
+            rq, rk, rv = (rqkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
             s_dim = q.shape[-1]
             exact = None
@@ -822,7 +848,7 @@ class _BoundedModel:
             # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
             rho = rho + u * (np.log(nkeys) + 2.0)
             # every exp(s − max) AND every weight exp(·)/Σ (Σ ≤ nkeys) must stay normal for the relative bounds
-            bad |= (Tmax + rho + np.log(nkeys)) > exp_underflow_threshold(self.dtype)
+            bad |= ~((Tmax + rho + np.log(nkeys)) <= exp_underflow_threshold(self.dtype))  # (NaN: flagged)
             g = gamma(np.maximum(nkeys - 1, 1), u)  # (1, n)
             # e^{2ρ}(1+u)²/((1−u)(1−γ)) − 1, via expm1/log1p: in float64 (1 + 2^-53) rounds to 1
             eps_p = np.expm1(2 * rho + 2 * np.log1p(u) - np.log1p(-u) - np.log1p(-g))  # (B, n)
@@ -1042,10 +1068,10 @@ class _BoundedModel:
         slack = rz * (2 * RADIUS_SAFETY)
         on = z > slack  # ON in every run (implies live)
         np.negative(slack, out=slack)
-        live = z > slack  # units that may be non-zero in some run
+        live = ~(z <= slack)  # units that may be non-zero in some run (NaN: live)
         del slack
         # per code: coordinates with an input error read by its units (Jr of _ff_tail)
-        Jr = (rb > 0).any(axis=1) & read  # (nb, |R1|)
+        Jr = ~(rb <= 0).all(axis=1) & read  # (nb, |R1|) (NaN: carries an error)
         linear = Jr.sum(axis=1) <= self.LINEAR_ON_MAX_COORDS
         if not linear.all():
             on &= linear[:, None, None]
@@ -1134,7 +1160,8 @@ class _BoundedModel:
         the token-wise stages take over the tokens of a call is a bound over those tokens (the gated layer's
         box, the per-code error coordinates, the coarse overflow check), so it is as sound over the union. An
         overflow found in a block of sequences flags that block; one found in a token-wise stage flags every
-        batch.
+        batch. After every stage a token whose value or radius is not finite is flagged and zeroed
+        (`_quarantine`), so no bound over the union sees it.
         """
         if not groups:
             return []
@@ -1151,35 +1178,41 @@ class _BoundedModel:
             return xs, rs
 
         xs, rs = views(xf, rf)
-        bads, flags = [], []
+        badf = np.zeros(sum(sizes), dtype=bool)  # per token: not certifiable; the groups' (B, n) flags are views
+        bads = [b.reshape(ids.shape) for b, ids in zip(np.split(badf, cut), groups, strict=True)]
+        flags = []
         for gi, ids in enumerate(groups):
-            x, r = self.embed(ids)
+            x, r = self.embed(ids, out=(xs[gi], rs[gi]))
             flag = np.zeros(ids.shape[0], dtype=bool)  # per sequence: some run might overflow
             if check:
                 flag[:] = self._may_overflow(x, r, "embed")
             if self.input_ff is not None:
                 if check:
                     flag |= self._may_overflow(x, r, "ff", self.input_ff)
-                x, r = self._ff_dense_chunked(x, r, *self.input_ff)
-            xs[gi][...], rs[gi][...] = x, r
+                xs[gi][...], rs[gi][...] = self._ff_dense_chunked(x, r, *self.input_ff)
             del x, r
-            bads.append(np.zeros(ids.shape, dtype=bool))
             flags.append(flag)
+        _quarantine(xf, rf, badf)
         overflow = False
         for li, (att, hid, out) in enumerate(self.layers):
             for gi, ids in enumerate(groups):
                 B, n = ids.shape
                 bad = bads[gi]
                 if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
-                    bad = np.logical_or.accumulate(bad, axis=1) if att.causal else bad | bad.any(axis=1, keepdims=True)
+                    if att.causal:
+                        np.logical_or.accumulate(bad, axis=1, out=bad)
+                    else:
+                        bad |= bad.any(axis=1, keepdims=True)
                 x, r = xs[gi], rs[gi]
                 step = max(1, self.ATTENTION_ELEMENTS // max(n * n, 1))
                 for s in range(0, B, step):
                     e = min(B, s + step)
                     if check:
                         flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
-                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
-                bads[gi] = bad
+                    # a flagged row's exp(2ρ) may overflow: its radius is then ∞ or NaN, quarantined below
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
+            _quarantine(xf, rf, badf)
             if li == 0 and self.gate is not None:
                 # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
                 # Mx); rows of W2 outside R2 are all zero (their |W2| X is exactly 0)
@@ -1194,6 +1227,7 @@ class _BoundedModel:
                 xf, rf = self._ff_dense_chunked(xf[None], rf[None], hid, out)
                 xf, rf = xf[0], rf[0]
                 xs, rs = views(xf, rf)
+            _quarantine(xf, rf, badf)
         del xs, rs
         if check:
             overflow |= self._may_overflow(xf, rf, "readout", self.readout)
@@ -1710,8 +1744,9 @@ def _certify_chunk(
 
 
 # (token, coordinate) values of one forward pass: length groups are packed together up to this many tokens × d
-# (a longer group is split by sequences), which bounds the (tokens, d) arrays of the token-wise stages (16 MB)
-PASS_ELEMENTS = 1 << 21
+# (a longer group is split by sequences), which bounds the (tokens, d) arrays of the token-wise stages (32 MB; each
+# pass costs a fixed O(FF width × d) for the gated layer's box, so fewer, larger passes are faster)
+PASS_ELEMENTS = 1 << 22
 
 
 def _passes(
@@ -1807,6 +1842,8 @@ def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000
     cut where `stream_chunks` cuts the same records (so the certificate is the same one, bit for bit):
     the words' ids, labels and input keys come from the store, mapped to ``encoding``'s ids; nothing is parsed
     or hashed again."""
+    if tokens_per_chunk < 1:
+        raise ValueError(f"tokens_per_chunk must be at least 1, got {tokens_per_chunk}")
     tok_map = _id_map(list(store.token_to_id), encoding.token_to_id, "token")
     lab_map = _id_map(list(store.label_to_id), encoding.label_to_id, "label")
     names = ("word", "label", "key", "lines")
