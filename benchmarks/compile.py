@@ -123,11 +123,25 @@ def _vmhwm_mb(pid: int) -> float | None:
     return None
 
 
-def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, dict], every: float = 0.25) -> None:
-    """Until ``stop``: the peak RSS (VmHWM) of every Ray worker process descending from process ``root``
-    (Ray's workers are grandchildren of the driver, not children it waits for, so RUSAGE_CHILDREN misses
-    them). VmHWM is a high-water mark: a sample is the peak so far; growth in a worker's last ``every``
-    seconds before it exits is not seen."""
+def _is_worker(p, kind: str) -> bool:
+    """Whether process ``p`` (psutil) is a worker of the executor ``kind``: a Ray worker (it starts as python
+    default_worker.py and renames itself ray::IDLE / ray::<task>; not the raylet, whose command line names that
+    script, nor Ray's agents ray::…Agent), or a worker of the local process pool (a spawned
+    ``multiprocessing.spawn`` child; not the pool's resource tracker)."""
+    name = p.name()
+    cmd = " ".join(p.cmdline())
+    if kind == "ray":
+        return (name != "raylet" and "default_worker.py" in cmd) or (
+            name.startswith("ray::") and not name.endswith("Agent")
+        )
+    return "multiprocessing.spawn" in cmd and "resource_tracker" not in cmd
+
+
+def _sample_workers(root: int, kind: str, stop: threading.Event, peaks: dict[int, dict], every: float = 0.25) -> None:
+    """Until ``stop``: the peak RSS (VmHWM) of every ``kind`` worker process (`_is_worker`) descending from process
+    ``root``. Neither Ray's workers (grandchildren of the driver) nor the local pool's (reaped only when the
+    compiling process exits) show in RUSAGE_CHILDREN while it runs. VmHWM is a high-water mark: a sample is the
+    peak so far; growth in a worker's last ``every`` seconds before it exits is not seen."""
     import psutil
 
     while not stop.is_set():
@@ -137,12 +151,9 @@ def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, dict]
             return
         for p in procs:
             try:
-                name = p.name()
-                # a worker starts as python default_worker.py and renames itself ray::IDLE / ray::<task>; not the
-                # raylet (whose command line names that script) nor Ray's agents (ray::…Agent)
-                starting = name != "raylet" and "default_worker.py" in " ".join(p.cmdline())
-                if not (p.pid in peaks or starting or (name.startswith("ray::") and not name.endswith("Agent"))):
+                if not (p.pid in peaks or _is_worker(p, kind)):
                     continue
+                name = p.name()
             except psutil.Error:
                 continue
             hwm = _vmhwm_mb(p.pid)
@@ -154,9 +165,9 @@ def _sample_ray_workers(root: int, stop: threading.Event, peaks: dict[int, dict]
         stop.wait(every)
 
 
-def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = True, ray_workers: bool = False) -> dict:
-    """One ``uatlab compile`` in a fresh process: its JSON, CPU, wall, peak RSS, model hash; with ``ray_workers``
-    also the peak RSS of each Ray worker process (`_sample_ray_workers`)."""
+def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = True, workers: str | None = None) -> dict:
+    """One ``uatlab compile`` in a fresh process: its JSON, CPU, wall, peak RSS, model hash; with ``workers``
+    ("ray" or "pool") also the peak RSS of each worker process of that executor (`_sample_workers`)."""
     out = workdir / f"{name}.safetensors"
     cmd = [*uatlab_cmd(cpu_clock), "compile", *args, "--out", str(out), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -164,12 +175,12 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
     peaks: dict[int, dict] = {}
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
         stop = threading.Event()
-        sampler = threading.Thread(target=_sample_ray_workers, args=(child.pid, stop, peaks), daemon=True)
-        if ray_workers:
+        sampler = threading.Thread(target=_sample_workers, args=(child.pid, workers, stop, peaks), daemon=True)
+        if workers:
             sampler.start()
         stdout, stderr = child.communicate()
         stop.set()
-        if ray_workers:
+        if workers:
             sampler.join()
     proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     wall = time.perf_counter() - t0
@@ -187,9 +198,8 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
         cpu_seconds=cpu,
         peak_rss_mb=rss.get("MAXRSS"),
         peak_rss_worker_mb=rss.get("MAXRSS_CHILDREN"),
-        peak_rss_ray_workers_mb=(
-            sorted(peaks.values(), key=lambda w: -w["peak_rss_mb"]) if ray_workers else None
-        ),  # each Ray worker process: its peak RSS and the task names it ran
+        # each worker process of the executor: its peak RSS and its process names (Ray: the tasks it ran)
+        peak_rss_workers_mb=sorted(peaks.values(), key=lambda w: -w["peak_rss_mb"]) if workers else None,
         model_hash=model_hash(out),
         certificate_digest=certificate_digest(fig),
         model_path=str(out),
@@ -474,7 +484,7 @@ def scaling_cases(train: Path, work: Path, repeats: int, quick: bool) -> dict:
 def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) -> dict:
     """CoNLL train repeated ``copies`` times: local executor vs ``--executor ray`` on a local ``workers``-worker
     Ray instance (wall clock: CPU of Ray's worker processes is not a child of this process; their peak RSS is
-    sampled from /proc while the run lasts, `_sample_ray_workers`)."""
+    sampled from /proc while the run lasts, `_sample_workers`, for both executors)."""
     data = work / f"conll-train-x{copies}.txt"
     text = train.read_text()
     with data.open("w") as fh:
@@ -485,7 +495,7 @@ def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) ->
     for ex in ("local", "ray"):
         print(f"running ray case, executor {ex} ...", file=sys.stderr, flush=True)
         args = [str(data), *chunk, "--executor", ex, "--workers", str(workers)]
-        res[ex] = run_compile(f"x{copies}-{ex}", args, work, cpu_clock=False, ray_workers=ex == "ray")
+        res[ex] = run_compile(f"x{copies}-{ex}", args, work, cpu_clock=False, workers="ray" if ex == "ray" else "pool")
         if "error" in res[ex]:
             return {"error": f"{ex}: {res[ex]['error']}"}
         Path(res[ex]["model_path"]).unlink()
@@ -497,7 +507,7 @@ def ray_case(train: Path, work: Path, copies: int, workers: int, quick: bool) ->
         "cpu_seconds",
         "peak_rss_mb",
         "peak_rss_worker_mb",
-        "peak_rss_ray_workers_mb",
+        "peak_rss_workers_mb",
         "model_hash",
         "certificate_digest",
         "stage_seconds",

@@ -111,3 +111,33 @@ def test_zero_width_feed_forward_is_the_identity_plus_bias():
     ff = FeedForward(4, 0, dtype=torch.float64)  # must not warn (warnings are errors in the tests)
     x = torch.randn(2, 3, 4, dtype=torch.float64)
     torch.testing.assert_close(ff(x), x + ff.output.bias)
+
+
+@pytest.mark.parametrize("limit", [1, 7, 20, 10**9])
+def test_feed_forward_in_token_slices_gives_the_same_outputs_and_gradients(limit, monkeypatch):
+    """``max_activations`` bounds the hidden activations formed at a time (tokens × width): the slices hold
+    exactly the tokens' own outputs, gradients flow through them, and no slice exceeds the bound."""
+    torch.manual_seed(0)
+    model = Transformer(small_config(input_ff_width=3)).train()
+    ids = torch.randint(0, 11, (3, 9))
+    widest = []
+    real = torch.nn.Linear.forward
+
+    def spy(self, x):
+        out = real(self, x)
+        widest.append(out.shape[:-1].numel() * out.shape[-1] if out.shape[-1] in (3, 5, 7) else 0)
+        return out
+
+    want = model(ids)
+    (want.square().sum()).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    monkeypatch.setattr(torch.nn.Linear, "forward", spy)
+    got = model(ids, max_activations=limit)
+    monkeypatch.undo()
+    (got.square().sum()).backward()
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+    for g, p in zip(grads, model.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, g, rtol=1e-12, atol=1e-12)
+    # a slice holds at least one token (7 activations of the widest layer when the bound is below that)
+    assert max(widest) <= max(limit, 7)

@@ -40,6 +40,17 @@ class FeedForward(nn.Module):
             self.hidden = nn.Linear(d_model, width, bias=bias, dtype=dtype, device=device)  # W1: (q, d), b1: (q,)
             self.output = nn.Linear(width, d_model, bias=bias, dtype=dtype, device=device)  # W2: (d, q), b2: (d,)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: (B, n, d) -> (B, n, d)."""
-        return x + self.output(torch.relu(self.hidden(x)))
+    def forward(self, x: torch.Tensor, max_activations: int | None = None) -> torch.Tensor:
+        """x: (B, n, d) -> (B, n, d). ``max_activations``: form at most this many hidden activations (tokens ×
+        width) at a time, in slices of tokens (each token's output depends on that token alone; a compiled
+        memorizer's layer of 10^5–10^6 units would otherwise hold an (n × width) array per sequence)."""
+        tokens = x.shape[:-1].numel()
+        if max_activations is None or tokens * self.width <= max_activations or tokens <= 1:
+            return x + self.output(torch.relu(self.hidden(x)))
+        step = max(1, max_activations // max(self.width, 1))
+        flat = x.reshape(tokens, x.shape[-1])
+        parts = [
+            flat[s : s + step] + self.output(torch.relu(self.hidden(flat[s : s + step])))
+            for s in range(0, tokens, step)
+        ]
+        return torch.cat(parts).reshape(x.shape)

@@ -137,8 +137,10 @@ class Block(nn.Module):
             config.d_model, config.layer_ff_width(layer), dtype=dt, bias=config.ff_bias, device=ff_device
         )
 
-    def forward(self, x: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.ff(self.attn(x, attend_mask))
+    def forward(
+        self, x: torch.Tensor, attend_mask: torch.Tensor | None = None, max_activations: int | None = None
+    ) -> torch.Tensor:
+        return self.ff(self.attn(x, attend_mask), max_activations)
 
 
 class Transformer(nn.Module):
@@ -242,18 +244,24 @@ class Transformer(nn.Module):
             x = x + self.pos[:n]  # (B, n, d)
         return x
 
-    def hidden_states(self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The vectors before the readout, (B, n, d)."""
+    def hidden_states(
+        self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None, max_activations: int | None = None
+    ) -> torch.Tensor:
+        """The vectors before the readout, (B, n, d). ``max_activations``: see `FeedForward.forward`."""
         x = self.embed_inputs(inputs)
         if self.input_ff is not None:
-            x = self.input_ff(x)
+            x = self.input_ff(x, max_activations)
         for block in self.blocks:
-            x = block(x, attend_mask)
+            x = block(x, attend_mask, max_activations)
         return x
 
-    def forward(self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits (B, n, num_labels) if there is a readout, else the hidden vectors (B, n, d)."""
-        x = self.hidden_states(inputs, attend_mask)
+    def forward(
+        self, inputs: torch.Tensor, attend_mask: torch.Tensor | None = None, max_activations: int | None = None
+    ) -> torch.Tensor:
+        """Logits (B, n, num_labels) if there is a readout, else the hidden vectors (B, n, d).
+        ``max_activations``: bound the feed-forward layers' hidden activations formed at a time (tokens × width;
+        default: all at once), see `FeedForward.forward`."""
+        x = self.hidden_states(inputs, attend_mask, max_activations)
         return self.readout(x) if self.readout is not None else x
 
     # ------------------------------------------------------------------ strings in, strings out

@@ -1719,7 +1719,7 @@ def _certify_chunk(
         if take:
             ids = flat.rows(flat.tok, by_length[gi][:take], int(uniq[gi]))
             with torch.no_grad():
-                torch_runs[gi] = model(torch.from_numpy(ids)).argmax(-1).numpy()
+                torch_runs[gi] = model(torch.from_numpy(ids), max_activations=SPOT_ACTIVATIONS).argmax(-1).numpy()
     for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
         batches = [flat.rows(flat.tok, idx, int(uniq[gi])) for gi, _, idx in part]  # (B, n) per piece
         bounds = bm.forward_bounds_groups(batches)  # the token-wise stages once over the pass's tokens
@@ -1742,6 +1742,10 @@ def _certify_chunk(
             spot["torch_agrees_with_reference"] += int((run == pred).sum())
     return out
 
+
+# hidden activations of the PyTorch spot check formed at a time (tokens × FF width: 32 MB in float64), so a wide
+# layer's (n × width) array of one sequence does not set the certificate's peak memory
+SPOT_ACTIVATIONS = 1 << 22
 
 # (token, coordinate) values of one forward pass: length groups are packed together up to this many tokens × d
 # (a longer group is split by sequences), which bounds the (tokens, d) arrays of the token-wise stages (32 MB; each
