@@ -1198,7 +1198,9 @@ class _BoundedModel:
             for gi, ids in enumerate(groups):
                 B, n = ids.shape
                 bad = bads[gi]
-                if li > 0:  # a flagged row's radius is not valid, and it is a key of every later query that sees it
+                # a flagged row's radius is not valid (or it was zeroed by `_quarantine`), and it is a key of every
+                # later query that sees it
+                if bad.any():
                     if att.causal:
                         np.logical_or.accumulate(bad, axis=1, out=bad)
                     else:
