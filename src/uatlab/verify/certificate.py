@@ -680,7 +680,9 @@ class _BoundedModel:
         """ids (B, n) → x, r (B, n, d), written into ``out`` (two (B, n, d) float64 arrays) when given."""
         B, n = ids.shape
         x, r = out if out is not None else (np.empty((B, n, self.E.shape[1])), np.empty((B, n, self.E.shape[1])))
-        np.take(self.E, ids, axis=0, out=x)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.E.shape[0]):
+            raise InputError(f"token ids must lie in [0, {self.E.shape[0]}), got {int(ids.min())}…{int(ids.max())}")
+        np.take(self.E, ids, axis=0, out=x, mode="clip")  # ids checked above ("raise" with out= copies twice)
         r.fill(0.0)
         if self.P is None:
             return x, r
@@ -1170,7 +1172,7 @@ class _BoundedModel:
         sizes = [ids.size for ids in groups]
         cut = np.cumsum(sizes)[:-1]
         # every group's tokens in one (T, d) buffer; the groups' (B, n, d) arrays are views of it, updated in place
-        xf, rf = np.empty((sum(sizes), d)), np.empty((sum(sizes), d))
+        xf, rf = self._workspace(sum(sizes), d)
 
         def views(xf, rf):
             xs = [x.reshape(*ids.shape, d) for x, ids in zip(np.split(xf, cut), groups, strict=True)]
@@ -1245,6 +1247,14 @@ class _BoundedModel:
             bad = bad | flag[:, None] | overflow | nf.reshape(ids.shape)  # some run might overflow: not certified
             res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
         return res
+
+    def _workspace(self, T: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Two (T, d) float64 arrays for a pass's values and radii, reused from pass to pass (a fresh array of
+        this size costs a page fault per 4 kB on first touch; every entry is written before it is read)."""
+        ws = getattr(self, "_ws", None)
+        if ws is None or ws[0].size < T * d:
+            ws = self._ws = (np.empty(T * d), np.empty(T * d))
+        return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
 
     def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
