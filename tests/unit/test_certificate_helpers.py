@@ -37,3 +37,23 @@ def test_column_stats_equal_the_whole_array_forms(T):
     assert np.array_equal(mr, r.max(axis=0))
     assert np.array_equal(lo, (x - r).min(axis=0))
     assert np.array_equal(hi, (x + r).max(axis=0))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("scale", [0.125, -0.75, 3.0, 0.0])
+def test_score_row_extremes_equal_the_reductions_over_the_scores(causal, scale):
+    from uatlab.verify.certificate import _score_row_extremes
+
+    rng = np.random.default_rng(int(abs(scale) * 8) + causal)
+    q = rng.standard_normal((40, 9)) * 10.0 ** rng.integers(-150, 150, (40, 9))
+    k = rng.standard_normal((40, 9)) * 10.0 ** rng.integers(-150, 150, (40, 9))
+    q[::3, 2], k[::4, 5] = 0.0, -0.0  # zeros of both signs
+    S = q[:, :, None] * k[:, None, :]
+    S *= scale
+    if causal:
+        allowed = np.tril(np.ones((9, 9), dtype=bool))[None]
+        want_hi, want_lo = np.where(allowed, S, -np.inf).max(-1), np.where(allowed, S, np.inf).min(-1)
+    else:
+        want_hi, want_lo = S.max(-1), S.min(-1)
+    hi, lo = _score_row_extremes(q, k, scale, causal)
+    assert np.array_equal(hi, want_hi) and np.array_equal(lo, want_lo)

@@ -413,6 +413,27 @@ def _column_stats(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[n
     return mx, mr, lo, hi
 
 
+def _score_row_extremes(q: np.ndarray, k: np.ndarray, scale: float, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """For head dimension 1: max_j and min_j over each query's allowed keys of the reference scores
+    S_ij = fl(fl(q_i k_j) β) (keys j ≤ i when causal), from q, k (B, n) without forming a reduction over S.
+
+    Rounding is monotone, so k ↦ fl(fl(q_i k) β) is non-decreasing when q_i β ≥ 0 (both factors' signs
+    agree, or one is 0: then every score is ±0) and non-increasing otherwise: its maximum over the keys is
+    attained at the largest key when q_i β ≥ 0 (else at the smallest), its minimum at the other. Evaluated
+    with the same two roundings as S, the values are S's own entries: equal to ``S.max`` and ``S.min``
+    (up to the sign of a zero)."""
+    if causal:
+        kmax, kmin = np.maximum.accumulate(k, axis=1), np.minimum.accumulate(k, axis=1)
+    else:
+        kmax, kmin = k.max(axis=1, keepdims=True), k.min(axis=1, keepdims=True)
+    up = (q >= 0) == (scale >= 0)
+    hi = q * np.where(up, kmax, kmin)
+    hi *= scale
+    lo = q * np.where(up, kmin, kmax)
+    lo *= scale
+    return hi, lo
+
+
 def _exact_score_products(q, rq, k, rk, prod: np.ndarray | None = None) -> np.ndarray:
     """(B, n_q, n_k) mask of float32 scores q_i·k_j (head dim 1) that are exact in every run.
 
@@ -830,11 +851,16 @@ class _BoundedModel:
             rS += self.eta  # scaling (even by 2^k) may underflow
             # D = s − max over the allowed keys (≤ 0); P = exp(D) / Σ exp(D); masked keys: weight exactly 0 and,
             # below, D = 0 and rS = 0, so they add nothing to the maxima that follow
+            if s_dim == 1:  # the row's extreme scores from the keys' extremes (`_score_row_extremes`)
+                Smax, Smin = _score_row_extremes(q[..., 0], k[..., 0], att.scale, causal)
+            else:
+                Smax = (np.where(allowed, S, -np.inf) if causal else S).max(axis=-1)
+                Smin = None
             if causal:
                 D = np.where(allowed, S, -np.inf)
-                D -= D.max(axis=-1, keepdims=True)
+                D -= Smax[..., None]
             else:
-                D = S - S.max(axis=-1, keepdims=True)
+                D = S - Smax[..., None]
             P = np.exp(D)
             P /= P.sum(axis=-1, keepdims=True)  # (B, n, n)
             if causal:
@@ -842,7 +868,8 @@ class _BoundedModel:
                 np.copyto(rS, 0.0, where=~allowed)
             rSmax = rS.max(axis=-1)  # (B, n)
             # T_j = max − s_j + 4 max rS ≥ 0 (over allowed keys); ρ = max_j (2 rS_j + u T_j) + exp error
-            Tmax = 4 * rSmax - D.min(axis=-1)
+            # min_j D_j = fl(min s − max s) (x ↦ fl(x − c) is monotone; ≤ 0, so the masked keys' 0 does not change it)
+            Tmax = 4 * rSmax - (D.min(axis=-1) if Smin is None else Smin - Smax)
             D *= -u
             D += 2 * rS
             rho = D.max(axis=-1) + 4 * u * rSmax + exp_relative_error(u, self.exp_ulps)  # (B, n)
