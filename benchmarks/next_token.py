@@ -166,7 +166,8 @@ def figure(state: dict, path: Path) -> None:
     ax.loglog(Ns, Ns * math.log2(C) / 53, "k:", label="float64 floor N·log2C/53")
     if state.get("bend_N", -1) > 0:
         ax.axvline(state["bend_N"], color="grey", lw=0.8)
-        ax.text(state["bend_N"], ax.get_ylim()[0] * 1.5, f" bend N≈{state['bend_N']:,}", fontsize=8)
+        # at the top of the axes: the legend takes the lower right
+        ax.text(state["bend_N"], ax.get_ylim()[1] / 1.5, f" bend N≈{state['bend_N']:,}", fontsize=8, va="top")
     ax.set_xlabel("N (sequences, n = 32, C = 10 random labels)")
     ax.set_ylabel("parameters (non-embedding)")
     ax.legend(fontsize=7)
