@@ -186,6 +186,19 @@ def hidden_unit_ranges(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarr
     return neg * hi + pos * lo + net.b1, pos * hi + neg * lo + net.b1
 
 
+def live_hidden_units(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """`hidden_unit_ranges` and the units that are not identically 0 on the box (U_j > 0), in increasing order.
+
+    Raises:
+        InputError: every unit is inactive on the box (the network is constant there: nothing to compile).
+    """
+    Lw, U = hidden_unit_ranges(net, lo, hi)
+    units = [int(j) for j in np.flatnonzero(U > 0)]
+    if not units:
+        raise InputError("every hidden unit is inactive on the domain: nothing to compile")
+    return Lw, U, units
+
+
 def _as_relu_network(net: ReluNetwork | nn.Module, n: int | None, d: int | None) -> ReluNetwork:
     """``net`` itself, or an ``nn.Sequential(Linear, ReLU, Linear)`` read as a `ReluNetwork` of shape (n, d)."""
     if isinstance(net, ReluNetwork):
@@ -478,10 +491,8 @@ def compile_relu_network_two_layer(
         raise InputError(f"the two-layer construction needs sequences of length n ≥ 2 (a sink token), got n={n}")
     G = math.ceil(J / (n - 1))  # groups of n − 1 unit slots; the last token n − 1 of every group is the sink
     sink = n - 1
-    Lw, U = hidden_unit_ranges(net, lo, hi)  # (J,), (J,)
+    Lw, U, _ = live_hidden_units(net, lo, hi)  # (J,), (J,)
     live = U > 0  # (J,) units that are not identically 0 on the box
-    if not live.any():
-        raise InputError("every hidden unit is inactive on the domain: nothing to compile")
     Upos = np.where(live, U, 0.0)  # (J,)
     y_bound = max(1.0, float(np.max(np.abs(Lw[live]) / U[live])))
 

@@ -59,7 +59,7 @@ from uatlab.constructions.paper_b.lem3_11_relu_network import (
     ReluNetwork,
     _as_construction,
     check_compile_request,
-    hidden_unit_ranges,
+    live_hidden_units,
 )
 from uatlab.constructions.paper_b.thm3_truncated_linear import InterpolationPlan, plan_interpolation
 from uatlab.errors import InputError
@@ -136,10 +136,7 @@ def compile_relu_network_standard(
     n, d, J = net.n, net.d, net.hidden
     if n < 2:
         raise InputError(f"the token-wise form needs n ≥ 2 tokens as anchors, got n = {n}")
-    Lw, U = hidden_unit_ranges(net, lo, hi)
-    units = [j for j in range(J) if U[j] > 0]
-    if not units:
-        raise InputError("every hidden unit is inactive on the domain: nothing to compile")
+    Lw, U, units = live_hidden_units(net, lo, hi)
     W1 = net.W1.reshape(J, n, d)  # (J, n, d)
     W2 = net.W2.reshape(n, d, J)  # (n, d, J)
     y_bound = max(1.0, max(abs(Lw[j] / U[j]) for j in units))

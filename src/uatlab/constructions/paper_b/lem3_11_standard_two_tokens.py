@@ -50,7 +50,7 @@ from uatlab.constructions.paper_b.lem3_11_relu_network import (
     ReluNetwork,
     _as_construction,
     check_compile_request,
-    hidden_unit_ranges,
+    live_hidden_units,
 )
 from uatlab.constructions.paper_b.lem3_11_standard_attention import StandardAttentionNetwork
 from uatlab.errors import InputError
@@ -106,10 +106,7 @@ def compile_relu_network_one_standard_layer_two_tokens(
         )
     if sigmoids is not None and (int(sigmoids) != sigmoids or sigmoids < 1):
         raise InputError(f"sigmoids must be a positive integer, got {sigmoids}")
-    L, U = hidden_unit_ranges(net, lo, hi)
-    units = [j for j in range(J) if U[j] > 0]
-    if not units:
-        raise InputError("every hidden unit is inactive on the domain: nothing to compile")
+    L, U, units = live_hidden_units(net, lo, hi)
     W1 = net.W1.reshape(J, n, d)  # (J, n, d)
     W2 = net.W2.reshape(n, d, J)  # (n, d, J)
     xmax = max(abs(lo), abs(hi))
