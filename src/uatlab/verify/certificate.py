@@ -593,6 +593,7 @@ class _BoundedModel:
         self.gate = self._detect_gate()
         # no run on any input can overflow (proved from the weights alone): no per-batch checks then
         self.overflow_excluded = self._overflow_excluded()
+        self._ws: tuple[np.ndarray, np.ndarray] | None = None  # pass buffers (`_workspace`)
         for li, (_, hid, out) in enumerate(self.layers):
             if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
                 hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
@@ -1278,7 +1279,7 @@ class _BoundedModel:
     def _workspace(self, T: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Two (T, d) float64 arrays for a pass's values and radii, reused from pass to pass (a fresh array of
         this size costs a page fault per 4 kB on first touch; every entry is written before it is read)."""
-        ws = getattr(self, "_ws", None)
+        ws = self._ws
         if ws is None or ws[0].size < T * d:
             ws = self._ws = (np.empty(T * d), np.empty(T * d))
         return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
@@ -1692,11 +1693,21 @@ def _spot_budgets(
     """Each chunk with the spot-check budget left when it starts (as if the chunks ran one after another)."""
     for start, chunk in chunks:
         yield start, chunk, budget
-        lengths = _lengths(chunk)
-        for n, count in zip(*np.unique(lengths, return_counts=True), strict=True):
-            if budget > 0:
-                take = max(1, min(int(count), budget // (int(n) * cost_per_token)))
-                budget -= take * int(n) * cost_per_token
+        lengths, counts = np.unique(_lengths(chunk), return_counts=True)
+        _, budget = _spot_takes(lengths.tolist(), counts.tolist(), budget, cost_per_token)
+
+
+def _spot_takes(lengths: list[int], counts: list[int], budget: int, cost_per_token: int) -> tuple[list[int], int]:
+    """Sequences the spot check takes of each length (in the order given, ``counts[i]`` of length ``lengths[i]``)
+    from ``budget`` multiply-adds, and the budget left: at least one of a length while any budget is left."""
+    takes = []
+    for n, count in zip(lengths, counts, strict=True):
+        take = 0
+        if budget > 0:
+            take = max(1, min(count, budget // (n * cost_per_token)))
+            budget -= take * n * cost_per_token
+        takes.append(take)
+    return takes, budget
 
 
 def _bounded_model(setup: _ChunkSetup) -> _BoundedModel:
@@ -1741,13 +1752,7 @@ def _certify_chunk(
     uniq = np.unique(lengths)
     by_length = [np.flatnonzero(lengths == n) for n in uniq]
     # the PyTorch spot check: per length (in increasing order), the first `take` sequences of that length
-    takes = []
-    for n, idx in zip(uniq.tolist(), by_length, strict=True):
-        take = 0
-        if spot_budget > 0:
-            take = max(1, min(len(idx), spot_budget // (n * setup.cost_per_token)))
-            spot_budget -= take * n * setup.cost_per_token
-        takes.append(take)
+    takes, _ = _spot_takes(uniq.tolist(), [len(idx) for idx in by_length], spot_budget, setup.cost_per_token)
     spot_rows: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in by_length]  # (pred, ok) of those
     # PyTorch's own forward on those sequences, run before the passes: its activations (one sequence × the FF
     # width) then do not add to the passes' arrays at the chunk's peak memory; compared after the passes
@@ -1889,51 +1894,38 @@ def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000
         raise ValueError(f"tokens_per_chunk must be at least 1, got {tokens_per_chunk}")
     tok_map = _id_map(list(store.token_to_id), encoding.token_to_id, "token")
     lab_map = _id_map(list(store.label_to_id), encoding.label_to_id, "label")
-    names = ("word", "label", "key", "lines")
-    pending: list[dict[str, np.ndarray]] = []  # store chunks (or their tails) not yet yielded, in data order
+    carry: dict[str, np.ndarray] | None = None  # sequences read but not yet yielded (fewer than a chunk's tokens)
     start = 0
-
-    def cut(parts: list[dict[str, np.ndarray]]) -> EncodedChunk:
-        word, label, key, lines = (np.concatenate([p[k] for p in parts]) for k in names)
-        lengths = np.concatenate([p["lengths"] for p in parts])
-        return EncodedChunk(tok_map[word], lab_map[label], np.r_[0, np.cumsum(lengths)], key, lines)
-
     for z in store.chunk_arrays(with_lines=True):
-        pending.append(z)
-        lengths = np.concatenate([p["lengths"] for p in pending])
-        ends = np.cumsum(lengths)  # tokens up to and including each pending sequence
-        seq0 = tok0 = 0  # first pending sequence of the next chunk, and the tokens before it
+        cur = z if carry is None else {k: np.concatenate([carry[k], z[k]]) for k in _FLAT_FIELDS}
+        off = np.r_[0, np.cumsum(cur["lengths"])]  # token offset of each sequence
+        s = 0
         while True:
             # a chunk ends at the first sequence whose running count reaches tokens_per_chunk (as in stream_chunks)
-            j = int(np.searchsorted(ends, tok0 + tokens_per_chunk, side="left"))
-            if j >= len(lengths):
+            j = int(np.searchsorted(off[1:], off[s] + tokens_per_chunk, side="left"))
+            if j >= len(cur["lengths"]):
                 break
-            yield start, cut(_seq_slice(pending, seq0, j + 1))
-            start += j + 1 - seq0
-            seq0, tok0 = j + 1, int(ends[j])
-        pending = _seq_slice(pending, seq0, len(lengths))
-    if pending and sum(len(p["lengths"]) for p in pending):
-        yield start, cut(pending)
+            yield start, _encoded(cur, off, s, j + 1, tok_map, lab_map)
+            start += j + 1 - s
+            s = j + 1
+        carry = {k: cur[k][off[s] :] if k in ("word", "label", "key") else cur[k][s:] for k in _FLAT_FIELDS}
+    if carry is not None and len(carry["lengths"]):
+        yield start, _encoded(carry, np.r_[0, np.cumsum(carry["lengths"])], 0, len(carry["lengths"]), tok_map, lab_map)
 
 
-def _seq_slice(parts: list[dict[str, np.ndarray]], a: int, b: int) -> list[dict[str, np.ndarray]]:
-    """Sequences a…b−1 of consecutive flat store chunks (dicts of lengths, word, label, key, lines)."""
-    out = []
-    for p in parts:
-        n = len(p["lengths"])
-        lo, hi = max(a, 0), min(b, n)
-        if lo < hi:
-            off = np.r_[0, np.cumsum(p["lengths"])]
-            t0, t1 = int(off[lo]), int(off[hi])
-            out.append(
-                {
-                    "lengths": p["lengths"][lo:hi],
-                    "lines": p["lines"][lo:hi],
-                    **{k: p[k][t0:t1] for k in ("word", "label", "key")},
-                }
-            )
-        a, b = a - n, b - n
-    return out
+_FLAT_FIELDS = ("lengths", "word", "label", "key", "lines")
+
+
+def _encoded(flat: dict[str, np.ndarray], off: np.ndarray, a: int, b: int, tok_map, lab_map) -> EncodedChunk:
+    """Sequences a…b−1 of a store's flat arrays (token offsets ``off``) under the model's ids."""
+    t0, t1 = int(off[a]), int(off[b])
+    return EncodedChunk(
+        tok_map[flat["word"][t0:t1]],
+        lab_map[flat["label"][t0:t1]],
+        off[a : b + 1] - t0,
+        flat["key"][t0:t1],
+        flat["lines"][a:b],
+    )
 
 
 def _id_map(names: list[str], to_id: dict[str, int], what: str) -> np.ndarray:
