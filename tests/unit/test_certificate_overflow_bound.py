@@ -136,7 +136,8 @@ def test_a_bound_that_is_not_finite_is_never_certified(monkeypatch):
     """A logit radius that is inf or NaN (a radius blown up upstream) flags the token instead of comparing."""
     data = synthetic_dataset(20, 5, 15, 3, seed=4)
     model = compile_dataset(data, run_certificate=False).model
-    assert certify(model, data).certified_tokens == 100
+    tokens = sum(len(t) for t in data.tokens)
+    assert certify(model, data).certified_tokens == tokens  # every token, before the poisoning
     real = _BoundedModel.readout_bound
 
     def poisoned(self, y, ry):
@@ -146,7 +147,7 @@ def test_a_bound_that_is_not_finite_is_never_certified(monkeypatch):
 
     monkeypatch.setattr(_BoundedModel, "readout_bound", poisoned)
     cert = certify(model, data)
-    assert cert.certified_tokens == 98 and not cert.certified
+    assert cert.certified_tokens == tokens - 2 and not cert.certified  # exactly the two poisoned tokens lost
 
 
 # ---------------------------------------------------------------------------------------------- non-finite radii
