@@ -71,10 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     low = data_key_error_lower_bound(net, starts=4 if args.quick else 16, steps=1500 if args.quick else 10000)
     rows: list[dict] = list(done.values())
 
-    def save(row: dict) -> None:
-        rows.append(row)
+    def write() -> None:
         doc = {"config": config, "lower_bound_any_one_layer": low["lower_bound"], "rows": rows}
         write_text_atomic(args.out, json.dumps(doc, indent=2))
+
+    def save(row: dict) -> None:
+        rows.append(row)
+        write()
         print(
             f"heads {row['heads']:5d}  params {row['params']:8d}  sup {100 * row['relative_sup_error']:.2f}% "
             f"of range  RMS {row['rms_error']:.3f}  max on witness faces {row['max_error_on_witness_faces']:.2f} "
@@ -84,10 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"certified: every one-layer standard form is ≥ {low['lower_bound']:.4g} off (any size)", flush=True)
     trained_heads_sweep(net, heads, steps=steps, seed=args.seed, witness=low["witness"], done=done, on_row=save)
-    write_text_atomic(
-        args.out,
-        json.dumps({"config": config, "lower_bound_any_one_layer": low["lower_bound"], "rows": rows}, indent=2),
-    )
+    write()
     return 0
 
 
