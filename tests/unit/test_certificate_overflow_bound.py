@@ -235,3 +235,72 @@ def test_an_infinite_radius_in_one_sequence_leaves_the_others_bounds_alone():
         assert np.array_equal(a, b)
     L, rL, bad = together
     assert bad[0, 0] or not L[0, 0, 1] - L[0, 0, 0] - 2 * (rL[0, 0, 1] + rL[0, 0, 0]) > 0
+
+
+def _two_coordinate_model(positional: str, **cfg) -> Transformer:
+    """d = 2, one head, no FF, a readout voting for label 1 with coordinate 1 (every other weight zero)."""
+    base = dict(d_model=2, n_layers=1, n_heads=1, ff_width=0, vocab_size=1, num_labels=2, max_len=4)
+    model = Transformer(TransformerConfig(**base, positional=positional, dtype="float32", readout_bias=False, **cfg))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.readout.weight.copy_(torch.tensor([[0.0, -1.0], [0.0, 1.0]]))
+    return model.eval()
+
+
+ENC = {"tokens": ["a"], "labels": ["A", "B"]}
+
+
+@pytest.mark.parametrize("positional", ["given", "none"])
+def test_a_score_that_overflows_before_its_scale_is_refused(positional):
+    """PyTorch forms q·k and then multiplies by β: with β = 2^-125 and q = k = 2^65 (float32) the product
+    2^130 overflows although β·q·k = 32 does not. Neither the bound from the weights nor the per-batch check
+    may pass such a model."""
+    model = _two_coordinate_model(positional, head_dim=1, rank=1, beta=2.0**-125)
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.tensor([[2.0**65, 1.0]]))
+        attn = model.blocks[0].attn
+        for maps in (attn.W_Q, attn.W_K):
+            maps.left.fill_(1.0)
+            maps.right.copy_(torch.tensor([[[1.0, 0.0]]]))
+        logits = model(torch.zeros(1, 2, dtype=torch.int64))
+    assert torch.isnan(logits).all()  # the premise: this run really overflows
+    assert not _BoundedModel(model).overflow_excluded
+    data = from_lists([["a", "a"], ["a"]], [["B", "B"], ["B"]])
+    cert = certify_chunks(model, iter([(0, data)]), len(data), ENC, spot_check_flops=0)
+    assert cert.certified_tokens == 0 and not cert.certified
+
+
+@pytest.mark.parametrize("positional", ["given", "none"])
+def test_a_low_rank_weight_whose_products_overflow_is_refused(positional):
+    """PyTorch forms W_V = A·B in float32: products ±2^140 give ∞ − ∞ = NaN, which reaches every logit
+    (NaN·0 = NaN) although the exact W_V is 0 and W_O is 0."""
+    model = _two_coordinate_model(positional, head_dim=2, rank=2)
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.tensor([[0.0, 1.0]]))
+        attn = model.blocks[0].attn
+        attn.W_V.left.copy_(torch.tensor([[[2.0**70, 2.0**70], [0.0, 0.0]]]))
+        attn.W_V.right.copy_(torch.tensor([[[2.0**70, 0.0], [-(2.0**70), 0.0]]]))
+        logits = model(torch.zeros(1, 3, dtype=torch.int64))
+    assert torch.isnan(logits).all()  # the premise
+    bm = _BoundedModel(model)
+    assert not bm.overflow_excluded and bm.layers[0][0].factor_abs == 2.0**141
+    data = from_lists([["a", "a", "a"]], [["B", "B", "B"]])
+    cert = certify_chunks(model, iter([(0, data)]), len(data), ENC, spot_check_flops=0)
+    assert cert.certified_tokens == 0 and not cert.certified
+
+
+def test_a_model_with_overflowing_bounds_is_refused_without_warnings():
+    """A float64 model whose bounds overflow is refused quietly (the test run turns warnings into errors)."""
+    model = _two_coordinate_model("given", head_dim=1, rank=1)
+    model = model.to(torch.float64)
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.tensor([[1e300, 1.0]], dtype=torch.float64))
+        attn = model.blocks[0].attn
+        for maps in (attn.W_Q, attn.W_K):
+            maps.left.fill_(1e10)
+            maps.right.copy_(torch.tensor([[[1.0, 0.0]]], dtype=torch.float64))
+    bm = _BoundedModel(model)
+    assert not bm.overflow_excluded
+    L, rL, bad = bm.forward_bounds(np.zeros((1, 2), dtype=np.int64))
+    assert bad.all()

@@ -91,6 +91,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -284,10 +285,14 @@ class _Attention:
     rO: np.ndarray
     scale: float
     causal: bool
+    # largest Σ_k |A_ik||B_kj| over the low-rank maps W = A·B (0 without one): bounds every product and partial
+    # sum of the run's own W (formed by PyTorch in the model's dtype), which must not overflow either
+    factor_abs: float = 0.0
 
 
 def _attention_weights(attn, dtype: str) -> _Attention:
     mats, radii = {}, {}
+    factor_abs = 0.0
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         maps = getattr(attn, name)
         if maps.left is None:
@@ -296,8 +301,10 @@ def _attention_weights(attn, dtype: str) -> _Attention:
         else:
             left = maps.left.detach().to(torch.float64).numpy()
             right = maps.right.detach().to(torch.float64).numpy()
-            w = left @ right
-            r = product_radius(left, right, dtype)
+            with np.errstate(over="ignore", invalid="ignore"):  # ∞ here: refused by `_stage_may_overflow`
+                w = left @ right
+                r = product_radius(left, right, dtype)
+                factor_abs = max(factor_abs, float(np.max(np.abs(left) @ np.abs(right), initial=0.0)))
         mats[name], radii[name] = w, r
     return _Attention(
         mats["W_Q"],
@@ -310,6 +317,7 @@ def _attention_weights(attn, dtype: str) -> _Attention:
         radii["W_O"],
         float(attn.score_scale),
         bool(attn.causal),
+        factor_abs,
     )
 
 
@@ -592,8 +600,9 @@ class _BoundedModel:
             lin.gam = gamma(np.maximum(lin.terms, 1), self.u)
         self.gate = self._detect_gate()
         # no run on any input can overflow (proved from the weights alone): no per-batch checks then
-        self.overflow_excluded = self._overflow_excluded()
-        self._ws: tuple[np.ndarray, np.ndarray] | None = None  # pass buffers (`_workspace`)
+        with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused, not a warning
+            self.overflow_excluded = self._overflow_excluded()
+        self._ws: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # pass buffers per thread (`_workspace`)
         for li, (_, hid, out) in enumerate(self.layers):
             if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
                 hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
@@ -1191,10 +1200,15 @@ class _BoundedModel:
         box, the per-code error coordinates, the coarse overflow check), so it is as sound over the union. An
         overflow found in a block of sequences flags that block; one found in a token-wise stage flags every
         batch. After every stage a token whose value or radius is not finite is flagged and zeroed
-        (`_quarantine`), so no bound over the union sees it.
+        (`_quarantine`), so no bound over the union sees it. A bound that overflows is ∞ or NaN and is
+        handled as such (flagged, never certified): numpy's overflow warnings are silenced here.
         """
         if not groups:
             return []
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._forward_bounds_groups(groups)
+
+    def _forward_bounds_groups(self, groups: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         d = self.cfg.d_model
         check = not self.overflow_excluded  # per-batch overflow checks, unless excluded for the whole model
         sizes = [ids.size for ids in groups]
@@ -1242,8 +1256,7 @@ class _BoundedModel:
                     if check:
                         flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
                     # a flagged row's exp(2ρ) may overflow: its radius is then ∞ or NaN, quarantined below
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
+                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
             _quarantine(xf, rf, badf)
             if li == 0 and self.gate is not None:
                 # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
@@ -1279,9 +1292,10 @@ class _BoundedModel:
     def _workspace(self, T: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Two (T, d) float64 arrays for a pass's values and radii, reused from pass to pass (a fresh array of
         this size costs a page fault per 4 kB on first touch; every entry is written before it is read)."""
-        ws = self._ws
+        key = threading.get_ident()  # per thread: a thread-based mapper's chunks run in one bounded model at once
+        ws = self._ws.get(key)
         if ws is None or ws[0].size < T * d:
-            ws = self._ws = (np.empty(T * d), np.empty(T * d))
+            ws = self._ws[key] = (np.empty(T * d), np.empty(T * d))
         return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
 
     def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
@@ -1297,11 +1311,16 @@ class _BoundedModel:
     def _stage_may_overflow(self, Xm, stage: str, params=None, out_rows=None) -> bool:
         """`_may_overflow` given Xm (d,), a bound on |x| per coordinate of the stage's input in every run, monotone
         in Xm."""
+        with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused below
+            return self._stage_sizes_may_overflow(Xm, stage, params, out_rows)
+
+    def _stage_sizes_may_overflow(self, Xm, stage: str, params, out_rows) -> bool:
         lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
         if stage == "embed":
             sizes = [Xm]
         elif stage == "attention":
-            sizes = [Xm]
+            # the run forms each low-rank weight W = A·B itself: Σ|A||B| bounds its products and partial sums
+            sizes = [Xm, np.array([2 * params.factor_abs])]
             for i in range(params.WQ.shape[0]):
                 Q, K, V = (
                     (np.abs(W[i]) + R[i]) @ Xm
@@ -1316,6 +1335,7 @@ class _BoundedModel:
                     Q,
                     K,
                     V,
+                    (Q @ K) * 2,  # the run forms q·k before scaling it (|β| < 1 would hide its overflow)
                     abs(params.scale) * (Q @ K) * 2,
                     params.WO.shape[0] * U + Xm,
                 ]
@@ -1330,7 +1350,7 @@ class _BoundedModel:
             sizes = [Sh, So]
         else:
             sizes = [params.absW @ Xm + np.abs(params.b)]
-        return not all(np.all(np.isfinite(v)) and np.max(v, initial=0.0) <= lim for v in sizes)
+        return not all(np.all(np.isfinite(v)) and np.max(np.abs(v), initial=0.0) <= lim for v in sizes)
 
     def _overflow_excluded(self) -> bool:
         """True if no run of the model in its dtype, on any token sequence of any length ≤ max_len, has a product
@@ -1343,7 +1363,11 @@ class _BoundedModel:
         a rounded sum, a term count times ETA for underflow, and ``(1 + u) < 2`` for one more rounding:
 
         * embedding: |fl(e_w + p_k)| ≤ 2 (max_w |E_w| + max_k |P_k|);
-        * attention, head i: |v| ≤ V_i = 2 (|W_V^i| + r_V^i) X + d η; every softmax weight lies in [0, 1 + ε]
+        * the weights themselves: a low-rank map W = A·B is formed by the run in its dtype, each entry a sum of
+          rank products, every one of them and every partial sum below 2 Σ_k |A_ik||B_kj|;
+        * attention, head i: the run forms q·k and then scales it, so both |q·k| ≤ 2 Q_i K_i and |β| 2 Q_i K_i
+          are bounded (with |β| < 1 the unscaled product is the larger; Q_i, K_i as V_i below);
+          |v| ≤ V_i = 2 (|W_V^i| + r_V^i) X + d η; every softmax weight lies in [0, 1 + ε]
           Σ_j p_j ≤ (1 + u) / (1 − γ_n) (each exp divided by a rounded sum of the same exps), so with
           γ_n < 1/2, |h_i| ≤ (1 + γ_n)(1 + u) / (1 − γ_n) max|v| < 4 V_i (the kernel forming
           exp(s − max − log Σ) gives weights summing to 1 + O(n u)); the update
@@ -1848,12 +1872,16 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                 "line": _line_at(chunk, si),
                 "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
             }
-    if len(examples) < setup.max_examples and not ok.all():
-        for b, k in zip(*np.nonzero(~ok), strict=True):
-            if len(examples) >= setup.max_examples:
-                break
+    if setup.max_examples > 0 and not ok.all():
+        # the chunk's first max_examples uncertified tokens in data order (pieces come by length, so each piece's
+        # first ones are merged in): the listed examples do not depend on how the data was cut into chunks
+        rows, cols = np.nonzero(~ok)  # row-major: data order within the piece (idx increases)
+        new = []
+        for b, k in zip(rows[: setup.max_examples].tolist(), cols[: setup.max_examples].tolist(), strict=True):
             si = int(idx[b])
-            examples.append(
+            if len(examples) >= setup.max_examples and (start + si, k) > _example_key(examples[-1]):
+                break
+            new.append(
                 {
                     "sequence": start + si,
                     "position": int(k),
@@ -1864,7 +1892,12 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                     "softmax_range_exceeded": bool(bad[b, k]),
                 }
             )
+        examples[:] = sorted(examples + new, key=_example_key)[: setup.max_examples]
     return pred, ok
+
+
+def _example_key(example: dict[str, Any]) -> tuple[int, int]:
+    return example["sequence"], example["position"]
 
 
 def stream_chunks(
