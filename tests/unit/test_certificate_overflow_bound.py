@@ -240,7 +240,8 @@ def test_an_infinite_radius_in_one_sequence_leaves_the_others_bounds_alone():
 def _two_coordinate_model(positional: str, **cfg) -> Transformer:
     """d = 2, one head, no FF, a readout voting for label 1 with coordinate 1 (every other weight zero)."""
     base = dict(d_model=2, n_layers=1, n_heads=1, ff_width=0, vocab_size=1, num_labels=2, max_len=4)
-    model = Transformer(TransformerConfig(**base, positional=positional, dtype="float32", readout_bias=False, **cfg))
+    base.update(cfg)
+    model = Transformer(TransformerConfig(**base, positional=positional, dtype="float32", readout_bias=False))
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
@@ -304,3 +305,67 @@ def test_a_model_with_overflowing_bounds_is_refused_without_warnings():
     assert not bm.overflow_excluded
     L, rL, bad = bm.forward_bounds(np.zeros((1, 2), dtype=np.int64))
     assert bad.all()
+
+
+def _qk_model(beta: float, embed: list[list[float]]) -> Transformer:
+    """q = k = coordinate 0 of the embedding (one head, head dim 1), query scale β, float32."""
+    model = _two_coordinate_model("given", head_dim=1, rank=1, beta=beta, vocab_size=len(embed))
+    with torch.no_grad():
+        model.embed.weight.copy_(torch.tensor(embed))
+        attn = model.blocks[0].attn
+        for maps in (attn.W_Q, attn.W_K):
+            maps.left.fill_(1.0)
+            maps.right.copy_(torch.tensor([[[1.0, 0.0]]]))
+    return model
+
+
+def test_a_scale_beyond_float32s_range_is_refused():
+    """PyTorch rounds β to float32 before the product: β = 2^130 becomes ∞ and every score ∞ or NaN, however
+    small q·k (here 2^-140, so β·q·k = 2^-10 is finite)."""
+    model = _qk_model(2.0**130, [[2.0**-70, 1.0]])
+    with torch.no_grad():
+        logits = model(torch.zeros(1, 2, dtype=torch.int64))
+    assert torch.isnan(logits).all()  # the premise
+    bm = _BoundedModel(model)
+    assert bm.layers[0][0].scale == np.inf and not bm.overflow_excluded
+    data = from_lists([["a", "a"]], [["B", "B"]])
+    cert = certify_chunks(model, iter([(0, data)]), len(data), ENC, spot_check_flops=0)
+    assert cert.certified_tokens == 0
+
+
+def test_a_subnormal_scale_is_taken_as_the_run_rounds_it():
+    """β = 2^-135/3 lies in float32's subnormal range, where fl32(β) is off by 6·10⁻⁵ relative (far above u):
+    the reference scales by fl32(β) itself, and PyTorch's logits lie within the certified radii."""
+    beta = 2.0**-135 / 3
+    model = _qk_model(beta, [[2.0**60, 1.0], [0.0, -1.0]])  # q·k up to 2^120: no overflow
+    bm = _BoundedModel(model)
+    run_beta = float(np.float32(beta))
+    assert abs(run_beta - beta) / beta > 1e-5  # the premise: far from β
+    assert bm.layers[0][0].scale == run_beta
+    ids = np.array([[0, 1, 0], [1, 1, 0]])
+    L, rL, bad = bm.forward_bounds(ids)
+    with torch.no_grad():
+        Lt = model(torch.from_numpy(ids)).double().numpy()
+    assert not bad.any()
+    assert (np.abs(Lt - L) <= rL).all()
+
+
+def test_radii_whose_float64_sums_could_outgrow_the_safety_factor_are_refused(monkeypatch):
+    """RADIUS_SAFETY covers the float64 rounding of a radius's sums up to a number of terms: a model whose widths
+    could exceed it is refused, and so is a sequence long enough to (here with the factor shrunk to fit a small
+    model and sequences of ≤ 5 tokens)."""
+    import uatlab.verify.certificate as certificate_module
+    from uatlab.errors import InputError
+    from uatlab.numerics.float_bounds import gamma
+
+    model = _two_coordinate_model("none", head_dim=1, rank=1, ff_width=3)
+    terms = _BoundedModel(model).radius_terms
+    assert terms > 2 * 2 + 3  # d, the FF's two matrices, the readout, the heads
+    monkeypatch.setattr(certificate_module, "RADIUS_SAFETY", 1 + 2 * gamma(terms + 5.5, 2.0**-53))
+    bm = _BoundedModel(model)
+    bm.check_length(5)
+    with pytest.raises(InputError, match="length 6"):
+        bm.check_length(6)
+    monkeypatch.setattr(certificate_module, "RADIUS_SAFETY", 1 + 2 * gamma(terms - 0.5, 2.0**-53))
+    with pytest.raises(InputError, match="float64 safety margin"):
+        _BoundedModel(model)

@@ -114,16 +114,18 @@ from uatlab.numerics.float_bounds import (
     gamma,
     is_power_of_two,
     product_radius,
-    representable,
     underflow_eta,
     unit_roundoff,
 )
 
 U64 = 2.0**-53
 
-# The radii themselves are computed in float64 with round-to-nearest; their relative error is below
-# ~1e-11 (a few dozen roundings of positive terms). Every decision (a unit may be live, a gated unit is
-# off, a margin is positive) inflates the radius by 1 + 2^-30 ≈ 1 + 9.3e-10, which covers it.
+# The radii themselves are computed in float64 with round-to-nearest from non-negative terms (no cancellation:
+# the one signed sum, M of `_on_units_linear_error`, carries its own γ slack); a sum of n such terms has a
+# relative error below γ_n(2^-53) ≈ n·1.1e-16 (zero terms add nothing). Every decision (a unit may be live, a
+# gated unit is off, a margin is positive) inflates the radius by 1 + 2^-30 ≈ 1 + 9.3e-10, which covers a radius
+# whose sums hold ~4·10⁶ non-zero terms in all (twice that by the first-order count): `_BoundedModel.check_length`
+# refuses a model whose widths, or a sequence whose length, could exceed it.
 RADIUS_SAFETY = 1.0 + 2.0**-30
 
 
@@ -283,7 +285,7 @@ class _Attention:
     rK: np.ndarray
     rV: np.ndarray
     rO: np.ndarray
-    scale: float
+    scale: float  # β as the run multiplies by it: rounded to the dtype (`_run_scale`)
     causal: bool
     # largest Σ_k |A_ik||B_kj| over the low-rank maps W = A·B (0 without one): bounds every product and partial
     # sum of the run's own W (formed by PyTorch in the model's dtype), which must not overflow either
@@ -315,10 +317,21 @@ def _attention_weights(attn, dtype: str) -> _Attention:
         radii["W_K"],
         radii["W_V"],
         radii["W_O"],
-        float(attn.score_scale),
+        _run_scale(float(attn.score_scale), dtype),
         bool(attn.causal),
         factor_abs,
     )
+
+
+def _run_scale(beta: float, dtype: str) -> float:
+    """The score scale a run multiplies by: PyTorch rounds the Python scalar β to the model's dtype first (the
+    opmath of float32 is float32), so a float32 run scales by fl32(β), which may be ∞ (|β| above float32's
+    range: every score is then ∞ or NaN, refused by the overflow check) or subnormal (then far from β in
+    relative terms). Taking fl32(β) itself as the reference's scale leaves one rounding, that of the product."""
+    if dtype != "float32":
+        return beta
+    with np.errstate(over="ignore"):
+        return float(np.float32(beta))
 
 
 def _rows_cols(rows: np.ndarray, cols: np.ndarray) -> tuple:
@@ -599,6 +612,12 @@ class _BoundedModel:
         for lin in self._linears():
             lin.gam = gamma(np.maximum(lin.terms, 1), self.u)
         self.gate = self._detect_gate()
+        # an upper bound on the non-zero terms of the float64 sums that make up one radius, besides the attention's
+        # sums over keys (n per layer, added in `check_length`): RADIUS_SAFETY covers their relative error
+        # γ_terms(2^-53) while it is ≤ (RADIUS_SAFETY − 1) / 2 (a zero term adds nothing, so widths overcount)
+        self.radius_terms = d + sum(lin.W.shape[0] + lin.W.shape[1] for lin in self._linears())
+        self.radius_terms += sum(4 * att.WQ.shape[0] * att.WQ.shape[1] for att, _, _ in self.layers)
+        self.check_length(0)
         # no run on any input can overflow (proved from the weights alone): no per-batch checks then
         with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused, not a warning
             self.overflow_excluded = self._overflow_excluded()
@@ -703,9 +722,17 @@ class _BoundedModel:
 
     # ---------------------------------------------------------------- stages
     def check_length(self, n: int) -> None:
-        """InputError unless sequences of length ``n`` fit the model's positional encoding."""
+        """InputError unless sequences of length ``n`` fit the model's positional encoding, and the float64 sums of
+        one radius (`radius_terms` plus n keys per attention layer) stay within RADIUS_SAFETY."""
         if self.P is not None and n > self.P.shape[0]:
             raise InputError(f"a sequence of length {n} exceeds the model's max_len {self.P.shape[0]}")
+        terms = self.radius_terms + n * len(self.layers)
+        if terms * U64 >= 0.5 or gamma(terms, U64) > (RADIUS_SAFETY - 1) / 2:
+            raise InputError(
+                f"the certificate's radii sum {terms:,} float64 terms (model widths"
+                + (f" and sequences of length {n}" if n else "")
+                + f"): more than its float64 safety margin covers (about {(RADIUS_SAFETY - 1) / 2 / U64:,.0f})"
+            )
 
     def embed(self, ids: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None):
         """ids (B, n) → x, r (B, n, d), written into ``out`` (two (B, n, d) float64 arrays) when given."""
@@ -853,11 +880,8 @@ class _BoundedModel:
             rS *= abs(att.scale)
             if exact is not None:
                 np.copyto(rS, 0.0, where=exact)
-            if not scale_exact:
-                # PyTorch first rounds the Python scalar to the model's dtype (opmath of float32 is float32),
-                # then rounds the product: two roundings unless the scale is representable in the dtype
-                once = representable(np.array([att.scale]), self.dtype)
-                rS += (u if once else 2 * u + u * u) * (np.abs(S) + rS)
+            if not scale_exact:  # the run's own scale (`_run_scale`): one rounding of the product
+                rS += u * (np.abs(S) + rS)
             rS += self.eta  # scaling (even by 2^k) may underflow
             # D = s − max over the allowed keys (≤ 0); P = exp(D) / Σ exp(D); masked keys: weight exactly 0 and,
             # below, D = 0 and rS = 0, so they add nothing to the maxima that follow
@@ -1319,6 +1343,8 @@ class _BoundedModel:
         if stage == "embed":
             sizes = [Xm]
         elif stage == "attention":
+            if not math.isfinite(params.scale):  # fl32(β) = ±∞: every score ∞ or NaN
+                return True
             # the run forms each low-rank weight W = A·B itself: Σ|A||B| bounds its products and partial sums
             sizes = [Xm, np.array([2 * params.factor_abs])]
             for i in range(params.WQ.shape[0]):
