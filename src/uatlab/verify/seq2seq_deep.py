@@ -9,12 +9,15 @@ certificate proves that the model's prediction equals the label, in the model's 
 2. **Feed-forward (exact).** The integer circuit is evaluated exactly: its two gate layers on every
    distinct (k, v[word]) pair, the rest on every distinct gated id g: y_ret; the prediction is
    y = y_ret + v − 1.
-3. **Readout.** logit_c = 2c·y − c², so logit_y − logit_c = (y − c)² ≥ 1: the argmax is y with margin ≥ 1.
+3. **Readout.** logit_c = 2c·y − c² = y² − (y − c)²: the argmax over c ∈ {0, …, C−1} is the class nearest the
+   integer y, clip(y, 0, C − 1) (y itself on the compiled data; on other data y may fall outside the classes),
+   and every other class is at least one step farther, so its logit is lower by ≥ (d + 1)² − d² ≥ 1.
 4. **Floating point.** If every weight and bias, every id (< h_max), and, for every unit and every point,
    Σ_i |W_ki u_i| + |b_k| is ≤ 2^p (p = 53 for float64, 24 for float32), every partial sum of the forward
    pass is an integer (attention: a dyadic with numerator ≤ h_max) of magnitude ≤ 2^p in any summation
    order, hence exact: the floating-point forward pass equals the exact one. The readout's
-   |2c·(y_ret + v)| + 2c + c² ≤ 2^p is checked too. Assumes exp(0) = 1 exactly in the float library.
+   2(C − 1)·max|y| + 2C + C² ≤ 2^p (max over the certified data's y) is checked too. Assumes exp(0) = 1
+   exactly in the float library.
 
 `certify_seq2seq_dataset` runs the same certificate for a (loaded) model on labelled token strings, encoded
 with the model's encoding: on the data it was compiled from it gives the compile-time figures.
@@ -71,6 +74,11 @@ def token_ids_and_words(memo: Seq2SeqMemorizer, data: Seq2SeqData) -> tuple[np.n
 def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 16384) -> Seq2SeqCertificate:
     """Certify that ``memo`` predicts every ceiling token of ``data`` in its regime (module docstring)."""
     t0 = time.perf_counter()
+    if data.ids.shape[1] != memo.context:
+        raise InputError(
+            f"sentences padded to {data.ids.shape[1]} positions, the model's context is {memo.context}: prepare the "
+            "data with n_pad equal to the context (the forward pass pads every sentence to it)"
+        )
     regime = memo.layout.regime
     p = MANTISSA_BITS[regime]
     k, v = token_ids_and_words(memo, data)
@@ -95,10 +103,10 @@ def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 1638
     y = y_ret + v - 1
     ceiling = data.ceiling
     lab = data.token_label
-    right = ceiling & (y == lab)
-    correct = int(right.sum())
     C = memo.C
-    # margin of a right token: min over c ≠ y of (y − c)² = 1 (a neighbour class exists since C ≥ 2)
+    right = ceiling & (np.clip(y, 0, C - 1) == lab)  # the argmax of the readout (module docstring, step 3)
+    correct = int(right.sum())
+    # margin of a right token: ≥ 1 over every other class, = 1 for the neighbour of y (C ≥ 2)
     min_margin = 1 if correct else 0
     reasons = []
     if correct != int(ceiling.sum()):
@@ -110,7 +118,8 @@ def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 1638
         reasons.append(f"a weight has {memo.circuit.max_weight_bits()} bits > {p}")
     if int(memo.h_max).bit_length() > p or memo.context & (memo.context - 1) or int(k.max()) >= memo.h_max:
         reasons.append("attention sum not exact in floating point")
-    if int(memo.v.max()) >= 2**p or (2 * (C - 1) * (C + int(memo.v.max())) + 2 * C + C * C) > 2**p:
+    y_max = int(np.abs(y).max(initial=0))
+    if int(memo.v.max()) >= 2**p or (2 * (C - 1) * y_max + 2 * C + C * C) > 2**p:
         reasons.append("readout not exact in floating point")
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
     return Seq2SeqCertificate(
@@ -138,6 +147,13 @@ def certify_seq2seq_dataset(model: Any, data: Any, encoding: Any = None) -> Seq2
     from uatlab.data.dataset import Encoding
 
     memo: Seq2SeqMemorizer = model.memo
+    mismatch = model.construction_mismatch() if hasattr(model, "construction_mismatch") else None
+    if mismatch is not None:
+        raise InputError(
+            f"the model's {mismatch} differs from the construction it was compiled as (edited or cast after "
+            "compiling): the certificate proves the construction, so it would not cover this module. Certify the "
+            "saved model file, or compile again"
+        )
     enc = encoding if encoding is not None else getattr(model, "encoding", None)
     if isinstance(enc, dict):
         enc = Encoding.from_json(enc)
@@ -147,11 +163,14 @@ def certify_seq2seq_dataset(model: Any, data: Any, encoding: Any = None) -> Seq2
         raise InputError(f"{data.source}: no sequences to certify")
     tokens = enc.encode_tokens(data, unknown="error")
     labels = enc.encode_labels(data)
-    if len(enc.token_to_id) != memo.V or len(enc.label_to_id) > memo.C:
-        raise InputError(f"the encoding ({len(enc.token_to_id)} tokens) does not match the model's V = {memo.V}")
+    if len(enc.token_to_id) != memo.V:
+        raise InputError(f"the encoding lists {len(enc.token_to_id)} tokens, the model reads V = {memo.V}")
+    if len(enc.label_to_id) > memo.C:
+        raise InputError(f"the encoding lists {len(enc.label_to_id)} labels, the model has C = {memo.C}")
     for i, row in enumerate(tokens):
         if len(row) > memo.context:
             raise InputError(
                 f"{data.where(i)}: sequence {i} has {len(row)} tokens; the model's context covers {memo.context}"
             )
-    return certify_seq2seq(memo, prepare(tokens, labels, memo.V))
+    # padded to the model's context n' (the forward pass pads every sentence to it), not to this data's longest
+    return certify_seq2seq(memo, prepare(tokens, labels, memo.V, n_pad=memo.context))

@@ -107,15 +107,20 @@ class Seq2SeqData:
         return self.token_label == self.majority
 
 
-def prepare(sentences: list[np.ndarray], labels: list[np.ndarray], V: int) -> Seq2SeqData:
-    """Distinct sentences, padded to n' = 2^⌈log2 n_max⌉, and each token's majority label (the ceiling)."""
+def prepare(sentences: list[np.ndarray], labels: list[np.ndarray], V: int, n_pad: int | None = None) -> Seq2SeqData:
+    """Distinct sentences, padded with the pad id V to ``n_pad`` positions (default n' = 2^⌈log2 n_max⌉; a
+    compiled model's context when its certificate is re-run on other data), and each token's majority label (the
+    ceiling)."""
     if not sentences or len(sentences) != len(labels):
         raise InputError(f"need ≥ 1 sentence and one label row per sentence, got {len(sentences)} and {len(labels)}")
     for i, (s, y) in enumerate(zip(sentences, labels, strict=True)):
         if len(s) == 0 or len(s) != len(y):
             raise InputError(f"sentence {i}: {len(s)} tokens and {len(y)} labels (need equal, ≥ 1)")
     n_max = max(len(s) for s in sentences)
-    n_pad = 1 << max(0, (n_max - 1).bit_length())
+    if n_pad is None:
+        n_pad = 1 << max(0, (n_max - 1).bit_length())
+    elif n_pad < n_max:
+        raise InputError(f"a sentence has {n_max} tokens, more than the {n_pad} positions to pad to")
     index: dict[tuple[int, ...], int] = {}
     sentence_of = np.asarray([index.setdefault(tuple(int(t) for t in s), len(index)) for s in sentences])
     ids = np.full((len(index), n_pad), V, dtype=np.int64)
@@ -176,6 +181,8 @@ class Seq2SeqMemorizer:
 
     def token_ids(self, ids: np.ndarray) -> np.ndarray:
         """(U, n') exact token ids k_j = μ_j + Σ_i ν[i, w_i] (1) of padded sentences (U, n')."""
+        if ids.ndim != 2 or ids.shape[1] != self.context:  # (a narrower array would broadcast: another input)
+            raise InputError(f"sentences padded to {ids.shape[-1]} positions, the model's context is {self.context}")
         S = self.nu[np.arange(self.context)[None, :], ids].sum(axis=1)  # (U,) < 2^50: int64 is exact
         return self.mu[None, :] + S[:, None]
 

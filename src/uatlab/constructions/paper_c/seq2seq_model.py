@@ -21,7 +21,7 @@ and `uatlab.load` write and read it (`uatlab.constructions.paper_c.seq2seq_file`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,16 +37,21 @@ _MANTISSA = {torch.float64: 53, torch.float32: 24}
 
 def dense_layers(circuit: Circuit, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Every layer of an integer circuit as a dense (width, inputs) matrix and a (width,) bias in ``dtype``."""
-    out = []
+    return list(_dense_layer_iter(circuit, dtype))
+
+
+def _dense_layer_iter(circuit: Circuit, dtype: torch.dtype) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     n_in = circuit.n_inputs
     for layer in circuit.layers:
         W = torch.zeros(layer.width, n_in, dtype=dtype)  # (width, inputs)
         rows = torch.repeat_interleave(torch.arange(layer.width), torch.from_numpy(np.diff(layer.ptr)))
         cols = torch.from_numpy(np.asarray(layer.cols, dtype=np.int64))
         W.index_put_((rows, cols), torch.tensor(layer.weights, dtype=dtype), accumulate=True)
-        out.append((W, torch.tensor(layer.bias, dtype=dtype)))
+        yield W, torch.tensor(layer.bias, dtype=dtype)
         n_in = layer.width
-    return out
+
+
+REGIME_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 class Seq2SeqDeepModel(nn.Module):
@@ -69,6 +74,30 @@ class Seq2SeqDeepModel(nn.Module):
         c = torch.arange(memo.C, dtype=dtype)
         self.register_buffer("readout_w", 2 * c)  # (C,)
         self.register_buffer("readout_b", -(c * c))  # (C,)
+
+    def construction_mismatch(self) -> str | None:
+        """The first of this module's tensors (or sizes) that is not its construction ``memo`` rendered in the
+        regime's dtype, or None. The certificate proves the construction (`uatlab.verify.seq2seq_deep`), so it
+        covers this module's forward pass only when None: an in-memory edit of a buffer or a layer, or a cast
+        (``.float()`` casts the buffers but not the layers), makes them differ."""
+        memo, dtype = self.memo, REGIME_DTYPES.get(self.memo.layout.regime)
+        if dtype is None or self.dtype != dtype:
+            return f"dtype ({self.dtype}, regime {memo.layout.regime})"
+        if (self.context, self.V, self.C) != (memo.context, memo.V, memo.C):
+            return "sizes (context, V, C)"
+        c = np.arange(memo.C)
+        expected = {"nu": memo.nu, "mu": memo.mu, "v": memo.v, **memo.attention_weights()}
+        expected.update(readout_w=2 * c, readout_b=-(c * c))
+        for name, value in expected.items():
+            t = getattr(self, name)
+            if t.dtype != dtype or not torch.equal(t, torch.as_tensor(np.asarray(value), dtype=dtype)):
+                return f"tensor {name}"
+        if len(self._layers) != len(memo.circuit.layers):
+            return "the number of circuit layers"
+        for i, ((W, b), (W0, b0)) in enumerate(zip(self._layers, _dense_layer_iter(memo.circuit, dtype), strict=True)):
+            if W.dtype != dtype or b.dtype != dtype or not (torch.equal(W, W0) and torch.equal(b, b0)):
+                return f"circuit layer {i}"
+        return None
 
     def stream(self, tokens: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention layer, (B, n', 4)."""
