@@ -1079,8 +1079,10 @@ class _BoundedModel:
         Only the coordinates R1 that some unit of the layer reads enter the pre-activation products (the others
         are multiplied by exact zero weights, and ``n`` counts non-zero weights only). Values are the ones of
         `_ff_units` up to the summation order inside the products (a float64 run of the same sums: within the
-        radius of the exact value, whose bound does not depend on the order); radii are the same bounds, and
-        their own float64 rounding is covered by RADIUS_SAFETY. Two simplifications are exact:
+        radius of the exact value, whose bound does not depend on the order); radii are `_ff_units`'s bounds for
+        each code on its own (what they take over tokens, e.g. the error-carrying coordinates, is taken over the
+        code's tokens, so they can be smaller than one call over many codes would give), and their own float64
+        rounding is covered by RADIUS_SAFETY. Two simplifications are exact:
 
         * ``A = max(ẑ + 2 r_z, 0)`` needs no "live" mask: a unit that is not live has
           ``fl(ẑ + fl(2·RADIUS_SAFETY·r_z)) ≤ 0``, and by the monotonicity of rounding
