@@ -370,3 +370,28 @@ def test_the_exact_score_rule_fires_on_a_compiled_float32_memorizer(monkeypatch)
     monkeypatch.setattr(cert_mod, "_exact_score_products", spy)
     res = compile_dataset(synthetic_dataset(30, 6, 20, 3, seed=2), dtype="float32")
     assert res.certificate.certified and seen["scores"] > 0 and seen["exact"] == seen["scores"]
+
+
+def test_a_coordinate_equal_for_every_word_is_not_taken_as_the_code():
+    """Words coded 2-hot over four coordinates, plus a coordinate that is 1 for every word and read by the first
+    FF: the gate's code coordinates are the four (each word its own code), not the constant one, and PyTorch's
+    logits lie in the bounds."""
+    codes = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [0, 1, 1, 0], [0, 0, 1, 1]], float)
+    m = hand_model(6, 4, 2, ff_width=4, dtype="float64")
+    E = np.zeros((4, 6))
+    E[:, :4], E[:, 4], E[:, 5] = codes, 0.5, 1.0
+    W1 = np.zeros((4, 6))
+    W1[:, :4], W1[:, 5] = 2.0 * codes, 0.125
+    with torch.no_grad():
+        m.embed.weight.copy_(torch.tensor(E))
+        m.blocks[0].ff.hidden.weight.copy_(torch.tensor(W1))
+        m.blocks[0].ff.hidden.bias.copy_(torch.full((4,), -3.0, dtype=torch.float64))
+        m.blocks[0].ff.output.weight.copy_(torch.ones(6, 4, dtype=torch.float64))
+    bm = _BoundedModel(m)
+    assert bm.gate is not None and bm.gate["J"].tolist() == [0, 1, 2, 3]
+    assert len(np.unique(bm.gate["word_cid"])) == 4
+    ids = np.array([[0, 1, 2], [3, 3, 1]])
+    L, rL, bad = bm.forward_bounds(ids)
+    with torch.no_grad():
+        Lt = m(torch.from_numpy(ids)).numpy()
+    assert not bad.any() and (np.abs(Lt - L) <= rL).all()

@@ -644,6 +644,8 @@ class _BoundedModel:
             untouched &= np.all(self.P == 0.0, axis=0)
         reads = np.any(ff1.W != 0.0, axis=0)  # coordinates the first FF actually reads
         untouched &= reads
+        # a coordinate equal for every word carries no code (it would make every word's code the same)
+        untouched &= ~np.all(E == E[:1], axis=0)
         q = ff1.W.shape[0]
         J = np.flatnonzero(untouched & np.all(np.abs(E) == 1.0, axis=0))
         if len(J):  # ±1 codes: another word's code agrees in at most |J| − 1 places
