@@ -407,6 +407,8 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     index = {y: i for i, y in enumerate(model.label_vocab)}
     known = np.asarray([y in index for y in labels], dtype=bool)
     y = np.asarray([index.get(lab, -1) for lab in labels], dtype=np.int64)
+    if not known.any():
+        raise InputError(f"{where[0]}: label {labels[0]!r} is not one the model outputs, nor is any other example's")
     cert = certify_next_token(model.memo, ids[known], y[known])
     unknown = int((~known).sum())
     fig = {

@@ -15,7 +15,7 @@ from typing import Any
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from uatlab.errors import InputError, ModelFileError
+from uatlab.errors import InputError, ModelFileError, PrecisionError
 from uatlab.io_safety import atomic_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
@@ -169,7 +169,10 @@ def load(path: str | os.PathLike) -> Any:
         from uatlab.constructions.paper_c.model_file import memo_from, module_for
 
         memo, header = memo_from(path, meta, tensors)
-        module = module_for(memo)
+        try:
+            module = module_for(memo)
+        except PrecisionError as exc:  # e.g. an exact-regime file whose header says float64
+            raise ModelFileError(f"{path}: {exc}") from None
         module.memo = memo
         module.token_vocab = header.get("token_vocab") or [str(i) for i in range(memo.V)]
         module.label_vocab = header.get("label_vocab") or [str(c) for c in range(memo.C)]

@@ -1527,7 +1527,9 @@ def certify(
     ``memo``) is certified by its exact-integer certificate instead
     (`uatlab.verify.seq2seq_deep.certify_seq2seq_dataset`), which returns a
     `uatlab.verify.seq2seq_deep.Seq2SeqCertificate` with the same token counts (``tokens``,
-    ``ceiling_tokens``, ``certified_tokens``, ``certified``).
+    ``ceiling_tokens``, ``certified_tokens``, ``certified``). A next-token memorizer (``compile_next_token``)
+    takes a `uatlab.data.next_token.NextTokenData` and returns a
+    `uatlab.verify.next_token.NextTokenCertificate` (`uatlab.verify.next_token.certify_next_token_model`).
     """
     from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
 
@@ -1535,6 +1537,12 @@ def certify(
         from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
 
         return certify_seq2seq_dataset(model, data, encoding)  # type: ignore[return-value]
+    from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
+
+    if isinstance(getattr(model, "memo", None), NextTokenMemorizer):  # one label per sequence
+        from uatlab.verify.next_token import certify_next_token_model
+
+        return certify_next_token_model(model, data, encoding)  # type: ignore[return-value]
     return certify_chunks(
         model,
         _chunks(data, chunk_tokens),

@@ -17,6 +17,28 @@ The certificate proves, for every compiled sequence, that the model's prediction
    the readout (|2cy| + c² ≤ 3C² ≤ 2^p). This step assumes exp(0) = 1 exactly in the float library.
 
 'exact' regime: steps 1–3 (rational arithmetic is exact here; no floating point is involved).
+
+**What the proof assumes** (`check_assumptions`, run first; InputError naming the row, position or entry
+otherwise). The construction guarantees each of these (ν drawn from [0, R) with a zero pad column, labels
+from [0, C)); a memorizer edited in memory or read from a tampered file need not, and without the check the
+certificate would prove a prediction the model does not make:
+
+* **regime ∈ {exact, float64, float32}.** Step 4 needs the mantissa width p of the forward pass; an unknown
+  name would skip step 4 although the module computes in floating point.
+* **ν ≥ 0.** Step 4 bounds every partial sum of the attention by h. With a negative entry that fails: ν = +M
+  at one position and −M at another leave h small while the partial sums reach M and round.
+* **ν[j, V] = 0 for every position j (V = the pad id).** Step 1 sums ν over the window's own positions; the
+  head averages over all n' positions, the left pads included, so the two agree only if pads add 0.
+* **ν has n' rows of V + 1 entries and token ids lie in [0, V].** An id outside would not index ν or, if
+  negative, would wrap around to another column.
+* **windows of at most n' tokens.** The head has n' positions; a longer window has none for its first tokens
+  (the forward pass cannot run it, and the index j − n' < 0 would wrap around in step 1).
+* **labels in [0, C).** Step 3 proves argmax = y for y = label; the readout has C classes, so a label ≥ C (or
+  < 0) would count as proven while the argmax is another class.
+* **at least one row**, tokens (rows, n) and labels (rows,) of equal length.
+
+References: Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers", ICLR 2025 (next-token
+memorization; the construction is `uatlab.constructions.paper_c.next_token_memorizer`).
 """
 
 from __future__ import annotations
@@ -28,6 +50,7 @@ import numpy as np
 
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.constructions.paper_c.relu_circuit import evaluate_exact, float_exactness_bound
+from uatlab.errors import InputError
 
 MANTISSA_BITS = {"float64": 53, "float32": 24}
 
@@ -50,13 +73,54 @@ class NextTokenCertificate:
         return asdict(self)
 
 
+def check_assumptions(memo: NextTokenMemorizer, tokens: object, labels: object) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens (rows, n) and labels (rows,) as int64 once every assumption of the proof (module docstring)
+    holds for ``memo`` and them; InputError naming the offending row, position or table entry otherwise."""
+    regime, V, C, n_pad = memo.layout.regime, memo.V, memo.C, memo.layout.n_pad
+    if regime != "exact" and regime not in MANTISSA_BITS:
+        raise InputError(f"the memorizer's regime {regime!r} is not one of exact, float32, float64")
+    if C < 1:
+        raise InputError(f"the memorizer's readout has C = {C} classes")
+    if len(memo.nu) != n_pad or any(len(row) != V + 1 for row in memo.nu):
+        raise InputError(f"the memorizer's table nu is not {n_pad} × {V + 1} (n' × (V + 1))")
+    for j, row in enumerate(memo.nu):
+        if min(row) < 0:
+            t = min(range(V + 1), key=row.__getitem__)
+            raise InputError(f"the memorizer's table nu[{j}, {t}] = {row[t]} is negative (the proof needs ν ≥ 0)")
+        if row[V] != 0:
+            raise InputError(f"the memorizer's table nu[{j}, {V}] = {row[V]}: the pad token's column must be 0")
+    try:
+        toks = np.asarray(tokens, dtype=np.int64)
+        labs = np.asarray(labels, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"tokens and labels must be integer ids: {exc}") from None
+    if toks.ndim != 2 or labs.ndim != 1 or len(toks) != len(labs) or toks.shape[1] < 1:
+        raise InputError(f"tokens must be (rows, n) and labels (rows,) with n ≥ 1, got {toks.shape} and {labs.shape}")
+    if len(toks) == 0:
+        raise InputError("no rows to certify (tokens and labels are empty)")
+    if toks.shape[1] > n_pad:
+        raise InputError(f"windows of {toks.shape[1]} tokens, the model's context is n' = {n_pad} positions")
+    bad = np.argwhere((toks < 0) | (toks > V))
+    if len(bad):
+        i, k = (int(v) for v in bad[0])
+        raise InputError(f"row {i}, position {k}: token id {int(toks[i, k])} is outside [0, {V}] ({V} = pad)")
+    bad_y = np.flatnonzero((labs < 0) | (labs >= C))
+    if len(bad_y):
+        i = int(bad_y[0])
+        raise InputError(f"row {i}: label {int(labs[i])} is outside [0, {C}) (the readout has C = {C} classes)")
+    return toks, labs
+
+
 def certify_next_token(
     memo: NextTokenMemorizer, tokens: np.ndarray, labels: np.ndarray, chunk: int = 8192
 ) -> NextTokenCertificate:
-    """Certify that ``memo`` predicts every ceiling row of (tokens, labels) in its regime."""
+    """Certify that ``memo`` predicts every ceiling row of (tokens, labels) in its regime.
+
+    tokens: (rows, n) ids in [0, V] (V = pad, for left-padded shorter windows), n ≤ n'; labels: (rows,) in
+    [0, C). Raises InputError when the memorizer or the data break an assumption of the proof (module
+    docstring)."""
     t0 = time.perf_counter()
-    tokens = np.asarray(tokens, dtype=np.int64)
-    labels = np.asarray(labels, dtype=np.int64)
+    tokens, labels = check_assumptions(memo, tokens, labels)
     uniq, inv = np.unique(tokens, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
     regime = memo.layout.regime
@@ -111,3 +175,98 @@ def certify_next_token(
         reason="; ".join(reasons) or "every ceiling row proven",
         seconds=time.perf_counter() - t0,
     )
+
+
+def check_module_matches(model: object) -> NextTokenMemorizer:
+    """The construction ``model.memo`` once the module's own tensors are shown to be exactly its weights.
+
+    The proof above is about the integers of ``model.memo``; the forward pass of a
+    `uatlab.constructions.paper_c.model.NextTokenModel` reads its buffers (ν, the attention and readout
+    weights) and its circuit layers in the module's dtype. A module edited after it was built (a buffer
+    changed, ``load_state_dict``, ``.float()``) computes something else, so a module is certified only if a
+    module rebuilt from ``model.memo`` in the regime's dtype has the same dtype and bit-identical tensors
+    (the rebuild converts integers of ≤ p bits, so equal floats mean equal integers). The exact-regime module
+    evaluates ``model.memo`` itself. InputError names the first tensor that differs."""
+    import torch
+
+    from uatlab.constructions.paper_c.api import ExactNextTokenModule
+    from uatlab.constructions.paper_c.model import NextTokenModel
+
+    memo = getattr(model, "memo", None)
+    if not isinstance(memo, NextTokenMemorizer):
+        raise InputError(f"{type(model).__name__} has no next-token construction (model.memo)")
+    if isinstance(model, ExactNextTokenModule):
+        return memo
+    if not isinstance(model, NextTokenModel):
+        raise InputError(f"{type(model).__name__} is not a next-token memorizer module (NextTokenModel)")
+    dtype = {"float64": torch.float64, "float32": torch.float32}.get(memo.layout.regime)
+    if dtype is None or model.dtype != dtype:
+        raise InputError(f"the module computes in {model.dtype}, its construction's regime is {memo.layout.regime!r}")
+    ref = NextTokenModel(memo, dtype)
+    for attr in ("n", "n_pad", "V"):
+        if getattr(model, attr) != getattr(ref, attr):
+            raise InputError(
+                f"the module's {attr} = {getattr(model, attr)}, its construction (model.memo) has {getattr(ref, attr)}"
+            )
+    if any(True for _ in model.parameters()):
+        raise InputError("the module has trainable parameters; the construction (model.memo) has none")
+    mine = dict(model.named_buffers())
+    theirs = dict(ref.named_buffers()) | {
+        f"circuit layer {i} {part}": t
+        for i, layer in enumerate(ref._layers)
+        for part, t in zip(("rows", "cols", "weights", "bias"), layer, strict=True)
+    }
+    if len(model._layers) != len(ref._layers):
+        raise InputError(f"the module has {len(model._layers)} circuit layers, its construction {len(ref._layers)}")
+    mine |= {
+        f"circuit layer {i} {part}": t
+        for i, layer in enumerate(model._layers)
+        for part, t in zip(("rows", "cols", "weights", "bias"), layer, strict=True)
+    }
+    for name, t in theirs.items():
+        got = mine.get(name)
+        if got is None or got.dtype != t.dtype or got.shape != t.shape or not torch.equal(got, t):
+            was = "missing" if got is None else f"{got.dtype} {tuple(got.shape)}"
+            raise InputError(
+                f"the module's tensor {name} ({was}) differs from the construction it was built from "
+                f"(model.memo: {t.dtype} {tuple(t.shape)}): the certificate proves the construction, so rebuild "
+                f"the module from it or recompile"
+            )
+    return memo
+
+
+def certify_next_token_model(model: object, data: object, encoding: object = None) -> NextTokenCertificate:
+    """`uatlab.certify` for a next-token memorizer module: its own tensors (`check_module_matches`) on
+    ``data``, a `uatlab.data.next_token.NextTokenData` (one label per sequence).
+
+    Token and label strings are mapped through ``model.token_vocab`` / ``model.label_vocab`` (set by
+    `uatlab.load`; default: token i is ``str(i)``, label c is ``str(c)``). InputError names the example of an
+    unknown token, an unknown label or a window longer than the model reads."""
+    from uatlab.constructions.paper_c.model_file import encode_sequences
+    from uatlab.data.next_token import NextTokenData
+
+    if encoding is not None:
+        raise InputError(
+            "a next-token model maps strings with model.token_vocab and model.label_vocab; pass no encoding"
+        )
+    if not isinstance(data, NextTokenData):
+        raise InputError(
+            f"a next-token model is certified on one label per sequence: pass a uatlab.data.next_token.NextTokenData "
+            f"(read_next_token_jsonl, read_text_windows), not a {type(data).__name__}, or call "
+            f"uatlab.verify.next_token.certify_next_token(model.memo, tokens, labels) with ids"
+        )
+    memo = check_module_matches(model)
+    token_vocab = getattr(model, "token_vocab", None) or [str(i) for i in range(memo.V)]
+    label_vocab = getattr(model, "label_vocab", None) or [str(c) for c in range(memo.C)]
+    where = [f"{data.source} example {i}" for i in range(len(data))]
+    names, pad = data.token_vocab, data.pad_id
+    seqs = [[names[t] for t in row if t != pad] for row in np.asarray(data.tokens).tolist()]
+    ids = encode_sequences(memo, token_vocab, seqs, where)
+    index = {y: c for c, y in enumerate(label_vocab)}
+    labels = []
+    for i, y in enumerate(np.asarray(data.labels).tolist()):
+        name = data.label_vocab[y]
+        if name not in index:
+            raise InputError(f"{where[i]}: label {name!r} is not one the model outputs")
+        labels.append(index[name])
+    return certify_next_token(memo, ids, np.asarray(labels, dtype=np.int64))

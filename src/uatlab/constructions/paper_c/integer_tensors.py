@@ -90,6 +90,30 @@ def circuit_from_tensors(
     return circuit
 
 
+def check_token_table(path: Path, nu: Any, value_range: int, pad: int) -> None:
+    """Refuse a token-position table ν (n' × (V+1)) the memorizers' certificates cannot rely on.
+
+    Both memorizers of Kajitsuka & Sato, ICLR 2025 write the sequence id h = Σ_j ν[j, t_j] with one
+    averaging attention head over all n' positions, pads included. Their certificates prove the
+    floating-point sum exact by bounding every partial sum by h, which needs ν ≥ 0; they skip the pad
+    positions, which needs ν[j, pad] = 0; and the compiler draws ν from [0, R) (R = ``value_range``), which
+    bounds h. Raises ModelFileError naming ``path``, the entry and its value (``nu`` may hold Python ints
+    past int64)."""
+    arr = np.asarray(nu)  # (n', V+1), int64 or object
+    if arr.ndim != 2 or arr.shape[1] != pad + 1 or arr.size == 0:
+        raise ModelFileError(f"{path}: table nu has shape {arr.shape}, the header needs (n', {pad + 1})")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= value_range:
+        j, t = (int(i) for i in np.argwhere(arr == (lo if lo < 0 else hi))[0])
+        raise ModelFileError(
+            f"{path}: table nu[{j}, {t}] = {int(arr[j, t])} is outside [0, value_range = {value_range})"
+        )
+    nonzero = np.flatnonzero(arr[:, pad] != 0)
+    if len(nonzero):
+        j = int(nonzero[0])
+        raise ModelFileError(f"{path}: table nu[{j}, {pad}] = {int(arr[j, pad])}: the pad token's column must be 0")
+
+
 def jsonable(v: Any) -> Any:
     """``json.dumps(default=...)`` for NumPy scalars and arrays (anything else as its string)."""
     if isinstance(v, np.generic):

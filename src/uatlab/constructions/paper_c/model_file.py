@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_c.integer_tensors import (
+    check_token_table,
     circuit_from_tensors,
     circuit_header,
     circuit_tensors,
@@ -31,7 +32,7 @@ from uatlab.constructions.paper_c.integer_tensors import (
     unpack_ints,
     write_model_file,
 )
-from uatlab.constructions.paper_c.layout import Layout
+from uatlab.constructions.paper_c.layout import REGIMES, Layout
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.errors import InputError, ModelFileError
 
@@ -97,14 +98,21 @@ def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[s
 def memo_from(
     path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor]
 ) -> tuple[NextTokenMemorizer, dict[str, Any]]:
-    """The memorizer and header from a file's metadata and tensors (already read once)."""
+    """The memorizer and header from a file's metadata and tensors (already read once).
+
+    Refuses (ModelFileError naming ``path`` and the field) anything the certificate
+    (`uatlab.verify.next_token`) or the forward pass relies on: a regime other than exact / float64 /
+    float32, window length n and context n' = 2^⌈log2 n⌉ that disagree, a token-position table ν outside
+    [0, value_range) or with a nonzero pad column (`check_token_table`), more labels than the readout's C
+    classes or token names other than V, and a circuit that does not read (ν_last, 1, h) and write y.
+    """
     if meta.get("uatlab_format") != FORMAT_TAG:
         raise ModelFileError(f"{path} is not a uatlab next-token model (no '{FORMAT_TAG}' tag)")
     try:
         h = json.loads(meta["uatlab_next_token"])
         lay = h["layout"]
         layout = Layout(
-            regime=lay["regime"],
+            regime=str(lay["regime"]),
             C=int(lay["C"]),
             D=int(lay["D"]),
             m=int(lay["m"]),
@@ -112,19 +120,43 @@ def memo_from(
             n_pad=int(lay["n_pad"]),
             value_range=int(lay["value_range"]),
         )
-        V = int(h["V"])
+        V, n = int(h["V"]), int(h["n"])
+        if layout.regime not in REGIMES:
+            raise ModelFileError(f"{path}: layout.regime {layout.regime!r} is not one of {sorted(REGIMES)}")
+        if n < 1 or layout.n_pad != 1 << (n - 1).bit_length():
+            raise ModelFileError(
+                f"{path}: n = {n} and layout.n_pad = {layout.n_pad} disagree (n' must be 2^⌈log2 n⌉, n ≥ 1)"
+            )
+        if V < 1 or layout.C < 2 or layout.value_range < 2 or len(layout.sizes) != 3:
+            raise ModelFileError(
+                f"{path}: the layout is invalid (V {V}, layout.C {layout.C}, layout.value_range "
+                f"{layout.value_range}, layout.sizes {list(layout.sizes)})"
+            )
+        if min(layout.D, layout.m, *layout.sizes) < 1:
+            raise ModelFileError(f"{path}: the layout is invalid (layout.D {layout.D}, layout.m {layout.m})")
+        for name, vocab, ok in (
+            ("token_vocab", h.get("token_vocab"), lambda k: k == V),
+            ("label_vocab", h.get("label_vocab"), lambda k: 1 <= k <= layout.C),
+        ):
+            if vocab is not None and (not isinstance(vocab, list) or not ok(len(vocab))):
+                size = len(vocab) if isinstance(vocab, list) else type(vocab).__name__
+                raise ModelFileError(
+                    f"{path}: {name} lists {size} entries, the model has V = {V} tokens and C = {layout.C} classes"
+                )
         flat = unpack_ints("nu", tensors)
         if len(flat) != layout.n_pad * (V + 1):
             raise ModelFileError(f"{path}: table nu has {len(flat)} entries, the layout needs {layout.n_pad * (V + 1)}")
         nu = [flat[j * (V + 1) : (j + 1) * (V + 1)] for j in range(layout.n_pad)]
+        check_token_table(path, nu, layout.value_range, V)
         circuit = circuit_from_tensors(path, tensors, int(h["n_inputs"]), int(h["depth"]), h.get("notes", {}))
+        if circuit.n_inputs != 3 or circuit.depth < 1 or circuit.width != 1:
+            raise ModelFileError(f"{path}: the circuit reads {circuit.n_inputs} inputs and writes {circuit.width}")
+        seed = int(h["seed"])
     except KeyError as exc:
         raise ModelFileError(f"{path}: missing entry {exc} in the next-token model file") from None
-    except (ValueError, TypeError, json.JSONDecodeError) as exc:
+    except (ValueError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ModelFileError(f"{path}: the next-token model header is invalid: {exc}") from None
-    memo = NextTokenMemorizer(
-        layout=layout, nu=nu, n=int(h["n"]), V=V, circuit=circuit, seed=int(h["seed"]), facts=h.get("facts", {})
-    )
+    memo = NextTokenMemorizer(layout=layout, nu=nu, n=n, V=V, circuit=circuit, seed=seed, facts=h.get("facts", {}))
     return memo, h
 
 

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_c.integer_tensors import (
+    check_token_table,
     circuit_from_tensors,
     circuit_header,
     circuit_tensors,
@@ -144,8 +145,7 @@ def memo_from(path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor]
         nu = _array(path, tensors, "nu", (n, V + 1))
         mu = _array(path, tensors, "mu", (n,))
         v = _array(path, tensors, "v", (V + 1,))
-        if nu.min() < 0 or nu.max() >= layout.value_range or (nu[:, V] != 0).any():
-            raise ModelFileError(f"{path}: table nu is outside [0, R) or its pad column is not 0")
+        check_token_table(path, nu, layout.value_range, V)
         if v.min() < 0 or v.max() > C or v[V] != 0 or mu.min() < 1:
             raise ModelFileError(f"{path}: word values v outside [0, C] (pad 0) or positional values μ < 1")
         circuit = circuit_from_tensors(path, tensors, int(h["n_inputs"]), int(h["depth"]), h.get("notes", {}))
