@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 
@@ -108,7 +109,7 @@ def test_cli_certify_refuses_a_tampered_next_token_file(saved, monkeypatch, caps
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {name}: ") and captured.out == ""
-    assert __import__("re").search(message, err[0]), err[0]
+    assert re.search(message, err[0]), err[0]
     with pytest.raises(ModelFileError, match=name):
         uatlab.load(name)
 
