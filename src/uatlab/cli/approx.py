@@ -388,7 +388,11 @@ def gd_cmd(
     quick: bool = QUICK,
     json_out: bool = JSON,
 ) -> None:
-    """Attention-only layers running k GD steps of in-context linear regression; error vs N and ε."""
+    """Attention-only layers running k GD steps of in-context linear regression; error vs N and ε.
+
+    ``bound`` is the sup-error bound of the float64 run with rounding included; ``rounding_bound`` is its
+    rounding part (∝ 1/ε), the rest is the exact-arithmetic bound.
+    """
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
@@ -411,7 +415,7 @@ def gd_cmd(
         out,
         json_out,
         "eps",
-        ["context", "eps", "steps", "relative_error", "sup_error", "bound", "params"],
+        ["context", "eps", "steps", "relative_error", "sup_error", "bound", "rounding_bound", "params"],
         y_key="sup_error",
         bound_key="bound",
         group_key="context",

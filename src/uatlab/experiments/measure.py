@@ -12,9 +12,15 @@ from uatlab.constructions.paper_a.prop1_universal_approximator import (
     UniversalApproximator,
     _call_target,
 )
-from uatlab.constructions.paper_b.appB_incontext_gd import InContextGD, gd_prediction, multi_step_bound
+from uatlab.constructions.paper_b.appB_incontext_gd import (
+    InContextGD,
+    gd_prediction,
+    multi_step_bound,
+    multi_step_float_bound,
+)
 from uatlab.constructions.paper_b.lem3_11_relu_network import CompiledReluNetwork
 from uatlab.constructions.paper_b.thm3_truncated_linear import TruncatedLinearAttention
+from uatlab.numerics.float_bounds import gamma, unit_roundoff
 
 
 def measure_approximation(
@@ -155,18 +161,33 @@ def sample_regression(batch: int, context: int, d: int, seed: int = 0) -> tuple[
 
 
 def relative_error(model: InContextGD, batch: int = 64, seed: int = 0) -> dict[str, float]:
-    """‖ŷ_attention − ŷ_GD‖ / ‖ŷ_GD‖ over a batch of regression tasks, and the proven sup-error bound."""
+    """‖ŷ_attention − ŷ_GD‖ / ‖ŷ_GD‖ over a batch of regression tasks, and the sup-error bounds.
+
+    ``bound`` is `multi_step_float_bound`: the bound on |ŷ_attention − ŷ_GD| of the model run in its own
+    dtype, rounding included (rigorous under the assumption that exp errs by ≤ 5 ulp, paper B App. B
+    construction, module `appB_incontext_gd`). ``exact_arithmetic_bound`` is `multi_step_bound` (no rounding)
+    and ``rounding_bound`` = bound − exact_arithmetic_bound. The data bounds S, S₁ are computed in float64
+    and enlarged by their own rounding (γ_d S₁).
+    """
     xc, yc, xq = sample_regression(batch, model.context, model.d, seed)
     pred = model.predict(xc, yc, xq)
     exact = gd_prediction(xc, yc, xq, model.lr, model.steps)
     rel = float(np.linalg.norm(pred - exact) / max(np.linalg.norm(exact), 1e-300))
-    S = float(np.abs(np.einsum("bnd,bd->bn", np.concatenate([xc, xq[:, None]], 1), xq)).max())
-    S = max(S, float(np.abs(np.einsum("bnd,bmd->bnm", xc, xc)).max()))
+    xall = np.concatenate([xc, xq[:, None]], 1)  # (B, N+1, d): every token is a query, context tokens are keys
+    S = float(np.abs(np.einsum("bnd,bmd->bnm", xall, xc)).max())
+    g = gamma(model.d, unit_roundoff("float64"))
+    S_abs = float(np.einsum("bnd,bmd->bnm", np.abs(xall), np.abs(xc)).max()) / (1 - g)
+    S += g * S_abs
     V = float(np.abs(yc).max())
-    bound = multi_step_bound(model.context, model.sink, model.eps, S, V, model.lr, model.steps)
+    exact_bound = multi_step_bound(model.context, model.sink, model.eps, S, V, model.lr, model.steps)
+    bound = multi_step_float_bound(
+        model.context, model.sink, model.eps, S, S_abs, V, model.lr, model.steps, model.d, model.dtype
+    )
     return {
         "relative_error": rel,
         "sup_error": float(np.abs(pred - exact).max()),
         "bound": bound,
+        "exact_arithmetic_bound": exact_bound,
+        "rounding_bound": bound - exact_bound,
         "max_abs_prediction": float(np.abs(exact).max()),
     }
