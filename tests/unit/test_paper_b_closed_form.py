@@ -90,3 +90,20 @@ def test_closed_form_refuses_too_narrow_models(data):
     )
     with pytest.raises(InputError, match="width"):
         write_interpolation_weights(model, data.target)
+
+
+def test_bound_uses_the_models_own_dtype_and_holds(data):
+    from uatlab.constructions.paper_b.thm3_truncated_linear import plan_in_dtype
+    from uatlab.experiments.paper_b.closed_form import interpolation_plan
+
+    model = TruncatedAttentionModel(
+        TruncatedAttentionConfig(n=12, d=3, n_anchors=10, width=8, n_heads=1, head_dim=2, out_dim=1)
+    )
+    assert model.attn.q_proj.weight.dtype == torch.float32
+    info = write_interpolation_weights(model, data.target, sharpness=4.0)
+    assert info["dtype"] == "float32"
+    p64 = interpolation_plan(data.target.a, data.target.b, 10, 1, 4.0, n_dead=12)
+    assert info["rounding_estimate"] == pytest.approx(plan_in_dtype(p64, "float32", 12).float_term)
+    assert info["rounding_estimate"] > 1e6 * p64.float_term  # float32, not float64
+    assert info["bound"] < info["spec_bound"]
+    assert _sup(model, data.x_test, data.y_test) <= info["bound"]

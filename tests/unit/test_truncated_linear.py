@@ -91,3 +91,26 @@ def test_bad_input_is_refused():
         plan_interpolation(-1.0, 1.0, anchors=81, dtype="float32")
     with pytest.raises(PrecisionError, match="overflow"):
         plan_interpolation(-1.0, 1.0, anchors=5, beta=1e306)
+
+
+@pytest.mark.parametrize("a, b", [(-1.0, 1.0), (0.0, 10.0)])
+def test_eps_mode_never_returns_a_guarantee_above_eps(a, b):
+    """float32: either the bound (with the rounding estimate) meets eps, or a clear PrecisionError."""
+    refused = 0
+    for eps in np.geomspace(1e-3, 0.5, 12) * (b - a):
+        try:
+            c = build_truncated_linear_attention([1.0], 0.0, a, b, eps=float(eps), mode="sequence", dtype="float32")
+        except PrecisionError as e:
+            refused += 1
+            assert "float32" in str(e)
+            continue
+        assert c.guarantee["sup_error_bound"] <= eps * (1 + 1e-9)
+    assert refused > 0
+
+
+def test_guarantee_records_its_input_range_and_rounding_estimate():
+    c = build_truncated_linear_attention([2.0], 0.5, -1.0, 1.0, anchors=11, y_bound=3.0)
+    g = c.guarantee
+    assert g["y_bound"] == 3.0
+    assert 0 < g["rounding_estimate"] < g["sup_error_bound"]
+    assert "estimate" in c.facts["guarantee_definition"] and "y_bound" in c.facts["guarantee_definition"]

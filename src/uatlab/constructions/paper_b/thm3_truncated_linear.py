@@ -79,7 +79,7 @@ head; H → ``heads``; β → ``beta``; A (token-wise with bias) → ``in_proj``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -125,7 +125,8 @@ class InterpolationPlan:
         bound_inside / bound_outside: proven sup-error bounds for y ∈ [a,b] / y ∉ [a,b] (exact arithmetic).
         spec_bound: the simple bound H·(Δ + (b_h−a_h)·m·e^{−x}) for comparison.
         float_term: rounding estimate added to ``bound``.
-        bound: min(bound_inside, spec_bound) + float_term — the number reported as the proven bound.
+        bound: min(bound_inside, spec_bound) + float_term — the exact-arithmetic bound plus the rounding
+            *estimate* (the exact part is proven, the estimate is not; see the module docstring).
         y_bound: |y| ≤ y_bound assumed for the score magnitude S_max.
         max_score: S_max.
     """
@@ -177,6 +178,20 @@ def _float_term(a: float, b: float, heads: int, m: int, beta: float, y_bound: fl
     return term, s_max
 
 
+def plan_in_dtype(plan: InterpolationPlan, dtype: str, n_dead: int = 0) -> InterpolationPlan:
+    """The same plan (m, β, exact bounds) with the rounding estimate ``float_term`` of a model run in ``dtype``.
+
+    For weights placed by a float64 plan into a model of another dtype; unlike `plan_interpolation` it does
+    not refuse when the estimate is large (the model exists), it only reports it.
+    """
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    fterm, s_max = _float_term(
+        plan.a, plan.b, plan.heads, plan.anchors, plan.beta, plan.y_bound, dtype, plan.anchors + n_dead
+    )
+    return replace(plan, float_term=fterm, max_score=s_max, dtype=dtype)
+
+
 def plan_interpolation(
     a: float,
     b: float,
@@ -205,7 +220,8 @@ def plan_interpolation(
 
     Raises:
         InputError: a ≥ b, eps ≤ 0, both or neither of eps/anchors, anchors < 2, heads < 1.
-        PrecisionError: when the scores overflow the dtype or rounding alone exceeds the target.
+        PrecisionError: when the scores overflow the dtype, rounding alone exceeds the target, or (``eps``
+            given) the bound with the rounding estimate exceeds ``eps``.
     """
     if not (math.isfinite(a) and math.isfinite(b)) or a >= b:
         raise InputError(f"need finite a < b, got a={a}, b={b}")
@@ -265,7 +281,11 @@ def plan_interpolation(
             f"Use float64, fewer anchors per head (more heads), or a smaller input range."
         )
     if target_total is not None and min(inside, spec) + fterm > target_total * (1 + 1e-9):
-        notes.append(f"bound {min(inside, spec) + fterm:.3g} exceeds eps {target_total:.3g}")
+        raise PrecisionError(
+            f"eps={target_total:.4g} cannot be guaranteed in {dtype}: with {m} anchors per head the bound is "
+            f"{min(inside, spec):.3g} (exact arithmetic) + {fterm:.3g} (rounding estimate) = "
+            f"{min(inside, spec) + fterm:.3g} > eps; use float64, more heads or a larger eps"
+        )
     return InterpolationPlan(
         a=float(a),
         b=float(b),
@@ -346,7 +366,8 @@ def build_truncated_linear_attention(
 
     Returns:
         `uatlab.constructions.contract.Construction`: ``model`` the attention-only layer,
-        ``guarantee`` the proven sup-error bounds inside [a, b] and in the clamp region, ``detail`` the
+        ``guarantee`` the sup-error bounds inside [a, b] and in the clamp region (proven in exact arithmetic,
+        plus a rounding estimate ``rounding_estimate``; valid for |y| ≤ ``y_bound``), ``detail`` the
         `TruncatedLinearAttention` (plan, target, the value channel as a callable).
 
     Raises:
@@ -470,6 +491,14 @@ def build_truncated_linear_attention(
         "beta": plan.beta,
         "dtype": dtype,
         "notes": list(plan.notes),
+        "guarantee_definition": "sup over inputs with |w_iᵀx_i + t_i| ≤ y_bound of |out − Range_[a,b]|: the "
+        "bound proven in exact arithmetic (Thm 3.4 / 3.9) plus rounding_estimate, an estimate of the rounding "
+        "in dtype (not proven: it ignores the rounding of y)",
     }
-    guarantee = {"sup_error_bound": plan.bound, "clamp_error_bound": plan.clamp_bound}
+    guarantee = {
+        "sup_error_bound": plan.bound,
+        "clamp_error_bound": plan.clamp_bound,
+        "rounding_estimate": plan.float_term,
+        "y_bound": plan.y_bound,
+    }
     return Construction(model=layer, guarantee=guarantee, facts=facts, detail=detail)

@@ -30,7 +30,12 @@ import math
 
 import torch
 
-from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE, InterpolationPlan, plan_interpolation
+from uatlab.constructions.paper_b.thm3_truncated_linear import (
+    DEAD_SCORE,
+    InterpolationPlan,
+    plan_in_dtype,
+    plan_interpolation,
+)
 from uatlab.errors import InputError
 from uatlab.experiments.paper_b.data import TruncatedLinearTarget
 from uatlab.experiments.paper_b.models import TruncatedAttentionModel
@@ -48,8 +53,9 @@ def write_interpolation_weights(
 
     Sequence-wise (Thm 3.4) when the model has anchors (m ≥ 2), token-wise (Thm 3.9) when it has
     none (then the n tokens are the m = n anchors). β = ``sharpness``/Δ². Returns β, Δ, m, the form used
-    and the construction's sup-error bounds: ``bound`` (the sharper proven bound in exact arithmetic plus the
-    float64 rounding estimate) and ``spec_bound`` (H·(Δ + (b−a)/H·m·e^{−βΔ²}) plus the dead-key leakage).
+    and the construction's sup-error bounds: ``bound`` (the sharper bound proven in exact arithmetic plus
+    ``rounding_estimate``, an estimate, not a proof, of the rounding in the model's own dtype ``dtype``) and
+    ``spec_bound`` (H·(Δ + (b−a)/H·m·e^{−βΔ²}) plus the dead-key leakage; exact arithmetic).
     """
     cfg = model.config
     n, d, H, s = cfg.n, cfg.d, cfg.n_heads, cfg.head_dim
@@ -60,10 +66,12 @@ def write_interpolation_weights(
     token_wise = cfg.n_anchors == 0
     m = n if token_wise else cfg.n_anchors
     a, b = target.a, target.b
-    plan = interpolation_plan(a, b, m, H, sharpness, n_dead=0 if token_wise else n)
+    dt = model.attn.q_proj.weight.dtype
+    n_dead = 0 if token_wise else n
+    plan = interpolation_plan(a, b, m, H, sharpness, n_dead=n_dead)
+    plan = plan_in_dtype(plan, "float64" if dt == torch.float64 else "float32", n_dead)  # the model's rounding
     delta, beta = plan.delta, plan.beta
     k_big = DEAD_SCORE / beta  # data-token key offset: score −DEAD_SCORE
-    dt = model.attn.q_proj.weight.dtype
     for p in model.parameters():
         p.zero_()
     A, att = model.mapping_A, model.attn
@@ -111,6 +119,8 @@ def write_interpolation_weights(
         "token_wise": token_wise,
         "bound": plan.bound,
         "spec_bound": plan.spec_bound,
+        "rounding_estimate": plan.float_term,
+        "dtype": plan.dtype,
     }
 
 
