@@ -23,7 +23,7 @@ def test_small_network_within_bound_and_converging():
     assert not c.model.is_tokenwise and any("across positions" in s for s in c.nonstandard)
 
 
-def test_paper_b_shape_below_one_percent():
+def test_paper_b_shape_sampled_error_below_one_percent():
     net = random_relu_network(n=20, d=5, hidden=10, seed=0)
     c = compile_relu_network(net, anchors=257).detail
     r = measure_compiled(c, samples=8)

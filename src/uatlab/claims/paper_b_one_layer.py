@@ -18,7 +18,8 @@ PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
     "cannot run paper B's interpolation on a hidden unit (each unit depends on all 20 tokens, a query is "
     "affine in one), and a one-layer standard form whose scores ignore the data is affine: its sup error is "
     "provably ≥ 1% of the output range (midpoint-defect lower bound over an LP upper bound on the range), "
-    "while the standard two-layer form measures below that lower bound and below 1%.",
+    "while the standard two-layer form measures below that lower bound and below 1% (at random inputs and at "
+    "an adversarial, LP-placed input, a lower bound on its sup error).",
     paper=PAPER_B,
     theorem="Sec. 3.3 (two-layer universality): why the second standard layer",
 )
@@ -37,8 +38,15 @@ def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
             compile_relu_network_standard(net, anchors=257).detail,
             samples=8 if ctx.quick else 100,
             seed=ctx.seed + 1000 + k,
+            adversarial=True,
         )
-        rows.append({**lim, "two_layer_sup_error": two["sup_error"], "two_layer_rel_sup": two["relative_sup_error"]})
+        rows.append(
+            {
+                **lim,
+                "two_layer_sup_error": max(two["sup_error"], two["adversarial_error"]),
+                "two_layer_rel_sup": max(two["relative_sup_error"], two["relative_adversarial_error"]),
+            }
+        )
     ok = all(
         r["min_tokens_per_hidden_unit"] >= 2
         and r["rel_sup_lower_bound"] > 0.01
@@ -89,7 +97,9 @@ def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
     "whatever its heads, width or positional encoding. On the benchmark ReLU nets (n=20, d=5, 10 hidden "
     "units, X in [0,1]) every such layer is therefore provably ≥ 1% of the output range off (midpoint defect "
     "over pairs sharing token i, divided by an LP upper bound on the range), while paper B's non-standard "
-    "one-layer compiler (a map across positions, anchor tokens) measures below 1%.",
+    "one-layer compiler (a map across positions, anchor tokens) is provably closer: its proven sup-error bound "
+    "(and its error at an adversarial input) is below that lower bound. (Its error is about 1% of the range: "
+    "0.3-0.6% at random inputs, up to 1.2% at adversarial ones; reported, not asserted against 1%.)",
     paper=PAPER_B,
     theorem="Sec. 3.3, Lemma 3.11 / Thm 3.9 (interpolation over positional anchors): the one-layer standard form",
 )
@@ -121,13 +131,16 @@ def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
         low = positional_key_error_lower_bound(net, pairs=400 if ctx.quick else 2000, seed=ctx.seed + k)
         r_ub = output_range_upper_bound(net)
         one = compile_relu_network(net, anchors=257).detail
-        meas = measure_compiled(one, samples=8 if ctx.quick else 100, seed=ctx.seed + 1000 + k)
+        meas = measure_compiled(one, samples=8 if ctx.quick else 100, seed=ctx.seed + 1000 + k, adversarial=True)
         rows.append(
             {
                 "lower": low["lower_bound"],
                 "range_ub": r_ub,
                 "rel_lower": low["lower_bound"] / r_ub,
                 "nonstandard_rel": meas["relative_sup_error"],
+                "nonstandard_rel_adversarial": meas["relative_adversarial_error"],
+                "nonstandard_error": max(meas["sup_error"], meas["adversarial_error"]),
+                "nonstandard_bound": one.bound,
                 "nonstandard_heads": one.heads,
                 "nonstandard_params": one.params,
             }
@@ -136,14 +149,14 @@ def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
         fixed < 1e-9 * max(moving, 1.0)
         and moving > 1e-3
         and data_keys > 1e-3
-        and all(r["rel_lower"] > 0.01 and r["nonstandard_rel"] < 0.01 for r in rows)
+        and all(r["rel_lower"] > 0.01 and r["nonstandard_error"] <= r["nonstandard_bound"] < r["lower"] for r in rows)
     )
     from uatlab.report.figures import plot_bars
 
     bars = {}
     for k, r in enumerate(rows):
         bars[f"net {k}: standard, positional keys (lower bound)"] = 100.0 * r["rel_lower"]
-        bars[f"net {k}: non-standard one layer (measured)"] = 100.0 * r["nonstandard_rel"]
+        bars[f"net {k}: non-standard one layer (adversarial input)"] = 100.0 * r["nonstandard_rel_adversarial"]
     fig = plot_bars(
         bars,
         ctx.figure_path("B.approx.one-standard-layer-positional-keys-limit", "one_layer_forms.png"),
@@ -161,6 +174,8 @@ def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
             "positional_keys_sup_error_lower_bound": [float(f"{r['lower']:.4g}") for r in rows],
             "output_range_upper_bound": [float(f"{r['range_ub']:.4g}") for r in rows],
             "nonstandard_one_layer_rel_sup": [float(f"{r['nonstandard_rel']:.3g}") for r in rows],
+            "nonstandard_one_layer_rel_adversarial": [float(f"{r['nonstandard_rel_adversarial']:.3g}") for r in rows],
+            "nonstandard_one_layer_bound": [float(f"{r['nonstandard_bound']:.4g}") for r in rows],
             "nonstandard_one_layer_heads": rows[0]["nonstandard_heads"],
             "nonstandard_one_layer_params": rows[0]["nonstandard_params"],
             "lemma_check_defect_token_fixed": float(f"{fixed:.3g}"),
@@ -169,8 +184,9 @@ def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
         },
         key_figure="positional_keys_rel_sup_lower_bound",
         note="the lower bound holds for every number of heads, width and positional encoding (no size suffices); "
-        "relative to an UPPER bound on the box's output range, while the non-standard error is relative to the "
-        "sampled outputs' range; layers whose keys read the data are not covered",
+        "relative to an UPPER bound on the box's output range, while the non-standard errors (rel_sup: max over the "
+        "sampled inputs; rel_adversarial: at an LP-placed input) are relative to the network's output range over "
+        "100 reference inputs; layers whose keys read the data are not covered",
     )
 
 
@@ -294,7 +310,7 @@ def _two_tokens(ctx: ClaimContext) -> ClaimResult:
             "max_relative_sup_error": float(f"{max(r['rel'] for r in rows):.3g}"),
         },
         key_figure="max_relative_sup_error",
-        note="relative to the sampled outputs' range (uniform inputs plus the two extreme corners), which is at "
+        note="relative to the network's output range over 100 reference inputs (uniform plus the two corners), at "
         "most the box's range: the proven bound over it is an upper bound on the relative sup error",
     )
 

@@ -124,6 +124,7 @@ def truncated_linear_cmd(
         "anchors",
         ["anchors", "beta", "sup_error", "bound", "sup_outside", "clamp_bound", "spec_bound", "params"],
         slope_key="sup_error_vs_anchors",
+        bound_label="bound (exact + rounding estimate)",
         title=f"Range_[{a},{b}] by softmax attention ({mode} mode)",
     )
 
@@ -157,6 +158,7 @@ def heads_cmd(
         "heads",
         ["heads", "anchors", "sup_error", "bound", "sup_outside", "clamp_bound", "params"],
         slope_key="sup_error_vs_heads",
+        bound_label="bound (exact + rounding estimate)",
         title="Range_[-1,1] with H heads (token mode)",
     )
 
@@ -169,7 +171,13 @@ def relu_cmd(
     n: int = typer.Option(20, "--n", min=1, max=10_000, help="Sequence length."),
     d: int = typer.Option(5, "--d", min=1, max=10_000, help="Token dimension."),
     hidden: int = typer.Option(10, "--hidden", min=1, max=100_000, help="Hidden ReLU units."),
-    samples: int = typer.Option(100, "--samples", min=1, max=10**7, help="Random inputs in [0,1]^{n×d} per network."),
+    samples: int = typer.Option(
+        100,
+        "--samples",
+        min=1,
+        max=10**7,
+        help="Inputs per network (2 box corners + uniform random): the sampled_max_error column.",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the first network."),
     layers: int = typer.Option(1, "--layers", help="Attention layers of the compiled model: 1 or 2."),
     standard: bool = typer.Option(
@@ -240,13 +248,16 @@ def relu_cmd(
             "layers",
             "anchors",
             "heads",
-            "sup_error",
+            "sampled_max_error",
             "relative_sup_error",
+            "adversarial_error",
+            "relative_adversarial_error",
             "output_range",
             "bound",
             "params",
-            "net_params",
         ],
+        y_key="adversarial_error",
+        bound_label="bound (exact + rounding estimate)",
         group_key="net",
         title=f"ReLU network compiled into {layers} {'standard ' if standard else ''}softmax attention "
         f"layer{'s' if layers > 1 else ''}",
@@ -418,6 +429,7 @@ def gd_cmd(
         ["context", "eps", "steps", "relative_error", "sup_error", "bound", "rounding_bound", "params"],
         y_key="sup_error",
         bound_key="bound",
+        bound_label="bound (rounding included)",
         group_key="context",
         where={"steps": _ints(steps, "steps")[0]},
         title=f"in-context GD by softmax attention, d={d}, k={_ints(steps, 'steps')[0]} step(s)",

@@ -154,6 +154,7 @@ def sweep_relu_network(
     seed: int = 0,
     layers: int = 1,
     standard: bool = False,
+    adversarial: bool = True,
     progress: Progress = _noop,
 ) -> Sweep:
     """Compile ``nets`` random ReLU networks (paper B's shape) at several anchor counts; error vs anchors.
@@ -163,6 +164,11 @@ def sweep_relu_network(
     far fewer parameters). ``standard=True`` (two layers only): `compile_relu_network_standard`, two STANDARD
     multi-head attention layers (no map across positions, no appended token); one standard layer has no
     compiler, see `sweep_one_standard_layer_bounds`.
+
+    ``sup_error`` (name kept) = ``sampled_max_error``: the max error over ``samples`` inputs (2 box corners +
+    uniform random), a lower estimate of the sup; ``adversarial=True`` adds ``adversarial_error``, the error at
+    a linear-program-placed input (`uatlab.experiments.adversarial`), usually 1.5–2× larger. Relative figures
+    divide by the network's output range over 100 reference inputs (``definition`` in the summary).
     """
     from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network_two_layer
     from uatlab.constructions.paper_b.lem3_11_standard_attention import compile_relu_network_standard
@@ -184,7 +190,8 @@ def sweep_relu_network(
         for m in anchors:
             c = compile_fn(net, anchors=m).detail
             nonstandard = list(c.nonstandard)
-            r = measure_compiled(c, samples=samples, seed=seed + 1000 + k)
+            r = measure_compiled(c, samples=samples, seed=seed + 1000 + k, adversarial=adversarial)
+            definition = str(r["definition"])
             rows.append(
                 {
                     "net": k,
@@ -192,16 +199,21 @@ def sweep_relu_network(
                     "standard": standard,
                     "anchors": m,
                     "heads": c.heads,
-                    "sup_error": r["sup_error"],
+                    "sup_error": r["sup_error"],  # = sampled_max_error (name kept)
+                    "sampled_max_error": r["sampled_max_error"],
                     "relative_sup_error": r["relative_sup_error"],
+                    "adversarial_error": r.get("adversarial_error", math.nan),
+                    "relative_adversarial_error": r.get("relative_adversarial_error", math.nan),
                     "output_range": r["output_range"],
                     "bound": c.bound,
                     "params": c.params,
                     "net_params": net.params,
                 }
             )
+            adv = f", adversarial input {r['adversarial_error']:.4g}" if adversarial else ""
             progress(
-                f"relu net {k} m={m}: sup error {r['sup_error']:.4g} = {100 * r['relative_sup_error']:.3g}% of range"
+                f"relu net {k} m={m}: max error over {samples} inputs {r['sup_error']:.4g} "
+                f"= {100 * r['relative_sup_error']:.3g}% of range{adv}"
             )
     slopes = {}
     for k in range(nets):
@@ -217,9 +229,11 @@ def sweep_relu_network(
     summary = {
         "anchors": largest,
         "max_relative_sup_error": max(r["relative_sup_error"] for r in at_largest),
+        "max_relative_adversarial_error": max(r["relative_adversarial_error"] for r in at_largest),
         "params": at_largest[0]["params"],
         "layers": layers,
         "nonstandard": nonstandard,
+        "definition": definition,
     }
     name = "relu-network-standard" if standard else "relu-network"
     return Sweep(name, "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
@@ -419,8 +433,12 @@ def plot_sweep(
     title: str = "",
     where: dict[str, Any] | None = None,
     extra_keys: Sequence[str] = (),
+    bound_label: str | None = None,
 ) -> Path:
-    """Log-log figure of y against x (one line per group), the proven bound dashed, the fitted slope in the legend."""
+    """Log-log figure of y against x (one line per group), the bound dashed, the fitted slope in the legend.
+
+    ``bound_label`` names the dashed line (default "bound"); say there whether it includes a rounding estimate.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -445,7 +463,7 @@ def plot_sweep(
                 xs,
                 [r[bound_key] for r in rows],
                 "--",
-                label=f"proven {bound_key}" + (f" ({gval})" if group_key else ""),
+                label=(bound_label or bound_key) + (f" ({gval})" if group_key else ""),
             )
     ax.set_xlabel(x_key)
     ax.set_ylabel(y_key if not extra_keys else "error")
