@@ -263,20 +263,27 @@ def _fsync_dir(folder: Path) -> None:
 class OutputLock:
     """An exclusive, non-blocking lock on an output path (a lock file beside it; released on exit or death).
 
-    A second job that tries to write the same output gets an InputError naming the first job's pid.
+    A second job that tries to write the same output gets an InputError naming the first job's pid and
+    ``hint`` (what to do instead). Also used on work directories (the lock file sits beside the folder).
     """
 
-    def __init__(self, target: str | os.PathLike) -> None:
+    def __init__(self, target: str | os.PathLike, hint: str = "choose another output") -> None:
         target = Path(target)
         self.target = target
-        self.path = target.with_name(f".{target.name}.lock")
+        if not target.name:  # "." or "..": the lock sits beside the folder it names
+            target = target.resolve()
+        self.path = target.with_name(f".{target.name}.lock") if target.name else target / ".uatlab.lock"
+        self.hint = hint
         self._fh: IO[str] | None = None
 
     def __enter__(self) -> OutputLock:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path, "a+")
+        except OSError as exc:  # name what the user gave, not the lock file beside it
+            raise InputError(f"{self.target}: cannot write there ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -284,7 +291,7 @@ class OutputLock:
             pid = fh.read().strip() or "?"
             fh.close()
             raise InputError(
-                f"another uatlab job (pid {pid}) is writing {self.target}; wait for it or choose another output"
+                f"another uatlab job (pid {pid}) is writing {self.target}; wait for it or {self.hint}"
             ) from None
         fh.seek(0)
         fh.truncate()

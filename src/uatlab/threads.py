@@ -10,6 +10,9 @@ each process uses few threads:
   cores available to the process, else the number of cores not already busy (1-minute load average),
   capped at `MAX_THREADS`.
 
+An explicit request (or ``UATLAB_THREADS``) above `max_threads` (4 threads per available core) is refused:
+thread pools of tens of thousands of threads make the OpenMP runtime abort or the process crash.
+
 The results never depend on the number of threads: every quantity compile and certify compute is a
 sum whose rounding is bounded for any summation order, and the products used (matrix × small matrix)
 are split by output rows, so each output element is summed in the same order whatever the split.
@@ -23,6 +26,7 @@ from typing import Any
 
 MIN_CORES_FOR_THREADS = 4
 MAX_THREADS = 8
+THREADS_PER_CORE_LIMIT = 4  # an explicit request may oversubscribe each available core at most this much
 ENV = "UATLAB_THREADS"
 # variables read by the BLAS/OpenMP runtimes when they load (set for worker processes started later)
 _RUNTIME_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
@@ -51,22 +55,32 @@ def cores_available() -> int:
         return os.cpu_count() or 1
 
 
+def max_threads() -> int:
+    """The largest thread count per process accepted on this machine: 4 × the cores available."""
+    return THREADS_PER_CORE_LIMIT * cores_available()
+
+
+def check_thread_count(n: int, what: str = "threads") -> int:
+    """``n`` if it is in [1, `max_threads`]; else ValueError ``"<what> n: at most M on this machine"``."""
+    if n < 1:
+        raise ValueError(f"{what} must be ≥ 1, got {n}")
+    cap = max_threads()
+    if n > cap:
+        raise ValueError(f"{what} {n}: at most {cap} on this machine ({THREADS_PER_CORE_LIMIT} per available core)")
+    return n
+
+
 def choose_threads(requested: int | str | None = "auto") -> tuple[int, str]:
     """The thread count per process and what chose it (see the module docstring)."""
     if requested not in (None, "auto"):
-        n = int(requested)
-        if n < 1:
-            raise ValueError(f"threads must be ≥ 1, got {requested}")
-        return n, "request"
+        return check_thread_count(int(requested)), "request"
     env = os.environ.get(ENV)
     if env:
         try:
             n = int(env)
         except ValueError:
             raise ValueError(f"{ENV} must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ValueError(f"{ENV} must be ≥ 1, got {env!r}")
-        return n, "environment"
+        return check_thread_count(n, ENV), "environment"
     cores = cores_available()
     if cores < MIN_CORES_FOR_THREADS:
         return 1, "auto"

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, one_of
+from uatlab.cli.options import SEED_MAX, given_options, one_of, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -178,7 +178,9 @@ def compile_cmd(
         "knots",
         "--ff",
         help="FF rule: knots (one ReLU per slope change, no biases), ramps (two per label change), or deep (one "
-        "averaging rank-1 attention layer and a deep integer ReLU network, Kajitsuka & Sato 2025).",
+        "averaging rank-1 attention layer and a deep integer ReLU network, Kajitsuka & Sato 2025). deep runs in "
+        "memory, without progress display, work directory or checkpoints; it takes --dtype, --seed, "
+        "--no-certify, --threads and --format only.",
     ),
     labels: str = typer.Option(
         "auto",
@@ -198,7 +200,10 @@ def compile_cmd(
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
     threads: str = typer.Option(
-        "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
+        "auto",
+        "--threads",
+        help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads); at most 4 per available core.",
+        callback=thread_count(),
     ),
     executor: str = typer.Option(
         "local",
@@ -223,8 +228,18 @@ def compile_cmd(
     window: int | None = typer.Option(None, "--window", help="next-token, text files: tokens per window."),
     tokenizer: str = typer.Option("whitespace", "--tokenizer", help="next-token, text files: whitespace or python."),
 ) -> None:
-    """Compile a labelled data set into a certified one-layer rank-1 Transformer (out of core)."""
+    """Compile a labelled data set into a certified one-layer rank-1 Transformer (out of core).
+
+    Exit status 0 when the model is saved, also when its certificate does not prove every token that can be
+    right ("certified": false, as `uatlab certify` reports it with exit 0): then the model is still written
+    and one line "warning: the model is not certified: ..." goes to stderr, in every output mode. Exit 2 with
+    one "error: ..." line on bad input or options (nothing written), 130 on Ctrl-C (the work is kept for
+    --resume). Options that do not apply to the chosen --task or --ff are refused, not ignored.
+    """
+    if task not in ("token", "next-token"):
+        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     if task == "next-token":
+        _refuse_given(ctx, "--task next-token", NEXT_TOKEN_REFUSES)
         from uatlab.cli.next_token import compile_next_token_command
 
         fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
@@ -232,9 +247,13 @@ def compile_cmd(
         check_output_file(out, [data])
         _refuse_existing_default_out(ctx, out)
         with OutputLock(out):
-            return compile_next_token_command(data, fmt_nt, window, tokenizer, dtype, out, seed, json_out)
-    if task != "token":
-        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+            thread_settings = _threads(threads)
+            return compile_next_token_command(
+                data, fmt_nt, window, tokenizer, dtype, out, seed, json_out, not no_certify, thread_settings
+            )
+    _refuse_given(ctx, "--task token", ("window", "tokenizer"))
+    if ff == "deep":
+        _refuse_given(ctx, "--ff deep", DEEP_REFUSES)
     set_memory_limit(max_memory)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32 for --task token, got {dtype!r}")
@@ -253,13 +272,17 @@ def compile_cmd(
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
     beta_value = _parse_beta(beta)
+    _check_group(group)
+    _check_code(code)
+    if dim:  # the smallest d any data set needs with these options (the exact minimum is checked after reading)
+        check_dim(dim, dim_floor(ff, dtype, code, labels, group, vocab=1, classes=1, max_len=1, exact=False))
     check_input_file(data)
     check_output_file(out, [data])
     work = work_dir or out.with_name(out.name + ".work")
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
     _refuse_existing_default_out(ctx, out)
-    with OutputLock(out):
+    with OutputLock(out), OutputLock(work, hint="choose another --work-dir"):
         _compile(
             data,
             fmt,
@@ -286,6 +309,156 @@ def compile_cmd(
         )
 
 
+# options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
+NEXT_TOKEN_REFUSES = (
+    "ff",
+    "causal",
+    "code",
+    "group",
+    "labels",
+    "beta",
+    "dim",
+    "work_dir",
+    "keep_work",
+    "chunk_tokens",
+    "resume",
+    "max_memory",
+    "exp_ulp",
+    "executor",
+    "workers",
+)
+DEEP_REFUSES = (
+    "code",
+    "group",
+    "labels",
+    "beta",
+    "dim",
+    "work_dir",
+    "keep_work",
+    "chunk_tokens",
+    "resume",
+    "max_memory",
+    "exp_ulp",
+    "executor",
+    "workers",
+)
+MAX_CODE_ONES = 65536  # M of --code M-hot: the model has ≥ M code coordinates, and --dim is at most 65536
+
+
+def _refuse_given(ctx: typer.Context, what: str, names: tuple[str, ...]) -> None:
+    """Refuse the options among ``names`` that the user gave although they have no effect with ``what``."""
+    given = given_options(ctx, *names)
+    if given:
+        verb = "has" if len(given) == 1 else "have"
+        raise InputError(f"{', '.join(given)} {verb} no effect with {what}")
+
+
+def _check_group(group: str) -> None:
+    if group not in ("auto", "word", "word-pos"):
+        raise InputError(f"--group must be word, word-pos or auto, got {group!r}")
+
+
+def _code_ones(code: str) -> int | None:
+    """M of an M-hot code, None for binary/auto; refuses any other spelling and M outside [1, 65536]."""
+    if code in ("auto", "binary"):
+        return None
+    m = code[:-4] if code.endswith("-hot") else ""
+    if not (m.isdigit() and 1 <= int(m) <= MAX_CODE_ONES):
+        raise InputError(
+            f"--code {code!r}: use binary, auto or M-hot with 1 ≤ M ≤ {MAX_CODE_ONES} (e.g. 3-hot; the model "
+            "needs at least M code coordinates)"
+        )
+    return int(m)
+
+
+def _check_code(code: str) -> None:
+    _code_ones(code)
+
+
+def code_width(count: int, code: str) -> int:
+    """Coordinates k of the code of ``count`` ids (`uatlab.constructions.paper_a.cor1_memorizer.layout.word_codes`,
+    computed without building the codes): binary ⌈log2 count⌉ (≥ 1), M-hot the smallest k with C(k, M) ≥ count."""
+    import math
+
+    m = _code_ones(code)
+    if m is None:
+        return max(1, math.ceil(math.log2(max(count, 2))))
+    hi = m
+    while math.comb(hi, m) < count:
+        hi *= 2
+    lo = m
+    while lo < hi:  # smallest k in [lo, hi] with C(k, m) ≥ count (C(k, m) grows with k)
+        mid = (lo + hi) // 2
+        if math.comb(mid, m) >= count:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def dim_floor(
+    ff: str, dtype: str, code: str, labels: str, group: str, vocab: int, classes: int, max_len: int, exact: bool
+) -> tuple[int, str]:
+    """The smallest model dimension d the token memorizer can have, and how it is made up.
+
+    ``ff="ramps"``: exactly the layout's k + 3 + C (+ position code); ``ff="knots"``: a lower bound (its
+    code covers only the words whose label changes, known after the grouping pass), k ≥ 1 (binary) or M.
+    With ``exact=False`` the counts are the smallest any data set can have (checked before reading).
+    """
+    if code == "auto":
+        code = "binary" if dtype == "float64" else "3-hot"
+    if labels == "auto":
+        labels = "ordinal" if dtype == "float64" else "one-hot"
+    if group == "auto":
+        group = "word-pos" if dtype == "float32" else "word"
+    kp = code_width(max_len, "2-hot") if group == "word-pos" else 0
+    if ff == "ramps":
+        k, fixed, label_dims, what = code_width(vocab, code), 3, classes, "attention"
+    else:
+        k, fixed, label_dims, what = (
+            code_width(1, code),
+            4,
+            (1 if labels == "ordinal" else classes),
+            "attention/constant",
+        )
+    floor = k + fixed + label_dims + kp
+    detail = (
+        f"{'' if exact and ff == 'ramps' else 'at least '}{k} code coordinates + {fixed} {what} coordinates + "
+        f"{label_dims} label coordinates" + (f" + {kp} position code coordinates" if kp else "")
+    )
+    return floor, detail
+
+
+def check_dim(dim: int, floor: tuple[int, str], where: str = "these options") -> None:
+    if dim < floor[0]:
+        raise InputError(f"--dim {dim} is too small: {where} need d ≥ {floor[0]} ({floor[1]})")
+
+
+def _check_after_read(store, data: Path, dim: int, ff: str, dtype: str, code: str, labels: str, group: str) -> None:
+    """Checks that need the vocabulary, the labels and the longest sequence: before the attention passes."""
+    V, C = len(store.token_to_id), len(store.label_to_id)
+    m = _code_ones(code)
+    if m is not None and m > V:
+        raise InputError(f"--code {code}: more ones than the {V} words of {data} (use M ≤ {V}, or binary)")
+    if dim:
+        check_dim(
+            dim, dim_floor(ff, dtype, code, labels, group, V, C, store.max_len, exact=True), f"{data} and these options"
+        )
+
+
+def warn_not_certified(certified: int | None, ceiling: int, dtype: str, out: Path, unit: str = "tokens") -> None:
+    """One stderr line (in every output mode) when the saved model's certificate does not prove every ceiling
+    example (``certified``: how many it proves, None if it does not count them); exit status stays 0, as for
+    `uatlab certify`."""
+    count = f"{certified} of {ceiling}" if certified is not None else f"not all {ceiling}"
+    err_console.print(
+        f"warning: the model is not certified: its certificate does not prove every {unit[:-1]} that can be right "
+        f"correct in {dtype} ({count} ceiling {unit}); the model was saved to {out} anyway",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _refuse_existing_default_out(ctx: typer.Context, out: Path) -> None:
     """A model file is replaced only when ``--out`` names it: the default path is never written over (every
     task and ``--ff`` writes there, so one run's model would silently replace another's)."""
@@ -302,6 +475,8 @@ def _compile_deep(
     thread_settings = _threads(threads)
     fig = compile_deep_file(_records(data, fmt), data, dtype, out, seed, certify=not no_certify)
     fig["threads"] = thread_settings
+    if fig.get("certified") is False:
+        warn_not_certified(fig.get("certified_tokens"), fig["ceiling_tokens"], dtype, out)
     if json_out:
         print_json(fig)
         return
@@ -409,6 +584,7 @@ def _compile(
             store.remove()
             raise InputError(f"{data}: no sequences found (the file is empty, blank or holds only -DOCSTART- lines)")
         warn_long_outlier_store(store, data)
+        _check_after_read(store, data, dim, ff, dtype, code, labels, group)
         if not no_certify:  # refuse now, before compiling, rather than after
             check_certify_memory(store.max_len, f"{data}:{store.m.get('max_len_line', '?')}")
         con = compile_memorizer(
@@ -448,6 +624,8 @@ def _compile(
             f"{dtype}: {cert.certified_tokens} of {cert.ceiling_tokens} winnable tokens certified "
             f"({100 * cert.certified_fraction:.2f}%); the rest are not proven (see uncertified_examples)"
         )
+    if cert is not None and not cert.certified:
+        warn_not_certified(cert.certified_tokens, cert.ceiling_tokens, dtype, out)
     if json_out:
         print_json(fig)
         return
@@ -459,6 +637,7 @@ def _compile(
 
 @app.command("certify")
 def certify_cmd(
+    ctx: typer.Context,
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained) that stores its encoding."),
     data: Path = typer.Argument(..., help="Labelled sequences: CoNLL columns or JSONL (next-token: also text)."),
     fmt: str = typer.Option(
@@ -469,7 +648,10 @@ def certify_cmd(
     ),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
     threads: str = typer.Option(
-        "auto", "--threads", help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads)."
+        "auto",
+        "--threads",
+        help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads); at most 4 per available core.",
+        callback=thread_count(),
     ),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     executor: str = typer.Option(
@@ -498,10 +680,12 @@ def certify_cmd(
     thread_settings = _threads(threads)
     check_input_file(model_path, "model file")
     check_input_file(data)
-    mapper = _mapper(executor, workers, thread_settings["threads"])
     from uatlab.cli.next_token import certify_next_token_command, is_next_token_model
 
+    # exact certificates in this process: the float exp error and the chunk executor do not apply to them
+    in_process_only = ("exp_ulp", "max_memory", "executor", "workers")
     if is_next_token_model(model_path):
+        _refuse_given(ctx, f"a next-token model ({model_path})", in_process_only)
         return certify_next_token_command(model_path, data, fmt, json_out)
     if fmt == "text":
         raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
@@ -510,7 +694,9 @@ def certify_cmd(
     if file_format(model_path) == SEQ2SEQ_DEEP_TAG:
         from uatlab.cli.seq2seq_deep import certify_deep_command
 
+        _refuse_given(ctx, f"a --ff deep model ({model_path})", in_process_only)
         return certify_deep_command(model_path, data, _records(data, fmt), json_out)
+    mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:

@@ -20,9 +20,17 @@ NEXT_TOKEN_REGIMES = ("float64", "float32", "exact")
 
 
 def compile_next_token_file(
-    data: Path, fmt: str, window: int | None, tokenizer: str, dtype: str, out: Path, seed: int
+    data: Path,
+    fmt: str,
+    window: int | None,
+    tokenizer: str,
+    dtype: str,
+    out: Path,
+    seed: int,
+    certify: bool = True,
 ) -> dict[str, Any]:
-    """Compile and certify; returns the figures. Raises InputError/PrecisionError with one clear message."""
+    """Compile and certify (unless ``certify`` is False: then ``certified`` is None); returns the figures.
+    Raises InputError/PrecisionError with one clear message."""
     from uatlab.constructions.paper_c.next_token_memorizer import compile_memorizer
     from uatlab.data.next_token import read_next_token_jsonl, read_text_windows
     from uatlab.verify.next_token import certify_next_token
@@ -49,7 +57,7 @@ def compile_next_token_file(
     memo, report = compile_memorizer(
         d.tokens, d.labels, V=len(d.token_vocab), C=max(2, d.num_classes), regime=dtype, seed=seed
     )
-    cert = certify_next_token(memo, d.tokens, d.labels)
+    cert = certify_next_token(memo, d.tokens, d.labels) if certify else None
     from uatlab.constructions.paper_c.model_file import save_next_token
 
     save_next_token(
@@ -73,10 +81,10 @@ def compile_next_token_file(
         "depth": memo.circuit.depth,
         "max_weight_bits": memo.facts["max_weight_bits"],
         "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],
-        "ceiling_examples": cert.ceiling_rows,
-        "correct_examples": cert.correct_rows,
-        "certified": cert.certified,
-        "certificate": cert.reason,
+        "ceiling_examples": cert.ceiling_rows if cert else None,
+        "correct_examples": cert.correct_rows if cert else None,
+        "certified": cert.certified if cert else None,
+        "certificate": cert.reason if cert else "not run (--no-certify)",
         "seconds": time.perf_counter() - t0,
         "compile_seconds": report["seconds_total"],
         "out": str(out),
@@ -85,16 +93,31 @@ def compile_next_token_file(
 
 
 def compile_next_token_command(
-    data: Path, fmt: str, window: int | None, tokenizer: str, dtype: str, out: Path, seed: int, json_out: bool
+    data: Path,
+    fmt: str,
+    window: int | None,
+    tokenizer: str,
+    dtype: str,
+    out: Path,
+    seed: int,
+    json_out: bool,
+    certify: bool = True,
+    threads: dict[str, Any] | None = None,
 ) -> None:
-    """Print the figures of `compile_next_token_file` (JSON or a table)."""
+    """Print the figures of `compile_next_token_file` (JSON or a table); a stderr warning if not certified."""
     from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.cli.compile import warn_not_certified
 
-    fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed)
+    fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, certify)
+    if threads is not None:
+        fig["threads"] = threads
+    if fig["certified"] is False:
+        warn_not_certified(None, fig["ceiling_examples"], dtype, out, "examples")
     if json_out:
         print_json(fig)
     else:
-        console.print(key_value_table("next-token memorizer (Kajitsuka & Sato, ICLR 2025)", fig))
+        rows = {k: v for k, v in fig.items() if k != "threads"}
+        console.print(key_value_table("next-token memorizer (Kajitsuka & Sato, ICLR 2025)", rows))
 
 
 def capacity_next_token_command(

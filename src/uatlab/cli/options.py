@@ -96,3 +96,38 @@ def reject_overridden(ctx: typer.Context, quick: bool, *names: str) -> None:
         if source is not None and source.name == "COMMANDLINE":
             flag = "--" + name.replace("_", "-")
             raise typer.BadParameter(f"--quick sets {flag} itself; give --quick or {flag}, not both", ctx=ctx)
+
+
+def thread_count(auto: bool = True) -> Callable[[Any], Any]:
+    """Callback for ``--threads``: a positive integer (or ``'auto'`` if ``auto``) of at most
+    `uatlab.threads.max_threads` (4 per available core); checked when the command line is parsed, so
+    nothing is read or written before the error ``--threads N: at most M on this machine``."""
+
+    def check(value: Any) -> Any:
+        from uatlab.errors import InputError
+        from uatlab.threads import check_thread_count
+
+        if value is None or (auto and value == "auto"):
+            return value
+        text = str(value)
+        if not text.isdigit():
+            choices = "a positive integer or 'auto'" if auto else "a positive integer"
+            raise InputError(f"--threads must be {choices}, got {text!r}")
+        try:
+            check_thread_count(int(text), "--threads")
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        return value
+
+    return check
+
+
+def given_options(ctx: typer.Context, *names: str) -> list[str]:
+    """The options among ``names`` (parameter names) that the user gave (not left at their default), as flags."""
+    flags = {p.name: max(p.opts, key=len) for p in ctx.command.params}
+    given = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.append(flags.get(name, "--" + name.replace("_", "-")))
+    return given

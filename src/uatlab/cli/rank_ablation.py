@@ -9,7 +9,7 @@ from rich.table import Table
 
 from uatlab.cli.app import console, format_value, print_json
 from uatlab.cli.experiment import experiment
-from uatlab.cli.options import SEED_MAX, finite
+from uatlab.cli.options import SEED_MAX, finite, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
 
@@ -46,7 +46,7 @@ def rank_ablation_command(
     ),
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
-    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads."),
+    threads: int = typer.Option(1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads."),
     quick: bool = typer.Option(False, "--quick", help="40 sentences, d=32, batch 8, lr 1e-2, 80 epochs (a minute)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:

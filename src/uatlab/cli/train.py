@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, finite, int_list, one_of
+from uatlab.cli.options import SEED_MAX, finite, int_list, one_of, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -145,7 +145,9 @@ def train_command(
     max_minutes: float | None = typer.Option(
         None, "--max-minutes", help="Checkpoint and stop after this long.", callback=finite(0, 1e7, lo_open=True)
     ),
-    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch CPU threads (results depend on it)."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, callback=thread_count(auto=False), help="torch CPU threads (results depend on it)."
+    ),
     scheme: str = typer.Option(
         "keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.", callback=one_of("keep", "iob2")
     ),
@@ -311,7 +313,9 @@ def depth_ablation_command(
         "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
     ),
     workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
-    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
+    ),
     report_only: bool = typer.Option(
         False, "--report-only", help="Train nothing: figure and table from finished and partial runs."
     ),
@@ -400,7 +404,9 @@ def capacity_command(
         "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
     ),
     workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
-    threads: int = typer.Option(1, "--threads", min=1, max=1024, help="torch threads per trial."),
+    threads: int = typer.Option(
+        1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token",

@@ -164,9 +164,14 @@ def windows_from_tokens(
     longest = max((len(t) for _, t in streams), default=0)
     if window >= longest:
         name = max(streams, key=lambda s: len(s[1]))[0] if streams else "<text>"
+        if longest < 2:  # no window size works: a next-token example needs a window token and a next token
+            raise InputError(
+                f"{name} has {longest} token{'' if longest == 1 else 's'}: a next-token example needs at least 2 "
+                "(a window of ≥ 1 token and the token after it); give a longer text"
+            )
         raise InputError(
             f"--window {window} is longer than the text: {name} has {longest} tokens, so no window of "
-            f"{window} tokens has a next token (use --window ≤ {max(longest - 1, 0)})"
+            f"{window} tokens has a next token (use --window ≤ {longest - 1})"
         )
     tok_vocab: dict[str, int] = {}
     rows, labs, where = [], [], []

@@ -152,6 +152,26 @@ def encode_sequence(
     return word, label
 
 
+def load_chunk(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a stored chunk (read eagerly, so a damaged file is found here, not mid-pass).
+
+    A truncated or otherwise damaged file is an InputError naming it; a missing one stays an OSError (the
+    CLI names the file).
+    """
+    import zipfile
+    import zlib
+
+    try:
+        with open(path, "rb") as fh, np.load(fh) as z:  # our own handle: closed even when np.load fails
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, OSError) as exc:
+        raise InputError(
+            f"{path}: damaged ({exc}); remove the work directory {path.parent} or run again without --resume"
+        ) from None
+
+
 class TokenStore:
     """Chunked on-disk encoding of a labelled data set (see the module docstring)."""
 
@@ -285,7 +305,7 @@ class TokenStore:
     def _load_vocabulary(self) -> None:
         lines = []
         for c in self.m["chunks"]:
-            z = np.load(self.dir / c["file"])
+            z = load_chunk(self.dir / c["file"])
             for t in json.loads(str(z["new_tokens"])):
                 self.token_to_id[t] = len(self.token_to_id)
             for y in json.loads(str(z["new_labels"])):
@@ -418,13 +438,13 @@ class TokenStore:
         their first sequence index."""
         names = ("lengths", "word", "label", "key", "lines") if with_lines else ("lengths", "word", "label", "key")
         for c in self.m["chunks"]:
-            with np.load(self.dir / c["file"]) as z:
-                yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in names}}
+            z = load_chunk(self.dir / c["file"])
+            yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in names}}
 
     def chunks(self) -> Iterator[Chunk]:
         """The stored chunks in data order."""
         for c in self.m["chunks"]:
-            z = np.load(self.dir / c["file"])
+            z = load_chunk(self.dir / c["file"])
             cuts = np.cumsum(z["lengths"])[:-1]
             yield Chunk(
                 c["first_sequence"],
