@@ -7,8 +7,33 @@ commands to it with ``@experiment.command(...)``.
 
 from __future__ import annotations
 
-from uatlab.cli.app import command_group
+from collections.abc import Mapping
+from pathlib import Path
+
+import typer
+
+from uatlab.cli.app import command_group, err_console
+from uatlab.io_safety import OutputLock
 
 experiment = command_group(
     "experiment", "Long-running experiments (depth ablation, capacity sweep, ...): CSV, figures, summary."
 )
+
+
+def out_lock(out: Path) -> OutputLock:
+    """The lock `compile` and `train` take on their output, here on an experiment's ``--out`` folder: a second
+    job on the same folder stops with an error naming the first job's pid instead of writing the same trials."""
+    return OutputLock(out if out.name else out.resolve())
+
+
+def exit_if_all_failed(failed: Mapping[str, str], finished: int) -> None:
+    """An experiment none of whose trials finished is an error (exit 1), not a result: name the first failure."""
+    if failed and finished == 0:
+        tid, text = next(iter(failed.items()))
+        lines = [line for line in str(text).strip().splitlines() if line.strip()]
+        err_console.print(
+            f"error: every trial failed ({len(failed)}); {tid}: {lines[-1].strip() if lines else '?'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)

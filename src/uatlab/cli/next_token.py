@@ -147,6 +147,7 @@ def capacity_next_token_command(
     from uatlab.cli.app import console, err_console, print_json
     from uatlab.experiments import next_token as nt
     from uatlab.experiments import next_token_training as ntt
+    from uatlab.experiments.executor import refuse_other_options
 
     try:
         n_list = sorted({int(x) for x in ns.split(",") if x.strip()})
@@ -189,10 +190,7 @@ def capacity_next_token_command(
             state = json.loads(state_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputError(f"{state_path}: not valid JSON ({exc.msg}); move it away to start afresh") from None
-        if state.get("setup") != setup:
-            raise InputError(
-                f"{state_path} holds a run with other options ({state.get('setup')}); use another --out to start afresh"
-            )
+        refuse_other_options(out, state.get("setup"), setup, what="a run")
     else:
         state = {"setup": setup, "sweep": {}, "compiled": {}}
 

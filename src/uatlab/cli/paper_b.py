@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
-from uatlab.cli.experiment import experiment
+from uatlab.cli.experiment import experiment, out_lock
 from uatlab.cli.options import finite, one_of
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
@@ -62,9 +62,10 @@ def _sweep_command(
     out = out or Path("uatlab-runs") / f"attention-{sweep}"
     check_output_dir(out)
     err_console.print(f"attention-{sweep} ({scale}) → {out}", highlight=False)
-    data = run_truncated_sweep(
-        sweep, scale, out, _modes(mode), executor, workers, progress=True, stored_only=stored_only
-    )
+    with out_lock(out):
+        data = run_truncated_sweep(
+            sweep, scale, out, _modes(mode), executor, workers, progress=True, stored_only=stored_only
+        )
     if json_out:
         print_json(data)
         return
@@ -146,7 +147,8 @@ def attention_heatmap(
 
     scale = _scale(quick, full)
     check_output_dir(out)
-    data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
+    with out_lock(out):
+        data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
     if json_out:
         print_json(data)
         return
@@ -206,16 +208,17 @@ def attention_seq2seq(
     if mode != "all" and mode not in SEQ2SEQ_MODES:
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")
     check_output_dir(out)
-    data = run_seq2seq(
-        scale,
-        out,
-        SEQ2SEQ_MODES if mode == "all" else (mode,),
-        executor,
-        workers,
-        stored_only=stored_only,
-        n_seeds=seeds,
-        max_seconds=max_seconds,
-    )
+    with out_lock(out):
+        data = run_seq2seq(
+            scale,
+            out,
+            SEQ2SEQ_MODES if mode == "all" else (mode,),
+            executor,
+            workers,
+            stored_only=stored_only,
+            n_seeds=seeds,
+            max_seconds=max_seconds,
+        )
     if json_out:
         print_json(data)
         return

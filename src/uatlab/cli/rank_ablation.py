@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import console, format_value, print_json
-from uatlab.cli.experiment import experiment
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
 from uatlab.cli.options import SEED_MAX, finite, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
@@ -60,9 +60,11 @@ def rank_ablation_command(
         sentences, dim, epochs, batch_size, lr = sentences or 40, 32, 80, 8, 1e-2
     cfg = {"dim": dim, "ff_mult": 4, "lr": lr, "batch_size": batch_size, "embed_std": 0.1, "epochs": epochs}
     cfg |= {"seed": seed, "warmup_steps": 10 if quick else 100}
-    summary = run_rank_ablation(data, out, rank_list, sentences, cfg, threads=threads, progress=not json_out)
+    with out_lock(out):
+        summary = run_rank_ablation(data, out, rank_list, sentences, cfg, threads=threads, progress=not json_out)
     if json_out:
         print_json(summary)
+        exit_if_all_failed(summary["failed"], len(summary["table"]))
         return
     table = Table(
         title=f"rank ablation on {summary['sentences']} sentences (ceiling {summary['baselines']['ceiling']:.5f})"
@@ -74,3 +76,4 @@ def rank_ablation_command(
         table.add_row(*(format_value(row[c]) for c in cols))
     console.print(table)
     console.print("files: " + ", ".join(f for f in summary["files"] if f))
+    exit_if_all_failed(summary["failed"], len(summary["table"]))

@@ -279,7 +279,7 @@ def data_report_command(
 
 
 # ---------------------------------------------------------------------------------------------- experiments
-from uatlab.cli.experiment import experiment  # noqa: E402
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock  # noqa: E402
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -330,19 +330,21 @@ def depth_ablation_command(
         sentences, dim, epochs, batch_size, lr = sentences or 200, 64, 20, 8, 5e-3
     cfg = {"dim": dim, "ff_mult": ff_mult, "lr": lr, "batch_size": batch_size, "embed_std": embed_std}
     cfg |= {"epochs": epochs, "seed": seed, "warmup_steps": 50 if quick else 200}
-    summary = run_depth_ablation(
-        data,
-        out,
-        _ints(layers),
-        sentences,
-        cfg,
-        executor=executor,
-        workers=workers,
-        threads=threads,
-        report_only=report_only,
-    )
+    with out_lock(out):
+        summary = run_depth_ablation(
+            data,
+            out,
+            _ints(layers),
+            sentences,
+            cfg,
+            executor=executor,
+            workers=workers,
+            threads=threads,
+            report_only=report_only,
+        )
     if json_out:
         print_json(summary)
+        exit_if_all_failed(summary["failed"], len(summary["table"]))
         return
     console.print(key_value_table("baselines and ceiling (train)", {k: v for k, v in summary["baselines"].items()}))
     table = Table(title=f"depth ablation on {summary['sentences']} sentences", header_style="bold")
@@ -355,12 +357,30 @@ def depth_ablation_command(
     if summary["failed"]:
         err_console.print(f"failed trials: {summary['failed']}")
     console.print("files: " + ", ".join(summary["files"]))
+    exit_if_all_failed(summary["failed"], len(summary["table"]))
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
     """True when option ``name`` was typed on the command line (a value equal to the default counts too)."""
     source = ctx.get_parameter_source(name)
     return source is not None and source.name == "COMMANDLINE"
+
+
+# options of one capacity task that the other task does not read (parameter name → flag)
+_TOKEN_ONLY = {
+    "kind": "--kind",
+    "data": "--data",
+    "axis": "--axis",
+    "fixed": "--fixed",
+    "length": "--length",
+    "vocab": "--vocab",
+    "labels": "--labels",
+    "batch_size": "--batch-size",
+    "executor": "--executor",
+    "workers": "--workers",
+    "threads": "--threads",
+}
+_NEXT_TOKEN_ONLY = {"blocks": "--blocks", "rank": "--rank"}
 
 
 @experiment.command("capacity")
@@ -394,7 +414,13 @@ def capacity_command(
     vocab: int = typer.Option(16, "--vocab", min=1, max=10**7, help="Synthetic vocabulary size."),
     labels: int = typer.Option(2, "--labels", min=1, max=10**6, help="Synthetic label count."),
     max_steps: int = typer.Option(3000, "--max-steps", min=1, max=10**9, help="Optimizer steps allowed per trial."),
-    lr: float = typer.Option(1e-2, "--lr", help="Peak AdamW learning rate.", callback=finite(0, 1e3, lo_open=True)),
+    lr: float = typer.Option(
+        1e-2,
+        "--lr",
+        help="Peak AdamW learning rate [default: token 0.01 (--quick 0.02); next-token 0.005 (--quick 0.01)].",
+        show_default=False,
+        callback=finite(0, 1e3, lo_open=True),
+    ),
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sequences per batch."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of data subsets and models."),
     quick: bool = typer.Option(
@@ -426,25 +452,31 @@ def capacity_command(
     ),
 ) -> None:
     """Smallest 1-layer rank-1 model reaching the ceiling vs N: log-log slope with CI, bits per parameter."""
+    if task not in ("token", "next-token"):
+        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+    ignored = _TOKEN_ONLY if task == "next-token" else _NEXT_TOKEN_ONLY
+    for name, flag in ignored.items():
+        if _given(ctx, name):
+            raise InputError(f"{flag} has no effect with --task {task}")
     if task == "next-token":
         from uatlab.cli.next_token import capacity_next_token_command
 
         nt_ns = ns if ns != "16,32,64,128,256" else "100,1000,10000"
-        capacity_next_token_command(
-            nt_ns,
-            quick,
-            blocks,
-            out,
-            json_out,
-            steps=max_steps if _given(ctx, "max_steps") else None,  # else the recipe's own (--quick: 400)
-            lr=lr if _given(ctx, "lr") else None,
-            rank=rank,
-            seed=seed,
-            widths=list(_ints(grid)) or None,
-        )
+        check_output_dir(out)
+        with out_lock(out):
+            capacity_next_token_command(
+                nt_ns,
+                quick,
+                blocks,
+                out,
+                json_out,
+                steps=max_steps if _given(ctx, "max_steps") else None,  # else the recipe's own (--quick: 400)
+                lr=lr if _given(ctx, "lr") else None,
+                rank=rank,
+                seed=seed,
+                widths=list(_ints(grid)) or None,
+            )
         return
-    if task != "token":
-        raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     from uatlab.experiments.capacity import run_capacity
 
     if kind == "conll":
@@ -456,27 +488,30 @@ def capacity_command(
     if quick:
         kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)
         max_steps, lr = 800, 2e-2
-    summary = run_capacity(
-        out,
-        kind=kind,
-        ns=n_list,
-        data=str(data) if data else None,
-        axis=axis,
-        grid=grid_t,
-        fixed=fixed,
-        length=length,
-        vocab=vocab,
-        labels=labels,
-        max_steps=max_steps,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-        executor=executor,
-        workers=workers,
-        threads=threads,
-    )
+    with out_lock(out):
+        summary = run_capacity(
+            out,
+            kind=kind,
+            ns=n_list,
+            data=str(data) if data else None,
+            axis=axis,
+            grid=grid_t,
+            fixed=fixed,
+            length=length,
+            vocab=vocab,
+            labels=labels,
+            max_steps=max_steps,
+            lr=lr,
+            batch_size=batch_size,
+            seed=seed,
+            executor=executor,
+            workers=workers,
+            threads=threads,
+        )
+    finished = summary["trials"] - len(summary["failed"])
     if json_out:
         print_json(summary)
+        exit_if_all_failed(summary["failed"], finished)
         return
     table = Table(title=f"capacity sweep ({kind}, axis {axis})", header_style="bold")
     cols = ["N", "reached", "d", "ff_width", "parameters_non_embedding", "parameters_total", "epochs", "bits"]
@@ -497,3 +532,4 @@ def capacity_command(
     if summary["failed"]:
         err_console.print(f"failed trials: {list(summary['failed'])}")
     console.print("files: " + ", ".join(summary["files"]))
+    exit_if_all_failed(summary["failed"], finished)

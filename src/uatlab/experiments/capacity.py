@@ -38,9 +38,9 @@ from uatlab.data import read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.data.report import bit_budgets
 from uatlab.errors import InputError
-from uatlab.experiments.executor import Trial, run_trials
+from uatlab.experiments.executor import Trial, check_store_options, run_trials
 from uatlab.experiments.plots import save_figure
-from uatlab.io_safety import atomic_write, write_text_atomic
+from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
 from uatlab.training.trainer import TrainConfig, train
 
 DIM_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -174,21 +174,31 @@ def run_capacity(
         raise InputError(f"axis must be 'dim' or 'ff', got {axis!r}")
     grid = tuple(grid or (DIM_GRID if axis == "dim" else FF_GRID))
     out = Path(out)
+    if kind == "synthetic":  # the generator's parameters fix the data
+        data_fp: dict[str, Any] = {"kind": kind, "length": length, "vocab": vocab, "labels": labels, "seed": seed}
+    else:
+        data_fp = {"kind": kind, "sha256": prefix_identity(data, None)["sha256"], "seed": seed}
+        available = len(read_sequences(data))
+        if max(ns) > available:  # every trial's data, before any is trained
+            raise InputError(f"--ns {max(ns)} is larger than the {available} sequences of {data}")
+    recipe = {"layers": 1, "rank": 1, "warmup_steps": 50, "embed_std": 0.1}
+    recipe |= {"axis": axis, "fixed": fixed, "max_steps": max_steps, "lr": lr, "batch_size": batch_size, "seed": seed}
+    check_store_options(out, {"data": data_fp, "config": recipe})
     out.mkdir(parents=True, exist_ok=True)
 
     def trial(n: int, size: int) -> Trial:
         dim, ff = (size, fixed * size) if axis == "dim" else (fixed, size)
         tid = f"{kind}-N={n}-d={dim}-ff={ff}-seed={seed}"
         cfg = {
-            "layers": 1,
-            "rank": 1,
+            "layers": recipe["layers"],
+            "rank": recipe["rank"],
             "dim": dim,
             "ff_width": ff,
             "epochs": max(1, math.ceil(max_steps / math.ceil(n / batch_size))),
             "lr": lr,
             "batch_size": batch_size,
-            "warmup_steps": 50,
-            "embed_std": 0.1,
+            "warmup_steps": recipe["warmup_steps"],
+            "embed_std": recipe["embed_std"],
             "seed": seed,
         }
         params = {
@@ -364,7 +374,8 @@ def plot_capacity(rows, fits, compiled, kind: str, stem: Path) -> list[str]:
     ax.set_xlabel("N (sequences)")
     ax.set_ylabel("parameters")
     ax.set_title(f"Memorization capacity, 1 layer, rank 1 ({kind})")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn when no size reached the ceiling
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
     bx.set_xlabel("N (sequences)")
     bx.set_ylabel("bits per parameter" + (" (H(tag|word) budget)" if kind == "conll" else " (random labels)"))
     bx.set_yscale("log")

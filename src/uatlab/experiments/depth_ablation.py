@@ -23,9 +23,10 @@ import torch
 
 from uatlab.data import baselines, ceiling_report, read_sequences
 from uatlab.data.dataset import SequenceDataset
-from uatlab.experiments.executor import Trial, run_trials
+from uatlab.errors import InputError
+from uatlab.experiments.executor import Trial, check_store_options, run_trials
 from uatlab.experiments.plots import hline, save_figure
-from uatlab.io_safety import atomic_write, write_text_atomic
+from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
 from uatlab.training.batching import fit_encoding
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, epochs_to_targets, init_model, train
 
@@ -38,6 +39,19 @@ def load_subset(path: str, sentences: int | None) -> SequenceDataset:
     if sentences is not None and sentences < len(data):
         data = data.subset(range(sentences))
     return data
+
+
+def data_fingerprint(path: str | os.PathLike, sentences: int | None) -> dict[str, Any]:
+    """What fixes the training data of a sweep: the SHA-256 of the file and how many sentences are used."""
+    return {"sha256": prefix_identity(path, None)["sha256"], "sentences": sentences}
+
+
+def claim_store(out: Path, options: dict[str, Any], report_only: bool) -> None:
+    """Refuse ``out`` when its trials were run with other options; with ``report_only``, also when it holds
+    nothing to report (see `uatlab.experiments.executor.check_store_options`)."""
+    held = check_store_options(out, options, record=not report_only)
+    if report_only and not held:
+        raise InputError(f"{out} holds no finished or partial trials to report; run without --report-only first")
 
 
 def depth_trial(params: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +111,9 @@ def run_depth_ablation(
     for unfinished ones, from the metrics their (interrupted) runs have written so far, marked partial.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     base_cfg = dict(config or {})
+    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": base_cfg}, report_only)
+    out.mkdir(parents=True, exist_ok=True)
     data = load_subset(str(data_path), sentences)
     base = baselines(data)
     trials = [

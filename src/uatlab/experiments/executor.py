@@ -4,7 +4,9 @@ A sweep is a list of `Trial` (a unique id and JSON-able parameters) and one top-
 function ``fn(params) -> dict`` (picklable: defined at module level). `run_trials`
 
 * stores each finished trial's result atomically as ``store/trials/<id>.json`` and **never
-  recomputes** a trial whose file exists (so a killed sweep resumes where it stopped);
+  recomputes** a trial whose file exists (so a killed sweep resumes where it stopped); a sweep that
+  calls `check_store_options` first reuses them only when its options and data fingerprint equal the
+  ones recorded in ``store/sweep_options.json``;
 * retries a trial that raised or whose worker died (``retries`` times), then reports it as failed
   without losing the others;
 * runs trials in-process (``workers=1``), in a local process pool, or on Ray (``executor="ray"``,
@@ -31,8 +33,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from uatlab.errors import UatlabError
+from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import write_text_atomic
+
+OPTIONS_FILE = "sweep_options.json"  # the options every stored trial of a store was run with
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,74 @@ class SweepResult:
 
     def ordered(self, trials: Sequence[Trial]) -> list[dict[str, Any]]:
         return [self.results[t.id] for t in trials if t.id in self.results]
+
+
+# ------------------------------------------------------------------------------------------------
+# reuse only what was computed with the same options
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else _canonical(value)
+    return text if len(text) <= 24 else text[:16] + "…"
+
+
+def first_difference(old: Any, new: Any, prefix: str = "") -> str | None:
+    """The first field (dotted path) whose value differs between ``old`` and ``new``, as ``field: old → new``;
+    None when they are equal (compared as JSON, so a tuple equals the list it was stored as)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(new) + [k for k in old if k not in new]:
+            if key not in old and not (isinstance(new[key], dict) and new[key]):
+                return f"{prefix}{key}: not recorded → {_shown(new[key])}"
+            if key not in new:
+                return f"{prefix}{key}: {_shown(old[key])} → not set"
+            diff = first_difference(old.get(key, {}), new[key], f"{prefix}{key}.")
+            if diff is not None:
+                return diff
+        return None
+    if _canonical(old) == _canonical(new):
+        return None
+    return f"{prefix.rstrip('.') or 'options'}: {_shown(old)} → {_shown(new)}"
+
+
+def refuse_other_options(where: str | os.PathLike, old: Any, new: Any, what: str = "trials") -> None:
+    """Raise `InputError` (``WHERE holds WHAT for other options (field: old → new); use another --out``)
+    unless ``old`` equals ``new``: stored results are reused only for exactly the options they were run with."""
+    diff = first_difference(old, new)
+    if diff is not None:
+        raise InputError(f"{where} holds {what} for other options ({diff}); use another --out")
+
+
+def _holds_trials(store: Path) -> bool:
+    return any((store / "trials").glob("*.json")) or ((store / "runs").is_dir() and any((store / "runs").iterdir()))
+
+
+def check_store_options(store: str | os.PathLike, options: dict[str, Any], record: bool = True) -> bool:
+    """Refuse a store whose trials (finished or partial) were run with other ``options`` (the training
+    configuration and a fingerprint of the data shared by every trial of the sweep); else, with
+    ``record``, write ``options`` to ``store/sweep_options.json`` (once). A store holding trials but no
+    options file (written before options were recorded) is refused too: its options are unknown.
+
+    Returns True when the store holds trials (finished or partial) run with these options.
+    """
+    store = Path(store)
+    path = store / OPTIONS_FILE
+    held = _holds_trials(store)
+    if held:
+        old: Any = {}
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise InputError(f"{path}: not valid JSON; use another --out") from None
+        refuse_other_options(store, old, options)
+    if record and not (held and path.is_file()):
+        store.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(options, indent=1, default=str))
+    return held
 
 
 def _result_path(store: Path, trial: Trial) -> Path:

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from uatlab.data import baselines
-from uatlab.experiments.depth_ablation import load_subset
+from uatlab.errors import InputError
+from uatlab.experiments.depth_ablation import claim_store, data_fingerprint, load_subset
 from uatlab.experiments.executor import Trial, run_trials
 from uatlab.io_safety import atomic_write, save_figure, write_text_atomic
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, train
@@ -61,6 +62,14 @@ def run_rank_ablation(
 ) -> dict[str, Any]:
     """Train one model per rank and write the table, the figure and the summary (module docstring)."""
     out = Path(out)
+    dim = int((config or {}).get("dim", 128))
+    for r in ranks:  # every trial's options, before any is trained
+        if r is not None and r > dim:
+            raise InputError(
+                f"--ranks: rank {r} exceeds --dim {dim} (W_Q, W_K ∈ R^(r×d) have rank at most d); use ranks ≤ {dim}"
+            )
+        TrainConfig(**rank_config(r, dict(config or {})))
+    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": dict(config or {})}, False)
     out.mkdir(parents=True, exist_ok=True)
     data = load_subset(str(data_path), sentences)
     base = baselines(data)

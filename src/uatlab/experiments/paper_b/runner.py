@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from uatlab.errors import InputError
 from uatlab.experiments.executor import SweepResult, Trial, run_trials
 from uatlab.io_safety import atomic_write, write_text_atomic
 
@@ -45,6 +46,10 @@ def execute(
     """
     if stored_only:
         trials = [t for t in trials if (Path(out) / "trials" / f"{t.id}.json").is_file()]
+        if not trials:
+            raise InputError(
+                f"{out} holds no stored trials of {desc or 'this experiment'}; run it without --stored-only"
+            )
     res = run_trials(trials, fn, out, executor=executor, workers=workers, progress=progress, desc=desc or "trials")
     rows = []
     for r in res.ordered(trials):

@@ -1,0 +1,143 @@
+"""``uatlab experiment ...``: stored trials are reused only for the options they were run with; per-trial
+options are checked before training; an all-failed sweep is an error; one job per --out; nothing stored to
+report is an error; options a capacity task does not read are refused."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from uatlab.cli import main
+from uatlab.data import from_lists, write_jsonl
+from uatlab.io_safety import OutputLock
+
+
+def _data(path, seed=0, sentences=10):
+    rng = random.Random(seed)
+    toks = [[f"w{rng.randint(0, 8)}" for _ in range(rng.randint(2, 5))] for _ in range(sentences)]
+    labs = [[rng.choice(["O", "B-PER"]) for _ in t] for t in toks]
+    write_jsonl(from_lists(toks, labs), path)
+    return path
+
+
+@pytest.fixture
+def files(tmp_path):
+    return _data(tmp_path / "a.jsonl"), _data(tmp_path / "b.jsonl", seed=1, sentences=6)
+
+
+def run(capsys, argv):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+DEPTH = ["--layers", "1", "--epochs", "1", "--batch-size", "4", "--json"]
+
+
+def test_depth_ablation_reuses_only_same_options_and_data(tmp_path, capsys, files):
+    a, b = files
+    out = str(tmp_path / "da")
+    code, text, _ = run(capsys, ["experiment", "depth-ablation", str(a), "--out", out, "--dim", "8", *DEPTH])
+    assert code == 0 and json.loads(text)["reused"] == []
+    code, text, _ = run(capsys, ["experiment", "depth-ablation", str(a), "--out", out, "--dim", "8", *DEPTH])
+    assert code == 0 and json.loads(text)["reused"] == ["layers=1"]  # same options: reused
+    code, text, err = run(capsys, ["experiment", "depth-ablation", str(a), "--out", out, "--dim", "16", *DEPTH])
+    assert code == 2 and text == ""
+    assert f"error: {out} holds trials for other options (config.dim: 8 → 16); use another --out" in err
+    code, text, err = run(capsys, ["experiment", "depth-ablation", str(b), "--out", out, "--dim", "8", *DEPTH])
+    assert code == 2 and "holds trials for other options (data.sha256: " in err and "Traceback" not in err
+    # a folder written before options were recorded is refused, never silently reused
+    (tmp_path / "da" / "sweep_options.json").unlink()
+    code, _, err = run(capsys, ["experiment", "depth-ablation", str(a), "--out", out, "--dim", "8", *DEPTH])
+    assert code == 2 and "holds trials for other options (data.sha256: not recorded → " in err
+
+
+def test_rank_ablation_refuses_other_data_and_impossible_rank(tmp_path, capsys, files):
+    a, b = files
+    out = tmp_path / "ra"
+    argv = ["--ranks", "1", "--epochs", "1", "--dim", "8", "--batch-size", "4", "--json"]
+    code, _, _ = run(capsys, ["experiment", "rank-ablation", str(a), "--out", str(out), *argv])
+    assert code == 0
+    code, _, err = run(capsys, ["experiment", "rank-ablation", str(b), "--out", str(out), *argv])
+    assert code == 2 and "holds trials for other options (data.sha256: " in err
+    code, _, err = run(capsys, ["experiment", "rank-ablation", str(a), "--out", str(out), *argv[:-1], "--lr", "0.1"])
+    assert code == 2 and "(config.lr: 0.003 → 0.1)" in err
+    # rank above the dimension: refused before any training, nothing written
+    bad = tmp_path / "rab"
+    code, text, err = run(
+        capsys, ["experiment", "rank-ablation", str(a), "--out", str(bad), "--ranks", "1000", "--dim", "8"]
+    )
+    assert code == 2 and "rank 1000 exceeds --dim 8" in err and "Traceback" not in err and text == ""
+    assert not bad.exists()
+
+
+@pytest.mark.filterwarnings("ignore:No artists with labels")  # an empty legend on older versions
+def test_capacity_token_refuses_other_synthetic_data(tmp_path, capsys):
+    out = str(tmp_path / "cap")
+    argv = ["experiment", "capacity", "--out", out, "--ns", "4", "--max-steps", "4", "--grid", "2", "--json"]
+    code, _, _ = run(capsys, [*argv, "--length", "3", "--vocab", "6"])
+    assert code == 0
+    code, _, err = run(capsys, [*argv, "--length", "3", "--vocab", "50"])
+    assert code == 2 and "holds trials for other options (data.vocab: 6 → 50)" in err
+    code, _, err = run(capsys, [*argv, "--length", "3", "--vocab", "6", "--lr", "0.05"])
+    assert code == 2 and "(config.lr: 0.01 → 0.05)" in err
+
+
+def test_every_trial_failed_is_not_success(tmp_path, capsys, files, monkeypatch):
+    import uatlab.experiments.depth_ablation as da
+
+    def broken(params):
+        raise RuntimeError("simulated trial crash")
+
+    monkeypatch.setattr(da, "depth_trial", broken)
+    code, text, err = run(capsys, ["experiment", "depth-ablation", str(files[0]), "--out", str(tmp_path / "x"), *DEPTH])
+    assert code == 1 and json.loads(text)["table"] == []
+    assert "error: every trial failed (1); layers=1: RuntimeError: simulated trial crash" in err
+
+
+def test_second_job_on_the_same_out_is_refused(tmp_path, capsys, files):
+    out = tmp_path / "busy"
+    with OutputLock(out):  # another job holds the folder
+        code, _, err = run(capsys, ["experiment", "depth-ablation", str(files[0]), "--out", str(out), *DEPTH])
+        assert code == 2 and "another uatlab job" in err and f"is writing {out}" in err
+        code, _, err = run(capsys, ["experiment", "rank-ablation", str(files[0]), "--out", str(out), "--ranks", "1"])
+        assert code == 2 and "another uatlab job" in err
+    assert not (out / "trials").exists()
+
+
+def test_report_or_stored_only_on_an_empty_folder_is_an_error(tmp_path, capsys, files):
+    none = tmp_path / "none"
+    code, _, err = run(capsys, ["experiment", "depth-ablation", str(files[0]), "--out", str(none), "--report-only"])
+    assert code == 2 and "holds no finished or partial trials to report" in err
+    assert not none.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = run(capsys, ["experiment", "attention-heads", "--quick", "--stored-only", "--out", str(empty)])
+    assert code == 2 and "holds no stored trials" in err
+    assert list(empty.iterdir()) == []  # no empty CSV or summary written
+
+
+def test_capacity_options_the_task_does_not_read_are_refused(tmp_path, capsys):
+    from uatlab.experiments.next_token_training import Recipe
+
+    out = str(tmp_path / "c")
+    base = ["experiment", "capacity", "--task", "next-token", "--out", out, "--ns", "10"]
+    for flag, value in (("--batch-size", "7"), ("--length", "3"), ("--vocab", "5"), ("--kind", "conll")):
+        code, _, err = run(capsys, [*base, flag, value])
+        assert code == 2 and f"error: {flag} has no effect with --task next-token" in err
+    code, _, err = run(capsys, ["experiment", "capacity", "--out", out, "--ns", "4", "--blocks"])
+    assert code == 2 and "error: --blocks has no effect with --task token" in err
+    code, text, _ = run(capsys, ["experiment", "capacity", "--help"])
+    help_text = " ".join(text.split())
+    assert f"next-token {Recipe().lr:g}" in help_text and "[default: 0.01]" not in help_text
+
+
+def test_next_token_capacity_names_the_differing_option(tmp_path, capsys):
+    argv = ["experiment", "capacity", "--task", "next-token", "--out", str(tmp_path / "nt"), "--ns", "10"]
+    argv += ["--max-steps", "30", "--grid", "4,8", "--json"]
+    code, _, _ = run(capsys, argv)
+    assert code == 0
+    code, _, err = run(capsys, [*argv, "--lr", "0.1"])
+    assert code == 2 and "holds a run for other options (recipe.lr: 0.005 → 0.1); use another --out" in err
