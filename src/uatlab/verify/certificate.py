@@ -91,6 +91,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import threading
 import time
 import uuid
@@ -1490,8 +1491,8 @@ def _chunks(data: SequenceDataset, tokens_per_chunk: int) -> Iterator[tuple[int,
 
 
 def certify(
-    model: Transformer,
-    data: SequenceDataset,
+    model: Transformer | str | os.PathLike,
+    data: SequenceDataset | str | os.PathLike,
     encoding: Encoding | dict | None = None,
     *,
     chunk_tokens: int = 200_000,
@@ -1503,11 +1504,14 @@ def certify(
     """Prove, token by token, that ``model`` (in its parameters' dtype) predicts each token's label.
 
     Args:
-        model: any uatlab Transformer with a token embedding and a readout (softmax attention).
-        data: the labelled sequences to check.
+        model: any uatlab Transformer with a token embedding and a readout (softmax attention), or the path
+            of a saved uatlab model file (read with `uatlab.models.io.load`).
+        data: the labelled sequences to check, or the path of a CoNLL or JSONL file (read with
+            `uatlab.data.jsonl.read_sequences`: JSONL for .jsonl/.json, CoNLL otherwise; for a next-token model
+            a JSONL file of ``{"tokens": [...], "label": ...}`` lines).
         encoding: token/label ids; default: ``model.encoding`` (set by the compiler and by loading a
             compiled model with `uatlab.constructions.paper_a.cor1_memorizer.load_compiled`).
-        chunk_tokens: tokens processed at a time (memory ~ 1 kB per token).
+        chunk_tokens: tokens processed at a time (memory ~ 1 kB per token), an integer ≥ 1.
         progress: callback(done_sequences, total_sequences).
         max_examples: uncertified tokens listed in the certificate.
         exp_ulps: the assumed error of the evaluator's exp, in ulps (normal range); see
@@ -1522,6 +1526,7 @@ def certify(
         InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
             than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes).
         ValueError: ``exp_ulps`` outside [0.5, 10^4].
+        TypeError: ``model`` or ``data`` of another type (e.g. a list of token lists instead of a dataset).
 
     A seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025; ``uatlab compile --ff deep``, a module with a
     ``memo``) is certified by its exact-integer certificate instead
@@ -1531,18 +1536,40 @@ def certify(
     takes a `uatlab.data.next_token.NextTokenData` and returns a
     `uatlab.verify.next_token.NextTokenCertificate` (`uatlab.verify.next_token.certify_next_token_model`).
     """
+    from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
     from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
 
-    if isinstance(getattr(model, "memo", None), Seq2SeqMemorizer):
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, (int, np.integer)) or chunk_tokens < 1:
+        raise InputError(f"chunk_tokens must be an integer ≥ 1, got {chunk_tokens!r}")
+    if isinstance(model, (str, os.PathLike)):
+        from uatlab.models.io import load
+
+        model = load(model)
+    memo = getattr(model, "memo", None)
+    if not isinstance(model, Transformer) and not isinstance(memo, (Seq2SeqMemorizer, NextTokenMemorizer)):
+        raise TypeError(
+            "certify() takes a uatlab Transformer, a seq2seq deep or next-token memorizer (uatlab.compile_*, "
+            f"uatlab.load) or the path of a saved model file, not a {type(model).__name__}"
+        )
+    if isinstance(data, (str, os.PathLike)):
+        if isinstance(memo, NextTokenMemorizer):
+            from uatlab.data.next_token import read_next_token_jsonl
+
+            data = read_next_token_jsonl(data)
+        else:
+            from uatlab.data.jsonl import read_sequences
+
+            data = read_sequences(data)
+    if isinstance(memo, Seq2SeqMemorizer):
         from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
 
+        _check_dataset(data)
         return certify_seq2seq_dataset(model, data, encoding)  # type: ignore[return-value]
-    from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
-
-    if isinstance(getattr(model, "memo", None), NextTokenMemorizer):  # one label per sequence
+    if isinstance(memo, NextTokenMemorizer):  # one label per sequence
         from uatlab.verify.next_token import certify_next_token_model
 
         return certify_next_token_model(model, data, encoding)  # type: ignore[return-value]
+    _check_dataset(data)
     return certify_chunks(
         model,
         _chunks(data, chunk_tokens),
@@ -1553,6 +1580,14 @@ def certify(
         exp_ulps=exp_ulps,
         keep_margins=keep_margins,
     )
+
+
+def _check_dataset(data: object) -> None:
+    if not isinstance(data, SequenceDataset):
+        raise TypeError(
+            "certify() takes a uatlab.SequenceDataset (uatlab.read_jsonl, uatlab.read_conll or "
+            f"SequenceDataset(tokens, labels)) or the path of a CoNLL or JSONL file, not a {type(data).__name__}"
+        )
 
 
 def certify_chunks(

@@ -37,6 +37,9 @@ def compile_next_token(
 ) -> Construction:
     """Compile N next-token examples (tokens (N, n) in [0, V], V = pad; labels (N,) in [0, C)).
 
+    Ids are integers (integral floats are accepted; a fractional id is an InputError, never truncated). Rows
+    are left-padded: the pad id V may only precede a row's first real token, and no row is all padding.
+
     regime: 'exact' (integer weights of any size, evaluated exactly), 'float64' or 'float32' (every weight
     and every intermediate value an integer ≤ 2^53 / 2^24). Raises PrecisionError before building when N
     does not fit the regime, naming the largest N that does.

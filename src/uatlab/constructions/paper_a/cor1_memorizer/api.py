@@ -502,8 +502,9 @@ def compile_memorizer(
     """Compile ``data`` into a one-layer single-head rank-1 Transformer and (by default) certify it.
 
     Args:
-        data: labelled token sequences in memory, or a `uatlab.data.token_store.TokenStore` that has
-            read them (out of core: memory bounded by the chunk, the largest bucket and the model).
+        data: labelled token sequences in memory, a `uatlab.data.token_store.TokenStore` that has
+            read them (out of core: memory bounded by the chunk, the largest bucket and the model), or the path
+            of a CoNLL or JSONL file (read into memory with `uatlab.data.jsonl.read_sequences`).
         dtype: "float64" or "float32" (the dtype the certificate proves).
         causal: attention over the prefix only (labels may depend on the prefix only); a TokenStore must
             have been read with context "prefix" then.
@@ -533,7 +534,27 @@ def compile_memorizer(
         to ids), ``certificate``, ``facts`` the compile report (parameter counts against paper A's, conflicts,
         bits of precision relied on, stage times), ``guarantee`` the certified token count and smallest
         certified logit margin.
+
+    Raises:
+        TypeError: ``data`` is neither a dataset, a token store nor a path (e.g. a bare list of token lists).
+        InputError: bad data (naming the file line) or options; ``ff='deep'`` (that is
+            `uatlab.compile_seq2seq_deep`).
     """
+    if ff == "deep":
+        raise InputError(
+            "ff='deep' is the seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025): call "
+            "uatlab.compile_seq2seq_deep(data); compile_memorizer builds paper A's one-layer model (ff 'knots' or 'ramps')"
+        )
+    if isinstance(data, (str, os.PathLike)):
+        from uatlab.data.jsonl import read_sequences
+
+        data = read_sequences(data)
+    if not isinstance(data, (SequenceDataset, TokenStore)):
+        raise TypeError(
+            "compile_memorizer() takes a uatlab.SequenceDataset (uatlab.read_jsonl, uatlab.read_conll or "
+            "SequenceDataset(tokens, labels)), a TokenStore or the path of a CoNLL or JSONL file, "
+            f"not a {type(data).__name__}"
+        )
     if isinstance(data, TokenStore):
         want = "prefix" if causal else "sequence"
         if data.context != want:

@@ -1,0 +1,70 @@
+"""The Python API on wrong arguments: a TypeError or InputError naming what was expected, never an
+AttributeError from deep inside, and no silent truncation of token ids."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import uatlab
+from uatlab.data.dataset import SequenceDataset
+from uatlab.errors import InputError
+
+TOKENS = [["a", "b", "c"], ["b", "a"], ["c", "c", "a"]]
+LABELS = [["X", "Y", "X"], ["Y", "Y"], ["X", "X", "Y"]]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return uatlab.compile_memorizer(SequenceDataset(TOKENS, LABELS))
+
+
+def test_certify_reads_paths_for_model_and_data(compiled, tmp_path):
+    from uatlab.data.jsonl import write_jsonl
+
+    ds = SequenceDataset(TOKENS, LABELS)
+    model_path, data_path = tmp_path / "m.safetensors", tmp_path / "d.jsonl"
+    uatlab.save(compiled.model, model_path)
+    write_jsonl(ds, data_path)
+    for model, data in [(compiled.model, str(data_path)), (str(model_path), ds), (model_path, data_path)]:
+        cert = uatlab.certify(model, data)
+        assert cert.certified and cert.ceiling_tokens == sum(len(t) for t in TOKENS)
+
+
+def test_certify_names_the_expected_types(compiled):
+    with pytest.raises(TypeError, match="certify\\(\\) takes a uatlab.SequenceDataset .* not a list"):
+        uatlab.certify(compiled.model, TOKENS)
+    with pytest.raises(TypeError, match="certify\\(\\) takes a uatlab Transformer.* not a NoneType"):
+        uatlab.certify(None, SequenceDataset(TOKENS, LABELS))
+
+
+@pytest.mark.parametrize("chunk", [0, -1, 2.5])
+def test_certify_refuses_a_chunk_size_below_one(compiled, chunk):
+    with pytest.raises(InputError, match="chunk_tokens must be an integer ≥ 1"):
+        uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), chunk_tokens=chunk)
+
+
+def test_compile_memorizer_argument_errors(tmp_path):
+    with pytest.raises(TypeError, match="compile_memorizer\\(\\) takes a uatlab.SequenceDataset.* not a list"):
+        uatlab.compile_memorizer([["a", "b"]])
+    with pytest.raises(InputError, match="compile_seq2seq_deep"):
+        uatlab.compile_memorizer(SequenceDataset(TOKENS, LABELS), ff="deep")
+    from uatlab.data.jsonl import write_jsonl
+
+    write_jsonl(SequenceDataset(TOKENS, LABELS), tmp_path / "d.jsonl")
+    assert uatlab.compile_memorizer(str(tmp_path / "d.jsonl")).certificate.certified
+
+
+def test_compile_next_token_refuses_fractional_ids_and_pads_after_a_token():
+    tok = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    lab = np.array([0, 1, 2])
+    with pytest.raises(InputError, match=r"token ids must be integers: row 0, position 0 holds 0\.5"):
+        uatlab.compile_next_token(tok + 0.5, lab, V=3, C=3)
+    with pytest.raises(InputError, match=r"label ids must be integers: entry \(2,\) holds 1\.5"):
+        uatlab.compile_next_token(tok, np.array([0, 1, 1.5]), V=3, C=3)
+    with pytest.raises(InputError, match=r"row 0, position 2: id 2 is the pad id \(V = 2\)"):
+        uatlab.compile_next_token(tok, lab, V=2, C=3)
+    # integral floats and left padding are fine, and the padded rows are certified
+    padded = np.array([[2, 0, 1], [2, 2, 1], [0, 1, 1]])
+    built = uatlab.compile_next_token(padded.astype(float), lab, V=2, C=3)
+    assert built.certificate.certified
