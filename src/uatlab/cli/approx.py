@@ -84,6 +84,10 @@ def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: lis
     console.print(f"CSV: {csv_path}   figure: {fig_path}   ({sweep.seconds:.1f} s)")
 
 
+MIN_WIDTH = 1e-9  # truncated-linear: smallest b − a relative to max(1, |a|, |b|)
+MAX_GD_EPS = 1.0  # gd-in-context: largest score scale ε (the bound is already ~1e14 at ε = 1)
+
+
 @approx.command("truncated-linear")
 def truncated_linear_cmd(
     ctx: typer.Context,
@@ -111,6 +115,11 @@ def truncated_linear_cmd(
     reject_overridden(ctx, quick, "anchors", "points")
     if not a < b:
         raise InputError(f"--a must be smaller than --b, got a={a}, b={b}")
+    if b - a < MIN_WIDTH * max(1.0, abs(a), abs(b)):
+        raise InputError(
+            f"--b − --a = {b - a:g} is too small: need b − a ≥ {MIN_WIDTH:g}·max(1, |a|, |b|) "
+            "(narrower intervals lose the anchors to rounding and overflow the inverse temperature x/Δ²)"
+        )
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
     check_output_dir(out)
     s = sw.sweep_truncated_linear(
@@ -411,6 +420,12 @@ def gd_cmd(
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "contexts", "eps")
     _ints(contexts, "contexts"), _floats(eps, "eps"), _ints(steps, "steps")
+    too_big = [e for e in _floats(eps, "eps") if e > MAX_GD_EPS]
+    if too_big:
+        raise InputError(
+            f"--eps {too_big[0]:g}: the score scale ε must be ≤ {MAX_GD_EPS:g} (the construction is a small-ε "
+            "expansion; its error bound grows like cosh(ε·S) and overflows for large ε)"
+        )
     check_output_dir(out)
     s = sw.sweep_gd(
         [16, 64] if quick else _ints(contexts, "contexts"),

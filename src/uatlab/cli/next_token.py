@@ -367,31 +367,32 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
     tokenizer the model was compiled with, each labelled by the next token; for predict, one sequence of
     whitespace tokens per non-empty line (``lines``).
     """
+    from uatlab.data.text_file import iter_lines
+
     if fmt == "auto":
         fmt = "jsonl" if str(data).endswith((".jsonl", ".json")) else "text"
     if fmt == "jsonl":
         seqs, labels, where = [], [], []
-        with data.open(encoding="utf-8") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                if not raw.strip():
-                    continue
-                at = f"{data}:{lineno}"
-                try:
-                    obj = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{at}: not valid JSON ({exc.msg})") from None
-                if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
-                    raise InputError(f'{at}: expected an object {{"tokens": [...], "label": ...}}')
-                if "labels" in obj:
-                    raise InputError(f'{at}: has "labels" (one per token); a next-token example has one "label"')
-                seqs.append([str(t) for t in obj["tokens"]])
-                labels.append(None if obj.get("label") is None else str(obj["label"]))
-                where.append(at)
+        for lineno, raw in iter_lines(data):
+            if not raw.strip():
+                continue
+            at = f"{data}:{lineno}"
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{at}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
+                raise InputError(f'{at}: expected an object {{"tokens": [...], "label": ...}}')
+            if "labels" in obj:
+                raise InputError(f'{at}: has "labels" (one per token); a next-token example has one "label"')
+            seqs.append([str(t) for t in obj["tokens"]])
+            labels.append(None if obj.get("label") is None else str(obj["label"]))
+            where.append(at)
         if not seqs:
             raise InputError(f"{data}: no examples found")
         return seqs, labels, where
     if fmt == "lines":
-        rows = [(i, ln.split()) for i, ln in enumerate(data.read_text(encoding="utf-8").splitlines(), 1) if ln.strip()]
+        rows = [(i, ln.split()) for i, ln in iter_lines(data) if ln.strip()]
         if not rows:
             raise InputError(f"{data}: no sequences found (the file is empty or blank)")
         return [r for _, r in rows], [None] * len(rows), [f"{data}:{i}" for i, _ in rows]

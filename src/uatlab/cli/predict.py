@@ -10,7 +10,6 @@ output is the sequence, a tab and its predicted next token.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from pathlib import Path
 
@@ -27,7 +26,12 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     if fmt == "auto":
         fmt = "jsonl" if path.suffix in (".jsonl", ".json") else _sniff(path)
     if fmt == "text":
-        return [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        from uatlab.data.text_file import iter_lines
+
+        sentences = [line.split() for _, line in iter_lines(path) if line.strip()]
+        if not sentences:
+            raise InputError(f"{path}: no sentences found (the file is empty or blank)")
+        return sentences
     if fmt in ("conll", "jsonl"):
         from uatlab.data.jsonl import read_sequences
 
@@ -37,10 +41,16 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
 
 def _sniff(path: Path) -> str:
     """``conll`` when the first lines all have the same number (≥ 2) of columns ending in an IOB tag, else ``text``."""
-    with path.open(encoding="utf-8", errors="replace") as f:
-        lines = [ln.split() for ln in itertools.islice(f, 50) if ln.strip() and not ln.startswith("-DOCSTART-")]
+    from uatlab.data.conll import IOB_TAG
+    from uatlab.data.text_file import iter_lines
+
+    head = iter_lines(path)
+    try:
+        lines = [ln.split() for _, ln in itertools.islice(head, 50) if ln.strip() and not ln.startswith("-DOCSTART-")]
+    finally:
+        head.close()
     widths = {len(ln) for ln in lines}
-    tagged = all(re.fullmatch(r"O|[BIES]-\S+", ln[-1]) for ln in lines)
+    tagged = all(IOB_TAG.fullmatch(ln[-1]) for ln in lines)
     return "conll" if lines and len(widths) == 1 and min(widths) >= 2 and tagged else "text"
 
 

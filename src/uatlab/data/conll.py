@@ -12,27 +12,46 @@ entities of the same type) are detected by `detect_scheme` and converted by `iob
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from uatlab.data.dataset import SequenceDataset
+from uatlab.data.text_file import decode_line
 from uatlab.errors import InputError
 from uatlab.io_safety import atomic_write, check_input_file
 
+IOB_TAG = re.compile(r"O|[BIES]-\S+")  # an IOB/IOBES tag: O, B-X, I-X, E-X, S-X
+
 
 def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
-    """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence)."""
+    """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence).
+
+    Plain text is refused (`check_not_plain_text`): the first sentence is held back until a second one
+    starts, so a file that is one sentence with ≥ 3 columns and no IOB tag in its last column (a text file,
+    one sentence per line) is an error naming line 1, not a one-sentence data set of first word → last word.
+    """
     path = check_input_file(path)
     tokens: list[str] = []
     labels: list[str] = []
     start = 0
     ncols = None
+    first: tuple[list[str], list[str], int] | None = None  # held back until a second sentence starts
+    sentences = 0
+    tagged = False  # some line's last column is an IOB tag
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             line = decode_line(raw, path, lineno).strip()
             if not line:
                 if tokens:
-                    yield tokens, labels, start
+                    sentences += 1
+                    if sentences == 1:
+                        first = (tokens, labels, start)
+                    else:
+                        if first is not None:
+                            yield first
+                            first = None
+                        yield tokens, labels, start
                     tokens, labels = [], []
                 continue
             if line.startswith("-DOCSTART-"):
@@ -48,22 +67,41 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 raise InputError(f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}")
             if not tokens:
                 start = lineno
+                if first is not None:  # a second sentence: the file is not one long line-per-sentence text
+                    yield first
+                    first = None
+            if not tagged and IOB_TAG.fullmatch(cols[-1]):
+                tagged = True
             tokens.append(cols[0])
             labels.append(cols[-1])
     if tokens:
-        yield tokens, labels, start
+        sentences += 1
+        if sentences == 1:
+            first = (tokens, labels, start)
+        else:
+            if first is not None:
+                yield first
+                first = None
+            yield tokens, labels, start
+    if first is not None:
+        check_not_plain_text(path, first, ncols or 0, tagged)
+        yield first
 
 
-def decode_line(raw: bytes, path: Path, lineno: int) -> str:
-    """One line of a data file as text: UTF-8 (a byte-order mark on line 1 is dropped), errors name the line."""
-    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+def check_not_plain_text(path: Path, sentence: tuple[list[str], list[str], int], ncols: int, tagged: bool) -> None:
+    """Refuse a whole file read as ONE CoNLL sentence of ≥ 3 columns none of whose labels is an IOB tag.
+
+    That is what plain text (several words per line, no blank lines) looks like when read as CoNLL: each line
+    becomes one token (its first word) labelled with its last word. Real CoNLL files separate sentences by
+    blank lines (CoNLL-2003: thousands of sentences of 4 columns with IOB tags), so they never meet all three
+    conditions; a two-column ``word label`` file is never refused."""
+    tokens, _, start = sentence
+    if ncols >= 3 and not tagged:
         raise InputError(
-            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-        ) from None
+            f"{path}:{start}: read as CoNLL, the whole file is one sentence of {len(tokens)} line{'s' if len(tokens) != 1 else ''} with {ncols} "
+            "columns and no IOB tag (O, B-X, I-X) in the last column: this looks like plain text. CoNLL has one "
+            "token per line (word ... label) and a blank line between sentences"
+        )
 
 
 def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset:

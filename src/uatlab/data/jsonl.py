@@ -1,8 +1,8 @@
 """The JSONL sequence format shared by ``uatlab compile``, ``uatlab train`` and the generators.
 
 One JSON object per line: ``{"tokens": [...], "labels": [...]}``; tokens and labels may be strings
-or integers (they are read as strings). Blank lines are skipped; text is UTF-8 (a leading byte-order mark
-is ignored). Errors name the file and line.
+or integers (they are read as strings); each is one non-empty word without white space, as in CoNLL. Blank
+lines are skipped; text is UTF-8 (a leading byte-order mark is ignored). Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from uatlab.io_safety import atomic_write, check_input_file
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, line) per sequence, streaming."""
-    from uatlab.data.conll import decode_line
+    from uatlab.data.text_file import decode_line
 
     path = check_input_file(path)
     with path.open("rb") as fh:
@@ -45,6 +45,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
             # fast path: only strings, and no \u escape in the line (a lone surrogate can come only from one: the
             # line itself was decoded from UTF-8); otherwise every item is checked
             if "\\u" not in raw and all(type(v) is str for v in toks) and all(type(v) is str for v in labs):
+                check_words(toks, labs, path, lineno)
                 yield toks, labs, lineno
                 continue
             for k, v in enumerate(toks + labs):
@@ -53,7 +54,25 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                     raise InputError(f"{path}:{lineno}: {kind} {_short(v)} is neither a string nor an integer")
                 if isinstance(v, str) and not _encodable(v):
                     raise InputError(f"{path}:{lineno}: {kind} {_short(v)} is not valid Unicode (a lone surrogate)")
-            yield [str(t) for t in toks], [str(y) for y in labs], lineno
+            toks, labs = [str(t) for t in toks], [str(y) for y in labs]
+            check_words(toks, labs, path, lineno)
+            yield toks, labs, lineno
+
+
+def check_words(toks: list[str], labs: list[str], path: Path, lineno: int) -> None:
+    """Every token and label is one non-empty word without white space (as CoNLL and text files split them),
+    so that the data reads back the same from CoNLL; InputError names the line, the item and its position."""
+    for items, kind in ((toks, "token"), (labs, "label")):
+        joined = "".join(items)
+        if all(items) and joined.split() == [joined]:  # fast check: no empty item, no white space anywhere
+            continue
+        for k, v in enumerate(items):
+            if not v or v.split() != [v]:
+                what = "is empty" if not v else "contains white space"
+                raise InputError(
+                    f"{path}:{lineno}: {kind} {_short(v)} (position {k}) {what}; a {kind} is one word without "
+                    "white space (CoNLL and text files split at white space)"
+                )
 
 
 def _encodable(text: str) -> bool:

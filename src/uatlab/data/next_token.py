@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from uatlab.data.jsonl import check_words
+from uatlab.data.text_file import iter_lines, read_text
 from uatlab.errors import InputError
 
 PAD = "<pad>"
@@ -81,36 +83,37 @@ def read_next_token_jsonl(path: str | os.PathLike, labels_are_tokens: bool = Fal
     labs: list[int] = []
     lines: list[int] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(f'{where}: expected an object {{"tokens": [...], "label": ...}}')
-            if "labels" in obj and "label" in obj:
-                raise InputError(f'{where}: has both "label" and "labels"; a next-token example has one "label"')
-            if "labels" in obj:
-                raise InputError(f'{where}: has "labels" (one per token); a next-token example has one "label"')
-            if "tokens" not in obj or "label" not in obj:
-                raise InputError(f'{where}: expected an object with "tokens" and "label"')
-            toks, lab = obj["tokens"], obj["label"]
-            if not isinstance(toks, list):
-                raise InputError(f'{where}: "tokens" must be a list')
-            if len(toks) == 0:
-                raise InputError(f"{where}: empty token list")
-            for v in [*toks, lab]:
-                if not isinstance(v, (str, int)) or isinstance(v, bool):
-                    raise InputError(f"{where}: {v!r} is neither a string nor an integer")
-            seqs.append(_ids((str(t) for t in toks), tok_vocab))
-            lab_s = str(lab)
-            first_line.setdefault(lab_s, lineno)
-            labs.append(_ids([lab_s], lab_vocab)[0])
-            lines.append(lineno)
+    for lineno, raw in iter_lines(path):
+        if not raw.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(f'{where}: expected an object {{"tokens": [...], "label": ...}}')
+        if "labels" in obj and "label" in obj:
+            raise InputError(f'{where}: has both "label" and "labels"; a next-token example has one "label"')
+        if "labels" in obj:
+            raise InputError(f'{where}: has "labels" (one per token); a next-token example has one "label"')
+        if "tokens" not in obj or "label" not in obj:
+            raise InputError(f'{where}: expected an object with "tokens" and "label"')
+        toks, lab = obj["tokens"], obj["label"]
+        if not isinstance(toks, list):
+            raise InputError(f'{where}: "tokens" must be a list')
+        if len(toks) == 0:
+            raise InputError(f"{where}: empty token list")
+        for v in [*toks, lab]:
+            if not isinstance(v, (str, int)) or isinstance(v, bool):
+                raise InputError(f"{where}: {v!r} is neither a string nor an integer")
+        strs = [str(t) for t in toks]
+        check_words(strs, [str(lab)], path, lineno)
+        seqs.append(_ids(strs, tok_vocab))
+        lab_s = str(lab)
+        first_line.setdefault(lab_s, lineno)
+        labs.append(_ids([lab_s], lab_vocab)[0])
+        lines.append(lineno)
     if not seqs:
         raise InputError(f"{path}: no examples found")
     if labels_are_tokens:
@@ -208,7 +211,7 @@ def read_text_windows(path: str | os.PathLike, window: int, tokenizer: str = "wh
     path = Path(path)
     if not path.is_file():
         raise InputError(f"text file {path} does not exist")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_text(path)  # strict UTF-8 (a byte-order mark dropped): errors name the line and byte
     return windows_from_tokens([(str(path), tokenize_text(text, tokenizer, str(path)))], window)
 
 

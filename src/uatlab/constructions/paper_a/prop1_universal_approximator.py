@@ -72,6 +72,23 @@ TargetFn = Callable[[np.ndarray], np.ndarray]  # (B, n, d) -> (B, n, d)
 MAX_IDS = 400_000
 
 
+def context_ids(grid: int, d: int, n: int) -> int | None:
+    """C(G^d + n − 1, n)·n (the multisets of n of the G^d grid tokens, n ids each), or None above `MAX_IDS`.
+
+    Computed with early exit, so huge G, d or n never build the (possibly million-digit) binomial."""
+    if grid == 1:
+        return n if n <= MAX_IDS else None
+    if d * math.log2(grid) > math.log2(MAX_IDS) or n > MAX_IDS:  # G^d > MAX_IDS or n > MAX_IDS: C·n exceeds it
+        return None
+    tokens = grid**d
+    c = 1
+    for k in range(1, n + 1):  # C(T + k − 1, k) = C(T + k − 2, k − 1)·(T + k − 1)/k, increasing in k for T ≥ 2
+        c = c * (tokens + k - 1) // k
+        if c * n > MAX_IDS:
+            return None
+    return c * n
+
+
 # ---------------------------------------------------------------------------- example targets
 def product_with_mean(x: np.ndarray) -> np.ndarray:
     """f(X)_k = x_k ⊙ mean_j x_j (coordinate-wise), a permutation-equivariant target."""
@@ -246,13 +263,13 @@ def build_universal_approximator(
     grid = int(grid)
     if grid < 1:
         raise InputError(f"grid must be ≥ 1, got {grid}")
+    if context_ids(grid, d, n) is None:
+        raise InputError(
+            f"grid {grid} in d = {d} with n = {n}: the multisets of {n} of the {grid}^{d} grid tokens give more "
+            f"than {MAX_IDS} context ids (multisets × n); use a coarser grid, a smaller d or a smaller n"
+        )
     n_tokens = grid**d
     n_multisets = math.comb(n_tokens + n - 1, n)
-    if n_multisets * n > MAX_IDS:
-        raise InputError(
-            f"grid {grid} gives {n_multisets} multisets of {n} tokens (~{n_multisets * n} context ids), above the "
-            f"limit {MAX_IDS}; use a coarser grid"
-        )
     delta = (hi - lo) / grid
     eta = delta * 1e-4 if ramp is None else float(ramp)
     if not (0 < eta < delta):
@@ -432,7 +449,7 @@ def _grid_for_eps(f: TargetFn, n: int, d: int, lo: float, hi: float, eps: float,
     g = 1
     while err(g) > eps:
         g *= 2
-        if math.comb(g**d + n - 1, n) * n > MAX_IDS:
+        if context_ids(g, d, n) is None:
             raise InputError(f"accuracy eps={eps} needs a grid finer than {g // 2} cells per coordinate: too many ids")
     lo_g = max(1, g // 2)
     while lo_g < g:

@@ -245,6 +245,11 @@ def plan_interpolation(
         target_tail = None
         target_total = None
     delta = (b - a) / (heads * (m - 1))
+    if not delta * delta > 1e-280:  # β = x/Δ² with x up to 1e4 must stay far below the float64 maximum
+        raise InputError(
+            f"interval [a, b] = [{a:g}, {b:g}] is too narrow: b − a = {b - a:g} gives anchor spacing Δ = {delta:g}, "
+            f"and the inverse temperature x/Δ² overflows; use b − a of at least ~1e-120 per anchor"
+        )
     if target_tail is None:
         target_tail = tail_fraction * delta / 2
     if y_bound is None:

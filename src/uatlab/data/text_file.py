@@ -1,0 +1,51 @@
+"""Data files as UTF-8 text: strict decoding, a leading byte-order mark dropped, errors naming file:line.
+
+Every reader of user data (CoNLL, JSONL, plain text, next-token text) decodes through these functions, so a
+binary or mis-encoded file gives the same one-line error everywhere:
+``FILE:LINE: not UTF-8 text (byte 0x.. at column ..)`` (the column counts bytes from 1, after the mark).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from uatlab.errors import InputError
+
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte-order mark ("utf-8-sig")
+
+
+def decode_line(raw: bytes, path: str | os.PathLike, lineno: int) -> str:
+    """One line of a data file as text: UTF-8 (a byte-order mark on line 1 is dropped), errors name the line."""
+    if lineno == 1 and raw.startswith(BOM):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+        ) from None
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number from 1, text) per line of ``path`` (split at ``\\n`` only; the newline is kept), streaming."""
+    with Path(path).open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            yield lineno, decode_line(raw, path, lineno)
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The whole of ``path`` as text (strict UTF-8, the mark dropped, ``\\r\\n`` and ``\\r`` read as ``\\n``)."""
+    raw = Path(path).read_bytes()
+    if raw.startswith(BOM):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        start = raw.rfind(b"\n", 0, exc.start) + 1  # first byte of the offending line
+        lineno = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start - start + 1})"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
