@@ -310,23 +310,6 @@ def compile_cmd(
 
 
 # options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
-NEXT_TOKEN_REFUSES = (
-    "ff",
-    "causal",
-    "code",
-    "group",
-    "labels",
-    "beta",
-    "dim",
-    "work_dir",
-    "keep_work",
-    "chunk_tokens",
-    "resume",
-    "max_memory",
-    "exp_ulp",
-    "executor",
-    "workers",
-)
 DEEP_REFUSES = (
     "code",
     "group",
@@ -342,6 +325,7 @@ DEEP_REFUSES = (
     "executor",
     "workers",
 )
+NEXT_TOKEN_REFUSES = ("ff", "causal", *DEEP_REFUSES)
 MAX_CODE_ONES = 65536  # M of --code M-hot: the model has ≥ M code coordinates, and --dim is at most 65536
 
 

@@ -367,24 +367,16 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
     tokenizer the model was compiled with, each labelled by the next token; for predict, one sequence of
     whitespace tokens per non-empty line (``lines``).
     """
+    from uatlab.data.next_token import iter_example_objects
     from uatlab.data.text_file import iter_lines
 
     if fmt == "auto":
         fmt = "jsonl" if str(data).endswith((".jsonl", ".json")) else "text"
     if fmt == "jsonl":
         seqs, labels, where = [], [], []
-        for lineno, raw in iter_lines(data):
-            if not raw.strip():
-                continue
-            at = f"{data}:{lineno}"
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{at}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("tokens"), list):
+        for _, at, obj in iter_example_objects(data):
+            if not isinstance(obj.get("tokens"), list):
                 raise InputError(f'{at}: expected an object {{"tokens": [...], "label": ...}}')
-            if "labels" in obj:
-                raise InputError(f'{at}: has "labels" (one per token); a next-token example has one "label"')
             seqs.append([str(t) for t in obj["tokens"]])
             labels.append(None if obj.get("label") is None else str(obj["label"]))
             where.append(at)

@@ -11,6 +11,7 @@ entities of the same type) are detected by `detect_scheme` and converted by `iob
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -40,7 +41,8 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
     sentences = 0
     tagged = False  # some line's last column is an IOB tag
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        # a blank line after the last one ends the last sentence like any other
+        for lineno, raw in itertools.chain(enumerate(fh, start=1), [(0, b"")]):
             line = decode_line(raw, path, lineno).strip()
             if not line:
                 if tokens:
@@ -74,15 +76,6 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 tagged = True
             tokens.append(cols[0])
             labels.append(cols[-1])
-    if tokens:
-        sentences += 1
-        if sentences == 1:
-            first = (tokens, labels, start)
-        else:
-            if first is not None:
-                yield first
-                first = None
-            yield tokens, labels, start
     if first is not None:
         check_not_plain_text(path, first, ncols or 0, tagged)
         yield first

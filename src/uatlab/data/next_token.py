@@ -71,18 +71,9 @@ def _ids(items: Iterable[str], vocab: dict[str, int]) -> list[int]:
     return out
 
 
-def read_next_token_jsonl(path: str | os.PathLike, labels_are_tokens: bool = False) -> NextTokenData:
-    """Read ``{"tokens": [...], "label": ...}`` lines. With ``labels_are_tokens`` (next-token prediction),
-    a label that never occurs as a token is an error naming it and its line."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"data file {path} does not exist")
-    tok_vocab: dict[str, int] = {}
-    lab_vocab: dict[str, int] = {}
-    seqs: list[list[int]] = []
-    labs: list[int] = []
-    lines: list[int] = []
-    first_line: dict[str, int] = {}
+def iter_example_objects(path: Path) -> Iterable[tuple[int, str, dict]]:
+    """(line number, "FILE:LINE", object) of every non-blank line of a next-token JSONL file: one JSON object
+    per line, with at most one "label" (never a per-token "labels"); InputError naming the line otherwise."""
     for lineno, raw in iter_lines(path):
         if not raw.strip():
             continue
@@ -97,6 +88,22 @@ def read_next_token_jsonl(path: str | os.PathLike, labels_are_tokens: bool = Fal
             raise InputError(f'{where}: has both "label" and "labels"; a next-token example has one "label"')
         if "labels" in obj:
             raise InputError(f'{where}: has "labels" (one per token); a next-token example has one "label"')
+        yield lineno, where, obj
+
+
+def read_next_token_jsonl(path: str | os.PathLike, labels_are_tokens: bool = False) -> NextTokenData:
+    """Read ``{"tokens": [...], "label": ...}`` lines. With ``labels_are_tokens`` (next-token prediction),
+    a label that never occurs as a token is an error naming it and its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"data file {path} does not exist")
+    tok_vocab: dict[str, int] = {}
+    lab_vocab: dict[str, int] = {}
+    seqs: list[list[int]] = []
+    labs: list[int] = []
+    lines: list[int] = []
+    first_line: dict[str, int] = {}
+    for lineno, where, obj in iter_example_objects(path):
         if "tokens" not in obj or "label" not in obj:
             raise InputError(f'{where}: expected an object with "tokens" and "label"')
         toks, lab = obj["tokens"], obj["label"]
