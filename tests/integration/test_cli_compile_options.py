@@ -53,6 +53,24 @@ def test_threads_above_the_cap_refused_before_any_file(here: Path, capsys) -> No
     assert json.loads(capsys.readouterr().out)["threads"]["threads"] == cap
 
 
+def test_local_workers_above_the_cap_refused_before_any_file(here: Path, capsys) -> None:
+    """More local worker processes than 4 per available core: one error line, exit 2, nothing written."""
+    capsys.readouterr()
+    cap = max_threads()
+    before = _listing(here)
+    assert main(["compile", "s.jsonl", "--out", "m.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    listed = _listing(here)
+    for argv in (
+        ["compile", "s.jsonl", "--out", "m2.safetensors", "--workers", str(cap + 1)],
+        ["certify", "m.safetensors", "s.jsonl", "--workers", str(cap + 1)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"error: --workers {cap + 1}: at most {cap} local worker processes" in err, err
+        assert _listing(here) == listed != before
+
+
 def test_two_compiles_sharing_a_work_dir(here: Path) -> None:
     """Job 2 with another --out but job 1's --work-dir is refused (job 1's pid named) and touches nothing;
     job 1 then finishes. Job 1 is stopped while job 2 runs, so the order is certain."""

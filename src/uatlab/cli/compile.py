@@ -67,6 +67,14 @@ def _mapper(executor: str, workers: int, threads: int):
         raise InputError(f"--executor must be local or ray, got {executor!r}")
     if workers < 1:
         raise InputError(f"--workers must be ≥ 1, got {workers}")
+    if executor == "local":
+        from uatlab.threads import THREADS_PER_CORE_LIMIT, max_threads
+
+        if workers > max_threads():  # processes of this machine: more only slow it down and exhaust its memory
+            raise InputError(
+                f"--workers {workers}: at most {max_threads()} local worker processes on this machine "
+                f"({THREADS_PER_CORE_LIMIT} per available core); --executor ray runs more on a cluster"
+            )
     if executor == "local" and workers == 1:
         return None
     if executor == "ray":
@@ -216,7 +224,7 @@ def compile_cmd(
         "--workers",
         min=1,
         max=4096,
-        help="Worker processes (local: 1 = this process; ray: CPUs of a local Ray instance).",
+        help="Worker processes (local: 1 = this process, at most 4 per core; ray: CPUs of a local Ray instance).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
@@ -649,7 +657,7 @@ def certify_cmd(
         "--workers",
         min=1,
         max=4096,
-        help="Worker processes (local: 1 = this process; ray: CPUs of a local Ray instance).",
+        help="Worker processes (local: 1 = this process, at most 4 per core; ray: CPUs of a local Ray instance).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
