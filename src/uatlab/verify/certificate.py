@@ -1339,11 +1339,8 @@ class _BoundedModel:
 
     def _stage_may_overflow(self, Xm, stage: str, params=None, out_rows=None) -> bool:
         """`_may_overflow` given Xm (d,), a bound on |x| per coordinate of the stage's input in every run, monotone
-        in Xm."""
-        with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused below
-            return self._stage_sizes_may_overflow(Xm, stage, params, out_rows)
-
-    def _stage_sizes_may_overflow(self, Xm, stage: str, params, out_rows) -> bool:
+        in Xm. Called under ``np.errstate(over="ignore", invalid="ignore")`` (by `forward_bounds_groups` and the
+        constructor): a size that overflows is ∞ or NaN and refused below, not a warning."""
         lim = float(np.finfo(np.float32 if self.dtype == "float32" else np.float64).max) / 4
         if stage == "embed":
             sizes = [Xm]
