@@ -268,11 +268,10 @@ class OutputLock:
     """
 
     def __init__(self, target: str | os.PathLike, hint: str = "choose another output") -> None:
-        target = Path(target)
-        self.target = target
-        if not target.name:  # "." or "..": the lock sits beside the folder it names
-            target = target.resolve()
-        self.path = target.with_name(f".{target.name}.lock") if target.name else target / ".uatlab.lock"
+        self.target = Path(target)  # as the user named it (in messages)
+        # beside the resolved path: "x", "./x" and "/abs/x" (or ".", "..") name one lock; "/" has no parent
+        resolved = self.target.resolve()
+        self.path = resolved.with_name(f".{resolved.name}.lock") if resolved.name else resolved / ".uatlab.lock"
         self.hint = hint
         self._fh: IO[str] | None = None
 

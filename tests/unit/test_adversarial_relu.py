@@ -25,7 +25,9 @@ def test_adversarial_input_beats_random_sampling_and_stays_below_the_bound(compi
     assert np.abs(c(X) - net(X)).max() == pytest.approx(adv["adversarial_error"])
     assert r["adversarial_error"] > 1.2 * r["sampled_max_error"]  # sampling misses the worst phases
     assert r["adversarial_error"] <= c.bound
-    assert r["max_error_lower_bound"] == r["adversarial_error"]
+    # the reported lower bound on the sup error is at least the error at fresh random inputs of the box
+    Xr = np.random.default_rng(9).uniform(0.0, 1.0, size=(500, 6, 3))
+    assert r["max_error_lower_bound"] >= np.abs(c(Xr) - net(Xr)).max()
     assert "random" in r["definition"] and "adversarial" in r["definition"]
 
 
@@ -35,7 +37,8 @@ def test_relative_figures_share_one_denominator():
     few, many = measure_compiled(c, samples=8, seed=5), measure_compiled(c, samples=300, seed=5)
     assert few["output_range"] == many["output_range"] > 0
     assert few["relative_sup_error"] == pytest.approx(few["sampled_max_error"] / few["output_range"])
-    assert few["sup_error"] == few["sampled_max_error"]
+    # the same seed draws the same first inputs: more samples can only raise the sampled maximum
+    assert many["sampled_max_error"] >= few["sampled_max_error"] > 0
 
 
 def test_interpolation_error_formula_matches_the_plan_bound():

@@ -109,8 +109,14 @@ def test_eps_mode_never_returns_a_guarantee_above_eps(a, b):
 
 
 def test_guarantee_records_its_input_range_and_rounding_estimate():
-    c = build_truncated_linear_attention([2.0], 0.5, -1.0, 1.0, anchors=11, y_bound=3.0)
+    c = build_truncated_linear_attention([2.0], 0.5, -1.0, 1.0, anchors=11, y_bound=3.0, mode="sequence")
     g = c.guarantee
-    assert g["y_bound"] == 3.0
-    assert 0 < g["rounding_estimate"] < g["sup_error_bound"]
-    assert "estimate" in c.facts["guarantee_definition"] and "y_bound" in c.facts["guarantee_definition"]
+    # the recorded range is the one the plan's rounding estimate was computed for, and the guarantee holds on it
+    assert g["y_bound"] == c.detail.plan.y_bound
+    assert 0 < g["rounding_estimate"] == c.detail.plan.float_term < g["sup_error_bound"]
+    y = np.linspace(-3.0, 3.0, 2001)  # y = 2x + 0.5 over the whole recorded range |y| ≤ 3
+    x = torch.as_tensor(((y - 0.5) / 2.0)[:, None, None])
+    assert (c.detail(x) - c.detail.target(x)).abs().max().item() <= g["sup_error_bound"]
+    # a wider assumed range gives a larger rounding estimate (the estimate depends on it)
+    wide = build_truncated_linear_attention([2.0], 0.5, -1.0, 1.0, anchors=11, y_bound=300.0, mode="sequence")
+    assert wide.guarantee["rounding_estimate"] > g["rounding_estimate"]

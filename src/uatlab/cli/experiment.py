@@ -23,7 +23,7 @@ experiment = command_group(
 def out_lock(out: Path) -> OutputLock:
     """The lock `compile` and `train` take on their output, here on an experiment's ``--out`` folder: a second
     job on the same folder stops with an error naming the first job's pid instead of writing the same trials."""
-    return OutputLock(out if out.name else out.resolve())
+    return OutputLock(out, hint="use another --out")
 
 
 def exit_if_all_failed(failed: Mapping[str, str], finished: int) -> None:

@@ -38,22 +38,18 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
     start = 0
     ncols = None
     first: tuple[list[str], list[str], int] | None = None  # held back until a second sentence starts
-    sentences = 0
-    tagged = False  # some line's last column is an IOB tag
+    held = False  # the first sentence has been held back (it is released when a second one starts)
+    tagged = False  # some line's last column of the first sentence is an IOB tag
     with path.open("rb") as fh:
         # a blank line after the last one ends the last sentence like any other
         for lineno, raw in itertools.chain(enumerate(fh, start=1), [(0, b"")]):
             line = decode_line(raw, path, lineno).strip()
             if not line:
                 if tokens:
-                    sentences += 1
-                    if sentences == 1:
-                        first = (tokens, labels, start)
-                    else:
-                        if first is not None:
-                            yield first
-                            first = None
+                    if held:
                         yield tokens, labels, start
+                    else:
+                        first, held = (tokens, labels, start), True
                     tokens, labels = [], []
                 continue
             if line.startswith("-DOCSTART-"):
@@ -72,8 +68,8 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 if first is not None:  # a second sentence: the file is not one long line-per-sentence text
                     yield first
                     first = None
-            if not tagged and IOB_TAG.fullmatch(cols[-1]):
-                tagged = True
+            if not held and not tagged and IOB_TAG.fullmatch(cols[-1]):
+                tagged = True  # only the single-sentence case (the first sentence) needs it
             tokens.append(cols[0])
             labels.append(cols[-1])
     if first is not None:

@@ -152,8 +152,9 @@ def encode_sequence(
     return word, label
 
 
-def load_chunk(path: Path) -> dict[str, np.ndarray]:
-    """Every array of a stored chunk (read eagerly, so a damaged file is found here, not mid-pass).
+def load_chunk(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of a stored chunk (default: every one), read eagerly, so a damaged file is found
+    here, not mid-pass.
 
     A truncated or otherwise damaged file is an InputError naming it; a missing one stays an OSError (the
     CLI names the file).
@@ -163,7 +164,7 @@ def load_chunk(path: Path) -> dict[str, np.ndarray]:
 
     try:
         with open(path, "rb") as fh, np.load(fh) as z:  # our own handle: closed even when np.load fails
-            return {k: z[k] for k in z.files}
+            return {k: z[k] for k in (z.files if names is None else names)}
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, OSError) as exc:
@@ -305,7 +306,7 @@ class TokenStore:
     def _load_vocabulary(self) -> None:
         lines = []
         for c in self.m["chunks"]:
-            z = load_chunk(self.dir / c["file"])
+            z = load_chunk(self.dir / c["file"], ("new_tokens", "new_labels", "lines", "label_counts"))
             for t in json.loads(str(z["new_tokens"])):
                 self.token_to_id[t] = len(self.token_to_id)
             for y in json.loads(str(z["new_labels"])):
@@ -438,13 +439,12 @@ class TokenStore:
         their first sequence index."""
         names = ("lengths", "word", "label", "key", "lines") if with_lines else ("lengths", "word", "label", "key")
         for c in self.m["chunks"]:
-            z = load_chunk(self.dir / c["file"])
-            yield {"first_sequence": c["first_sequence"], **{k: z[k] for k in names}}
+            yield {"first_sequence": c["first_sequence"], **load_chunk(self.dir / c["file"], names)}
 
     def chunks(self) -> Iterator[Chunk]:
         """The stored chunks in data order."""
         for c in self.m["chunks"]:
-            z = load_chunk(self.dir / c["file"])
+            z = load_chunk(self.dir / c["file"], ("lengths", "word", "label", "key", "lines"))
             cuts = np.cumsum(z["lengths"])[:-1]
             yield Chunk(
                 c["first_sequence"],

@@ -74,11 +74,6 @@ def token_ids_and_words(memo: Seq2SeqMemorizer, data: Seq2SeqData) -> tuple[np.n
 def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 16384) -> Seq2SeqCertificate:
     """Certify that ``memo`` predicts every ceiling token of ``data`` in its regime (module docstring)."""
     t0 = time.perf_counter()
-    if data.ids.shape[1] != memo.context:
-        raise InputError(
-            f"sentences padded to {data.ids.shape[1]} positions, the model's context is {memo.context}: prepare the "
-            "data with n_pad equal to the context (the forward pass pads every sentence to it)"
-        )
     regime = memo.layout.regime
     p = MANTISSA_BITS[regime]
     k, v = token_ids_and_words(memo, data)

@@ -90,7 +90,7 @@ from uatlab.constructions.contract import PAPER_B, Construction, count_parameter
 from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer, AttentionOnlyNetwork
-from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, UNDERFLOW_ETA, exp_relative_error, gamma, unit_roundoff
+from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, exp_relative_error, gamma, underflow_eta, unit_roundoff
 
 
 @dataclass
@@ -191,7 +191,7 @@ def float_step_error_bound(
     Items 1–5 of "Floating-point rounding" in the module docstring. S ≥ max|x̂_iᵀx̂_j|, S_abs ≥
     max Σ_k|x̂_ik x̂_jk| (i any token, j a context token), V ≥ max|r̂_j| of the layer's input.
     """
-    u, u64, eta = unit_roundoff(dtype), 2.0**-53, UNDERFLOW_ETA[dtype]
+    u, u64, eta = unit_roundoff(dtype), unit_roundoff("float64"), underflow_eta(dtype)
     kap_e = u if dtype == "float32" else 0.0
     mu = (4 * u64 + u) * abs(math.log(M))
     kap_c = (1 + u64) ** 4 * (1 + u) - 1
