@@ -141,3 +141,27 @@ def test_next_token_capacity_names_the_differing_option(tmp_path, capsys):
     assert code == 0
     code, _, err = run(capsys, [*argv, "--lr", "0.1"])
     assert code == 2 and "holds a run for other options (recipe.lr: 0.005 → 0.1); use another --out" in err
+
+
+def test_local_workers_above_the_cap_refused_before_any_file(tmp_path, capsys, files):
+    """Every experiment with --workers refuses more local threads than 4 per available core in all (workers ×
+    threads per trial) with one error line, before its --out exists; the same numbers pass with Ray, which
+    places its workers itself (checked up to the point where Ray would be needed)."""
+    from uatlab.threads import max_threads
+
+    a, _ = files
+    cap = max_threads()
+    cases = [
+        ["experiment", "depth-ablation", str(a), *DEPTH, "--workers", str(cap + 1)],
+        ["experiment", "depth-ablation", str(a), *DEPTH, "--workers", "2", "--threads", str(cap // 2 + 1)],
+        ["experiment", "capacity", "--quick", "--workers", str(cap + 1)],
+        ["experiment", "attention-heads", "--quick", "--workers", str(cap + 1)],
+        ["experiment", "attention-heatmap", "--quick", "--workers", str(cap + 1)],
+        ["experiment", "attention-seq2seq", "--quick", "--workers", str(cap + 1)],
+    ]
+    for i, argv in enumerate(cases):
+        out = tmp_path / f"out{i}"
+        code, _, err = run(capsys, [*argv, "--out", str(out)])
+        assert code == 2, (argv, err)
+        assert "error: --workers" in err and f"at most {cap} local worker processes" in err, err
+        assert not out.exists(), argv

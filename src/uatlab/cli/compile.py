@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, given_options, one_of, thread_count
+from uatlab.cli.options import SEED_MAX, check_workers, given_options, one_of, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -65,16 +65,7 @@ def _mapper(executor: str, workers: int, threads: int):
 
     if executor not in ("local", "ray"):
         raise InputError(f"--executor must be local or ray, got {executor!r}")
-    if workers < 1:
-        raise InputError(f"--workers must be ≥ 1, got {workers}")
-    if executor == "local":
-        from uatlab.threads import THREADS_PER_CORE_LIMIT, max_threads
-
-        if workers > max_threads():  # processes of this machine: more only slow it down and exhaust its memory
-            raise InputError(
-                f"--workers {workers}: at most {max_threads()} local worker processes on this machine "
-                f"({THREADS_PER_CORE_LIMIT} per available core); --executor ray runs more on a cluster"
-            )
+    check_workers(executor, workers)
     if executor == "local" and workers == 1:
         return None
     if executor == "ray":

@@ -122,6 +122,25 @@ def thread_count(auto: bool = True) -> Callable[[Any], Any]:
     return check
 
 
+def check_workers(executor: str, workers: int, threads_each: int = 1) -> None:
+    """``--workers`` (× ``threads_each`` threads per worker) of the local process pool: at most
+    `uatlab.threads.max_threads` (4 per available core) threads in all. More processes than that only slow
+    the machine down and multiply the memory; Ray (``--executor ray``) places its workers itself. Raises
+    InputError naming the numbers; call it before any file is touched."""
+    from uatlab.errors import InputError
+    from uatlab.threads import THREADS_PER_CORE_LIMIT, max_threads
+
+    if workers < 1:
+        raise InputError(f"--workers must be ≥ 1, got {workers}")
+    if executor != "local" or workers * threads_each <= max_threads():
+        return
+    each = f" × {threads_each} threads each" if threads_each > 1 else ""
+    raise InputError(
+        f"--workers {workers}{each}: at most {max_threads()} local worker processes on this machine "
+        f"({THREADS_PER_CORE_LIMIT} threads per available core in all); --executor ray runs more on a cluster"
+    )
+
+
 def given_options(ctx: typer.Context, *names: str) -> list[str]:
     """The options among ``names`` (parameter names) that the user gave (not left at their default), as flags."""
     flags = {p.name: max(p.opts, key=len) for p in ctx.command.params}

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
 from uatlab.cli.experiment import experiment, out_lock
-from uatlab.cli.options import finite, one_of
+from uatlab.cli.options import check_workers, finite, one_of
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
@@ -19,7 +19,9 @@ FULL = typer.Option(False, "--full", help="The repository's parity settings (all
 EXECUTOR = typer.Option(
     "local", "--executor", help="'local' (default) or 'ray' (needs uatlab[ray]).", callback=one_of("local", "ray")
 )
-WORKERS = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local process pool when > 1).")
+WORKERS = typer.Option(
+    1, "--workers", min=1, max=1024, help="Parallel trials (local process pool when > 1; at most 4 per available core)."
+)
 JSON = typer.Option(False, "--json", help="Print one JSON object instead of tables.")
 MODE = typer.Option("both", "--mode", help="'parity', 'corrected' or 'both'.")
 STORED = typer.Option(False, "--stored-only", help="Run nothing: summarise the trials already stored in --out.")
@@ -60,6 +62,7 @@ def _sweep_command(
 
     scale = _scale(quick, full)
     out = out or Path("uatlab-runs") / f"attention-{sweep}"
+    check_workers(executor, workers)
     check_output_dir(out)
     err_console.print(f"attention-{sweep} ({scale}) → {out}", highlight=False)
     with out_lock(out):
@@ -146,6 +149,7 @@ def attention_heatmap(
     from uatlab.experiments.paper_b.runner import run_heatmap
 
     scale = _scale(quick, full)
+    check_workers(executor, workers)
     check_output_dir(out)
     with out_lock(out):
         data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
@@ -207,6 +211,7 @@ def attention_seq2seq(
     scale = _scale(quick, full)
     if mode != "all" and mode not in SEQ2SEQ_MODES:
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")
+    check_workers(executor, workers)
     check_output_dir(out)
     with out_lock(out):
         data = run_seq2seq(

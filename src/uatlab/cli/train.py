@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, finite, int_list, one_of, thread_count
+from uatlab.cli.options import SEED_MAX, check_workers, finite, int_list, one_of, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -312,7 +312,13 @@ def depth_ablation_command(
     executor: str = typer.Option(
         "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
     ),
-    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=1024,
+        help="Parallel trials (local executor; workers × --threads at most 4 per available core).",
+    ),
     threads: int = typer.Option(
         1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
     ),
@@ -324,6 +330,7 @@ def depth_ablation_command(
     """Paper A's depth ablation: 1/3/6-layer rank-1 models, accuracy vs epoch, epochs to 0.9872/0.999/ceiling."""
     from uatlab.experiments.depth_ablation import run_depth_ablation
 
+    check_workers(executor, workers, threads)
     check_input_file(data)
     check_output_dir(out, [data])
     if quick:
@@ -429,7 +436,13 @@ def capacity_command(
     executor: str = typer.Option(
         "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
     ),
-    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Parallel trials (local executor)."),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=1024,
+        help="Parallel trials (local executor; workers × --threads at most 4 per available core).",
+    ),
     threads: int = typer.Option(
         1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
     ),
@@ -454,6 +467,7 @@ def capacity_command(
     """Smallest 1-layer rank-1 model reaching the ceiling vs N: log-log slope with CI, bits per parameter."""
     if task not in ("token", "next-token"):
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+    check_workers(executor, workers, threads)
     ignored = _TOKEN_ONLY if task == "next-token" else _NEXT_TOKEN_ONLY
     for name, flag in ignored.items():
         if _given(ctx, name):
