@@ -20,7 +20,9 @@ are split by output rows, so each output element is summed in the same order wha
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -113,3 +115,17 @@ def apply_threads(requested: int | str | None = "auto") -> ThreadSettings:
         torch_threads=torch.get_num_threads(),
         blas=blas,
     )
+
+
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """torch on one thread for the duration of the block, the previous count restored after (small batched
+    checks and training runs on a shared machine: extra threads only spin-wait)."""
+    import torch
+
+    prev = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)

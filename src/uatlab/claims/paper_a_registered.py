@@ -12,23 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register_claim
+from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
+from uatlab.claims.training import conll_or_synthetic, rank1_config, train_to_ceiling
 from uatlab.report.figures import plot_bar_panels, plot_bars
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024"
-
-
-def conll_or_synthetic(ctx: ClaimContext, sentences: int, seed: int):
-    """The first ``sentences`` of CoNLL-2003 train (`ClaimContext.conll_train`) if given, else random labels."""
-    from uatlab.data import read_conll
-    from uatlab.experiments.capacity import synthetic_random_labels
-
-    path = ctx.conll_train()
-    if path is not None:
-        data = read_conll(path)
-        return data.subset(range(min(sentences, len(data)))), f"first {min(sentences, len(data))} sentences of {path}"
-    data = synthetic_random_labels(max(sentences // 4, 4), length=8, vocab=16, labels=2, seed=seed)
-    return data, f"synthetic random labels ({NO_CONLL})"
 
 
 @register_claim(
@@ -40,42 +28,18 @@ def conll_or_synthetic(ctx: ClaimContext, sentences: int, seed: int):
     theorem="Section 5 (depth ablation 1 / 3 / 6 layers), Corollary 1",
 )
 def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
-    import torch
-
-    from uatlab.training.trainer import TrainConfig, train
-
     data, source = conll_or_synthetic(ctx, 24 if ctx.quick else 500, ctx.seed)
     depths = (1, 3, 6)
     rows, curves = {}, {}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for layers in depths:
-            cfg = TrainConfig(
-                layers=layers,
-                rank=1,
-                heads=1,
-                head_dim=1,
-                dim=32 if ctx.quick else 128,
-                ff_mult=4,
-                lr=1e-2 if ctx.quick else 3e-3,
-                batch_size=8 if ctx.quick else 32,
-                warmup_steps=10 if ctx.quick else 100,
-                embed_std=0.1,
-                epochs=80 if ctx.quick else 150,
-                seed=ctx.seed,
-            )
-            with tempfile.TemporaryDirectory() as tmp:
-                r = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
-            curves[layers] = [h["train_accuracy"] for h in r.history]
-            rows[layers] = {
-                "reached_ceiling": r.status == "ceiling",
-                "epochs_to_ceiling": r.epochs_to.get("ceiling"),
-                "train_accuracy": r.train_accuracy,
-                "params_non_embedding": r.parameters["non_embedding"],
-            }
-    finally:
-        torch.set_num_threads(threads)
+    for layers in depths:
+        r = train_to_ceiling(data, rank1_config(ctx, layers=layers, epochs=80 if ctx.quick else 150))
+        curves[layers] = [h["train_accuracy"] for h in r.history]
+        rows[layers] = {
+            "reached_ceiling": r.status == "ceiling",
+            "epochs_to_ceiling": r.epochs_to.get("ceiling"),
+            "train_accuracy": r.train_accuracy,
+            "params_non_embedding": r.parameters["non_embedding"],
+        }
     all_reach = all(v["reached_ceiling"] for v in rows.values())
     epochs = {k: v["epochs_to_ceiling"] for k, v in rows.items()}
     fastest = min(e for e in epochs.values() if e is not None) if any(epochs.values()) else None

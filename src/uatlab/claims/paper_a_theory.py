@@ -6,29 +6,15 @@ four checks together within about 40 s on a loaded 2-core machine.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 from uatlab.io_safety import save_figure
+from uatlab.threads import single_torch_thread
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024 (arXiv 2307.14023)"
-
-
-@contextlib.contextmanager
-def _single_thread() -> Iterator[None]:
-    """torch on one thread for the duration of a check (the machine is shared; batched ops are tiny)."""
-    import torch
-
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(prev)
 
 
 def _plt():
@@ -52,7 +38,7 @@ def _plt():
 def check_theorem1(ctx: ClaimContext) -> ClaimResult:
     from uatlab.constructions.paper_a.thm1_hardmax_counterexample import hardmax_collision_trials
 
-    with _single_thread():
+    with single_torch_thread():
         res = hardmax_collision_trials((1, 2, 4, 8), trials=1000, seed=ctx.seed, return_deltas=True)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 3.5))

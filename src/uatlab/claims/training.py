@@ -11,6 +11,49 @@ import tempfile
 from pathlib import Path
 
 from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register_claim
+from uatlab.threads import single_torch_thread
+
+
+def conll_or_synthetic(ctx: ClaimContext, sentences: int, seed: int):
+    """The first ``sentences`` of CoNLL-2003 train (`ClaimContext.conll_train`) if given, else random labels."""
+    from uatlab.data import read_conll
+    from uatlab.experiments.capacity import synthetic_random_labels
+
+    path = ctx.conll_train()
+    if path is not None:
+        data = read_conll(path)
+        return data.subset(range(min(sentences, len(data)))), f"first {min(sentences, len(data))} sentences of {path}"
+    data = synthetic_random_labels(max(sentences // 4, 4), length=8, vocab=16, labels=2, seed=seed)
+    return data, f"synthetic random labels ({NO_CONLL})"
+
+
+def rank1_config(ctx: ClaimContext, layers: int, epochs: int):
+    """The training setup of paper A's Section 5 checks: ``layers`` blocks of one rank-1 head (head_dim 1),
+    AdamW with warm-up, the small width and step sizes in quick mode; a `uatlab.training.trainer.TrainConfig`."""
+    from uatlab.training.trainer import TrainConfig
+
+    return TrainConfig(
+        layers=layers,
+        rank=1,
+        heads=1,
+        head_dim=1,
+        dim=32 if ctx.quick else 128,
+        ff_mult=4,
+        lr=1e-2 if ctx.quick else 3e-3,
+        batch_size=8 if ctx.quick else 32,
+        warmup_steps=10 if ctx.quick else 100,
+        embed_std=0.1,
+        epochs=epochs,
+        seed=ctx.seed,
+    )
+
+
+def train_to_ceiling(data, cfg):
+    """`uatlab.training.trainer.train` on one torch thread into a temporary folder, stopping at the ceiling."""
+    from uatlab.training.trainer import train
+
+    with single_torch_thread(), tempfile.TemporaryDirectory() as tmp:
+        return train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
 
 
 @register_claim(
@@ -23,43 +66,12 @@ from uatlab.claims.registry import NO_CONLL, ClaimContext, ClaimResult, register
     theorem="Section 5 (experiment), Corollary 1 (memorization)",
 )
 def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
-    import torch
+    from uatlab.data import baselines
 
-    from uatlab.data import baselines, read_conll
-    from uatlab.experiments.capacity import synthetic_random_labels
-    from uatlab.training.trainer import TrainConfig, train
-
-    path = ctx.conll_train()
-    n = 40 if ctx.quick else 1000
-    if path is not None:
-        data = read_conll(path)
-        data = data.subset(range(min(n, len(data))))
-        source = f"first {len(data)} sentences of {path}"
-    else:
-        data = synthetic_random_labels(n // 4, length=8, vocab=16, labels=2, seed=ctx.seed)
-        source = f"synthetic random labels ({NO_CONLL})"
+    data, source = conll_or_synthetic(ctx, 40 if ctx.quick else 1000, ctx.seed)
     base = baselines(data)
-    cfg = TrainConfig(
-        layers=1,
-        rank=1,
-        heads=1,
-        head_dim=1,
-        dim=32 if ctx.quick else 128,
-        ff_mult=4,
-        lr=1e-2 if ctx.quick else 3e-3,
-        batch_size=8 if ctx.quick else 32,
-        warmup_steps=10 if ctx.quick else 100,
-        embed_std=0.1,
-        epochs=80 if ctx.quick else 100,
-        seed=ctx.seed,
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            r = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
-    finally:
-        torch.set_num_threads(threads)
+    cfg = rank1_config(ctx, layers=1, epochs=80 if ctx.quick else 100)
+    r = train_to_ceiling(data, cfg)
     acc = r.train_accuracy
     reached = r.status == "ceiling"
     beats = acc > base["per_word_majority"] or base["per_word_majority"] >= base["ceiling"]
