@@ -12,6 +12,20 @@ from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
 
 
+def _plot_percent_of_range(ctx: ClaimContext, claim_id: str, name: str, bars: dict[str, float], title: str):
+    """Bar chart of sup errors in % of the output range (log scale) with the 1 % line; the figure's path."""
+    from uatlab.report.figures import plot_bars
+
+    return plot_bars(
+        bars,
+        ctx.figure_path(claim_id, name),
+        ylabel="sup error, % of the output range",
+        title=title,
+        logy=True,
+        threshold=("1 % of the range", 1.0),
+    )
+
+
 @register_claim(
     id="B.approx.one-standard-layer-limit",
     statement="On the benchmark ReLU nets (n=20, d=5, 10 hidden units, X in [0,1]) one STANDARD attention layer "
@@ -54,19 +68,16 @@ def _one_layer_limit(ctx: ClaimContext) -> ClaimResult:
         and r["two_layer_rel_sup"] < 0.01
         for r in rows
     )
-    from uatlab.report.figures import plot_bars
-
     bars = {}
     for k, r in enumerate(rows):
         bars[f"net {k}: one layer, lower bound"] = 100.0 * r["rel_sup_lower_bound"]
         bars[f"net {k}: two standard layers"] = 100.0 * r["two_layer_rel_sup"]
-    fig = plot_bars(
+    fig = _plot_percent_of_range(
+        ctx,
+        "B.approx.one-standard-layer-limit",
+        "one_vs_two_layers.png",
         bars,
-        ctx.figure_path("B.approx.one-standard-layer-limit", "one_vs_two_layers.png"),
-        ylabel="sup error, % of the output range",
-        title="one standard layer (certified lower bound) vs two (Hu et al. 2025)",
-        logy=True,
-        threshold=("1 % of the range", 1.0),
+        "one standard layer (certified lower bound) vs two (Hu et al. 2025)",
     )
     return ClaimResult(
         verdict="pass" if ok else "fail",
@@ -151,19 +162,16 @@ def _positional_keys_limit(ctx: ClaimContext) -> ClaimResult:
         and data_keys > 1e-3
         and all(r["rel_lower"] > 0.01 and r["nonstandard_error"] <= r["nonstandard_bound"] < r["lower"] for r in rows)
     )
-    from uatlab.report.figures import plot_bars
-
     bars = {}
     for k, r in enumerate(rows):
         bars[f"net {k}: standard, positional keys (lower bound)"] = 100.0 * r["rel_lower"]
         bars[f"net {k}: non-standard one layer (adversarial input)"] = 100.0 * r["nonstandard_rel_adversarial"]
-    fig = plot_bars(
+    fig = _plot_percent_of_range(
+        ctx,
+        "B.approx.one-standard-layer-positional-keys-limit",
+        "one_layer_forms.png",
         bars,
-        ctx.figure_path("B.approx.one-standard-layer-positional-keys-limit", "one_layer_forms.png"),
-        ylabel="sup error, % of the output range",
-        title="one attention layer: standard with positional keys vs non-standard (Hu et al. 2025)",
-        logy=True,
-        threshold=("1 % of the range", 1.0),
+        "one attention layer: standard with positional keys vs non-standard (Hu et al. 2025)",
     )
     return ClaimResult(
         verdict="pass" if ok else "fail",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import typer
@@ -72,6 +73,24 @@ def key_value_table(title: str, rows: dict[str, Any]) -> Table:
     table.add_column("value", overflow="fold")
     for k, v in rows.items():
         table.add_row(str(k), format_value(v))
+    return table
+
+
+def rows_table(
+    title: str,
+    columns: list[str],
+    rows: Iterable[dict[str, Any]],
+    missing: Any = None,
+    justify: str = "left",
+    **style: Any,
+) -> Table:
+    """A rich table with one column per name in ``columns`` and one row per dict of ``rows`` (values through
+    `format_value`; ``missing`` where a row lacks a column); ``style``: further `rich.table.Table` options."""
+    table = Table(title=title, **style)
+    for c in columns:
+        table.add_column(c, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(format_value(row.get(c, missing)) for c in columns))
     return table
 
 

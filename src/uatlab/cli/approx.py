@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from uatlab.cli.app import command_group, console, err_console, format_value, print_json
+from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
 from uatlab.cli.options import SEED_MAX, finite, one_of, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
@@ -71,11 +71,7 @@ def _finish(sweep: sw.Sweep, out: Path, json_out: bool, x_key: str, columns: lis
     if json_out:
         print_json(data)
         return
-    table = Table(title=f"uatlab approx {sweep.name}", header_style="bold")
-    for c in columns:
-        table.add_column(c, justify="right")
-    for r in sweep.rows:
-        table.add_row(*(format_value(r.get(c, "")) for c in columns))
+    table = rows_table(f"uatlab approx {sweep.name}", columns, sweep.rows, "", "right", header_style="bold")
     console.print(table, width=max(console.width, 170))  # wide tables: do not squeeze the numbers
     for k, v in sweep.slopes.items():
         console.print(f"fitted slope {k} = {v:.4f}")
@@ -495,10 +491,12 @@ def incontext_cmd(
     if json_out:
         print_json({"rows": rows, "csv": str(out / "incontext.csv")})
         return
-    table = Table(title=f"in-context regression vs the closed form (d={d}, N={context}, λ={noise**2 / context:.4g})")
-    for c in cols:
-        table.add_column(c, justify="right")
-    for r in rows:
-        table.add_row(*(format_value(r.get(c, "")) for c in cols))
+    table = rows_table(
+        f"in-context regression vs the closed form (d={d}, N={context}, λ={noise**2 / context:.4g})",
+        cols,
+        rows,
+        "",
+        "right",
+    )
     console.print(table)
     console.print(f"CSV: {out / 'incontext.csv'}")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from uatlab.cli.app import console, format_value, print_json
+from uatlab.cli.app import console, print_json, rows_table
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
 from uatlab.cli.options import SEED_MAX, finite, thread_count
 from uatlab.errors import InputError
@@ -66,14 +65,12 @@ def rank_ablation_command(
         print_json(summary)
         exit_if_all_failed(summary["failed"], len(summary["table"]))
         return
-    table = Table(
-        title=f"rank ablation on {summary['sentences']} sentences (ceiling {summary['baselines']['ceiling']:.5f})"
-    )
     cols = list(summary["table"][0]) if summary["table"] else []
-    for c in cols:
-        table.add_column(c)
-    for row in summary["table"]:
-        table.add_row(*(format_value(row[c]) for c in cols))
+    table = rows_table(
+        f"rank ablation on {summary['sentences']} sentences (ceiling {summary['baselines']['ceiling']:.5f})",
+        cols,
+        summary["table"],
+    )
     console.print(table)
     console.print("files: " + ", ".join(f for f in summary["files"] if f))
     exit_if_all_failed(summary["failed"], len(summary["table"]))

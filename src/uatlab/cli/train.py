@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from uatlab.cli.app import app, console, err_console, format_value, key_value_table, print_json
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json, rows_table
 from uatlab.cli.options import SEED_MAX, check_workers, finite, int_list, one_of, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
@@ -227,14 +227,10 @@ def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, j
         rows = {k: v for k, v in summary.items() if k not in ("history", "config", "model_config", "files", "data")}
         rows["ceiling_accuracy"] = summary["data"]["ceiling_accuracy"]
         console.print(key_value_table(f"uatlab train {data}", rows))
-        table = Table(title="per-epoch full-pass metrics", header_style="bold")
         cols = ["epoch", "train_loss", "train_accuracy", "train_errors", "lr", "seconds_train"]
         if valid_data is not None:
             cols.append("valid_accuracy")
-        for c in cols:
-            table.add_column(c)
-        for row in summary["history"][-15:]:
-            table.add_row(*(format_value(row.get(c)) for c in cols))
+        table = rows_table("per-epoch full-pass metrics", cols, summary["history"][-15:], header_style="bold")
         console.print(table)
         console.print(f"files: {', '.join(f'{k}={v}' for k, v in summary['files'].items())}")
     if result.status not in ("completed", "ceiling"):
@@ -354,12 +350,10 @@ def depth_ablation_command(
         exit_if_all_failed(summary["failed"], len(summary["table"]))
         return
     console.print(key_value_table("baselines and ceiling (train)", {k: v for k, v in summary["baselines"].items()}))
-    table = Table(title=f"depth ablation on {summary['sentences']} sentences", header_style="bold")
     cols = list(summary["table"][0]) if summary["table"] else []
-    for c in cols:
-        table.add_column(c)
-    for row in summary["table"]:
-        table.add_row(*(format_value(row[c]) for c in cols))
+    table = rows_table(
+        f"depth ablation on {summary['sentences']} sentences", cols, summary["table"], header_style="bold"
+    )
     console.print(table)
     if summary["failed"]:
         err_console.print(f"failed trials: {summary['failed']}")
@@ -527,13 +521,9 @@ def capacity_command(
         print_json(summary)
         exit_if_all_failed(summary["failed"], finished)
         return
-    table = Table(title=f"capacity sweep ({kind}, axis {axis})", header_style="bold")
     cols = ["N", "reached", "d", "ff_width", "parameters_non_embedding", "parameters_total", "epochs", "bits"]
     cols += ["bits_per_parameter_non_embedding", "bits_per_parameter_total"]
-    for c in cols:
-        table.add_column(c)
-    for row in summary["rows"]:
-        table.add_row(*(format_value(row.get(c)) for c in cols))
+    table = rows_table(f"capacity sweep ({kind}, axis {axis})", cols, summary["rows"], header_style="bold")
     console.print(table)
     for name, fit in summary["fits"].items():
         if fit:
