@@ -48,11 +48,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from uatlab.constructions.paper_c.layout import MANTISSA_BITS
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.constructions.paper_c.relu_circuit import evaluate_exact, float_exactness_bound
 from uatlab.errors import InputError
-
-MANTISSA_BITS = {"float64": 53, "float32": 24}
 
 
 @dataclass
@@ -190,7 +189,7 @@ def check_module_matches(model: object) -> NextTokenMemorizer:
     import torch
 
     from uatlab.constructions.paper_c.api import ExactNextTokenModule
-    from uatlab.constructions.paper_c.model import NextTokenModel
+    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel
 
     memo = getattr(model, "memo", None)
     if not isinstance(memo, NextTokenMemorizer):
@@ -199,7 +198,7 @@ def check_module_matches(model: object) -> NextTokenMemorizer:
         return memo
     if not isinstance(model, NextTokenModel):
         raise InputError(f"{type(model).__name__} is not a next-token memorizer module (NextTokenModel)")
-    dtype = {"float64": torch.float64, "float32": torch.float32}.get(memo.layout.regime)
+    dtype = REGIME_DTYPES.get(memo.layout.regime)
     if dtype is None or model.dtype != dtype:
         raise InputError(f"the module computes in {model.dtype}, its construction's regime is {memo.layout.regime!r}")
     ref = NextTokenModel(memo, dtype)

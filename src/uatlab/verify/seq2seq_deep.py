@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from uatlab.constructions.paper_c.layout import MANTISSA_BITS
 from uatlab.constructions.paper_c.relu_circuit import Circuit, float_exactness_bound
 from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqData, Seq2SeqMemorizer, prepare
 from uatlab.errors import InputError
-
-MANTISSA_BITS = {"float64": 53, "float32": 24}
 
 
 @dataclass

@@ -44,15 +44,11 @@ def compile_next_token(
     and every intermediate value an integer ≤ 2^53 / 2^24). Raises PrecisionError before building when N
     does not fit the regime, naming the largest N that does.
     """
-    from uatlab.constructions.paper_c.model import NextTokenModel
+    from uatlab.constructions.paper_c.model_file import module_for
     from uatlab.verify.next_token import certify_next_token
 
     memo, report = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=seed)
-    model: nn.Module = (
-        ExactNextTokenModule(memo)
-        if regime == "exact"
-        else NextTokenModel(memo, torch.float64 if regime == "float64" else torch.float32)
-    )
+    model = module_for(memo)
     cert = certify_next_token(memo, tokens, labels) if certify else None
     guarantee = {"min_logit_margin": 1.0, "certified_examples": float(cert.correct_rows) if cert else float("nan")}
     facts = dict(memo.facts) | {

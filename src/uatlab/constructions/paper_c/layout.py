@@ -41,6 +41,8 @@ REGIMES: dict[str, tuple[int | None, int | None, int | None]] = {
     "float64": (50, 50, 53),
     "float32": (21, 21, 24),
 }
+#: mantissa bits p of each floating-point regime (every integer of magnitude ≤ 2^p is exact in it)
+MANTISSA_BITS = {regime: p for regime, (_, _, p) in REGIMES.items() if p is not None}
 RETRIEVAL_SLACK = 1.23  # total slots / keys; the 3-hypergraph peeling threshold is 1.222
 HASH_MARGIN_BITS = 3  # id range ≥ 2^3 × product of radices: the top digit stays close to uniform
 

@@ -18,11 +18,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from uatlab.constructions.paper_c.layout import MANTISSA_BITS
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.errors import PrecisionError
 
-_MANTISSA = {torch.float64: 53, torch.float32: 24}
+#: the torch dtype of each floating-point regime of the paper C memorizers ('exact' has none: integers)
+REGIME_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+#: mantissa bits of those dtypes (`uatlab.constructions.paper_c.layout.MANTISSA_BITS`)
+DTYPE_MANTISSA_BITS = {dtype: MANTISSA_BITS[regime] for regime, dtype in REGIME_DTYPES.items()}
 
 
 Layers = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
@@ -57,7 +61,7 @@ class NextTokenModel(nn.Module):
 
     def __init__(self, memo: NextTokenMemorizer, dtype: torch.dtype = torch.float64) -> None:
         super().__init__()
-        bits = _MANTISSA[dtype]
+        bits = DTYPE_MANTISSA_BITS[dtype]
         if memo.circuit.max_weight_bits() > bits or int(memo.layout.h_max).bit_length() > bits:
             raise PrecisionError(f"weights of {memo.circuit.max_weight_bits()} bits do not fit {dtype}")
         self.dtype, self.n, self.n_pad, self.V = dtype, memo.n, memo.layout.n_pad, memo.V

@@ -163,12 +163,12 @@ def memo_from(
 def module_for(memo: NextTokenMemorizer) -> torch.nn.Module:
     """The torch module of ``memo`` in its regime: float64/float32 forward, or exact integer evaluation."""
     from uatlab.constructions.paper_c.api import ExactNextTokenModule
-    from uatlab.constructions.paper_c.model import NextTokenModel
+    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel
 
     regime = memo.layout.regime
     if regime == "exact":
         return ExactNextTokenModule(memo)
-    return NextTokenModel(memo, torch.float64 if regime == "float64" else torch.float32)
+    return NextTokenModel(memo, REGIME_DTYPES[regime])
 
 
 def encode_sequences(

@@ -8,7 +8,6 @@ derivation and its bound are in `uatlab.constructions.paper_c.seq2seq_memorizer`
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from uatlab.constructions.contract import Construction
 from uatlab.constructions.paper_c.seq2seq_memorizer import PAPER, THEOREM, compile_seq2seq
@@ -29,11 +28,12 @@ def compile_seq2seq_deep(
     PrecisionError before building when the keys do not fit). ``detail`` is the exact memorizer and
     ``certificate`` a `uatlab.verify.seq2seq_deep.Seq2SeqCertificate`.
     """
+    from uatlab.constructions.paper_c.model import REGIME_DTYPES
     from uatlab.constructions.paper_c.seq2seq_model import Seq2SeqDeepModel
     from uatlab.verify.seq2seq_deep import certify_seq2seq
 
     memo, data, report = compile_seq2seq(sentences, labels, V=V, C=C, regime=regime, seed=seed)
-    model = Seq2SeqDeepModel(memo, torch.float64 if regime == "float64" else torch.float32)
+    model = Seq2SeqDeepModel(memo, REGIME_DTYPES[regime])
     cert = certify_seq2seq(memo, data) if certify else None
     guarantee = {
         "min_logit_margin": 1.0,

@@ -41,12 +41,12 @@ from uatlab.constructions.paper_c.integer_tensors import (
     circuit_tensors,
     write_model_file,
 )
+from uatlab.constructions.paper_c.model import REGIME_DTYPES
 from uatlab.constructions.paper_c.seq2seq_memorizer import DeepLayout, Seq2SeqMemorizer
 from uatlab.errors import InputError, ModelFileError, PrecisionError
 
 FORMAT_TAG = "uatlab-seq2seq-deep-v1"
 HEADER_KEY = "uatlab_seq2seq_deep"
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def default_encoding(V: int, C: int) -> Any:
@@ -138,7 +138,7 @@ def memo_from(path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor]
             value_range=int(lay["value_range"]),
         )
         V, C, n = int(h["V"]), int(h["C"]), layout.context
-        if layout.regime not in DTYPES or len(layout.cores) != 3 or layout.C != C + 1:
+        if layout.regime not in REGIME_DTYPES or len(layout.cores) != 3 or layout.C != C + 1:
             raise ModelFileError(f"{path}: the layout is invalid (regime {layout.regime!r}, C' {layout.C}, C {C})")
         if n < 1 or n & (n - 1) or V < 1 or min(layout.D, layout.m, *layout.cores) < 1:
             raise ModelFileError(f"{path}: the layout is invalid (context {n}, V {V}, D {layout.D}, m {layout.m})")
@@ -167,7 +167,7 @@ def model_from(path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor
     memo, header = memo_from(path, meta, tensors)
     try:
         enc = _checked_encoding(header.get("encoding") or default_encoding(memo.V, memo.C), memo.V, memo.C, str(path))
-        model = Seq2SeqDeepModel(memo, DTYPES[memo.layout.regime])
+        model = Seq2SeqDeepModel(memo, REGIME_DTYPES[memo.layout.regime])
     except (InputError, PrecisionError, KeyError, TypeError) as exc:
         raise ModelFileError(f"{path}: {exc}") from None
     model.encoding = enc

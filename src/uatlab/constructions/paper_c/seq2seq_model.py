@@ -28,11 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from uatlab.constructions.paper_c.model import DTYPE_MANTISSA_BITS, REGIME_DTYPES
 from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqMemorizer
 from uatlab.errors import InputError, PrecisionError
-
-_MANTISSA = {torch.float64: 53, torch.float32: 24}
 
 
 def dense_layers(circuit: Circuit, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -51,15 +50,12 @@ def _dense_layer_iter(circuit: Circuit, dtype: torch.dtype) -> Iterator[tuple[to
         n_in = layer.width
 
 
-REGIME_DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
 class Seq2SeqDeepModel(nn.Module):
     """One rank-1 attention layer + a deep sparse integer ReLU network + a linear readout."""
 
     def __init__(self, memo: Seq2SeqMemorizer, dtype: torch.dtype = torch.float64) -> None:
         super().__init__()
-        bits = _MANTISSA[dtype]
+        bits = DTYPE_MANTISSA_BITS[dtype]
         if memo.circuit.max_weight_bits() > bits or int(memo.h_max).bit_length() > bits:
             raise PrecisionError(f"weights of {memo.circuit.max_weight_bits()} bits do not fit {dtype}")
         self.dtype, self.context, self.V, self.C = dtype, memo.context, memo.V, memo.C
