@@ -18,13 +18,22 @@ occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 40 + 8·K
 the sequences read so far as a chunk and records them in ``manifest.json``; ``resume=True`` reopens the
 store, rebuilds the vocabulary from the chunks and continues with the next sequence. A finished bucket pass
 is recorded too and is reused by a resumed run with the same parameters.
+
+**Nothing stored is reused unchecked.** The manifest records every chunk and bucket file's size and BLAKE2b
+digest as it is written; a chunk is verified (size, digest, and its sequence and token counts re-derived
+from its arrays) when a resumed store reopens it and before every pass reads it, a bucket file before the
+group pass reads it. A missing, truncated, replaced or edited file, or a manifest whose counts disagree with
+the arrays, is an `InputError` naming the file and what differs: a resumed run reuses exactly what the first
+run wrote, or stops. A work directory written by an older store version (without digests) is not resumed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +54,88 @@ from uatlab.io_safety import (
 )
 
 MANIFEST = "manifest.json"
-STORE_VERSION = 1
+STORE_VERSION = 2  # 2: sizes and BLAKE2b digests of every chunk and bucket file (1 had none)
+CHUNK_NAME = re.compile(r"chunk_\d{5}\.npz")  # the only files a manifest's chunk list may name
+DIGEST_BYTES = 32  # BLAKE2b-256
+
+
+def digest_file(path: Path) -> tuple[int, str]:
+    """(size in bytes, BLAKE2b-256 hex digest) of a file, read in blocks."""
+    h = hashlib.blake2b(digest_size=DIGEST_BYTES)
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+def stored_file_error(path: Path, what: str, work: Path) -> InputError:
+    """The error for a file of work directory ``work`` that is not what the run that wrote it recorded
+    (``what`` says how)."""
+    return InputError(
+        f"{path}: {what}; the work directory {work} cannot be reused: run again without --resume (it starts over)"
+    )
+
+
+def _check_digest(path: Path, now: str, entry: dict[str, Any], work: Path) -> None:
+    if now != entry.get("blake2b"):
+        raise stored_file_error(
+            path,
+            f"damaged: its content differs from what was written (BLAKE2b {now[:12]}…, recorded "
+            f"{str(entry.get('blake2b'))[:12]}…)",
+            work,
+        )
+
+
+def check_stored_file(path: Path, entry: dict[str, Any], work: Path, record_bytes: int = 1, digest: bool = True) -> int:
+    """Check a file of work directory ``work`` against its manifest entry (``bytes``, ``blake2b``): present,
+    its size a whole number of ``record_bytes``-byte records and the recorded one, and (if ``digest``) the
+    recorded digest. Returns the size; an entry of 0 bytes stands for a file never written (absent or empty)."""
+    expected = int(entry["bytes"])
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        if expected == 0:
+            return 0
+        raise stored_file_error(path, f"missing (it held {expected} bytes when written)", work) from None
+    if size % record_bytes:
+        raise stored_file_error(path, f"damaged: {size} bytes, not a whole number of {record_bytes}-byte records", work)
+    if size != expected:
+        raise stored_file_error(path, f"damaged: {size} bytes, {expected} when written", work)
+    if digest and size:
+        _check_digest(path, digest_file(path)[1], entry, work)
+    return size
+
+
+def read_stored_file(path: Path, entry: dict[str, Any], work: Path, record_bytes: int) -> bytearray | None:
+    """The bytes of a stored file after `check_stored_file` (one read: the digest is of the bytes returned);
+    None for a file never written."""
+    size = check_stored_file(path, entry, work, record_bytes, digest=False)
+    if size == 0:
+        return None
+    raw = bytearray(size)
+    with open(path, "rb") as fh:
+        got = fh.readinto(raw)
+    if got != size:  # shrunk since its size was checked
+        raise stored_file_error(path, f"damaged: {got} bytes read, {size} when written", work)
+    _check_digest(path, hashlib.blake2b(raw, digest_size=DIGEST_BYTES).hexdigest(), entry, work)
+    return raw
+
+
+class _AppendTally:
+    """Size and BLAKE2b digest of the bytes appended to one file (as `append_partitioned` writes them)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.hash = hashlib.blake2b(digest_size=DIGEST_BYTES)
+
+    def update(self, data: np.ndarray) -> None:
+        self.bytes += data.nbytes
+        self.hash.update(data)
+
+    def entry(self) -> dict[str, Any]:
+        return {"bytes": self.bytes, "blake2b": self.hash.hexdigest()}
 
 
 @dataclass
@@ -84,15 +174,21 @@ class TokenTable:
         )
 
 
-def append_partitioned(rec: np.ndarray, bucket: np.ndarray, count: int, path_of: Callable[[int], Path]) -> None:
-    """Append the records ``rec`` to ``count`` files, record i to ``path_of(bucket[i])``, keeping their order."""
+def append_partitioned(
+    rec: np.ndarray, bucket: np.ndarray, count: int, path_of: Callable[[int], Path], hashers: list | None = None
+) -> None:
+    """Append the records ``rec`` to ``count`` files, record i to ``path_of(bucket[i])``, keeping their order;
+    ``hashers[b]`` (if given) is updated with the bytes appended to file b."""
     order = np.argsort(bucket, kind="stable")  # stable: data order inside a bucket
     rec, bucket = rec[order], bucket[order]
     cuts = np.searchsorted(bucket, np.arange(count + 1))
     for b in range(count):
         if cuts[b + 1] > cuts[b]:
+            part = rec[cuts[b] : cuts[b + 1]]  # contiguous: its bytes are what tofile writes
             with open(path_of(b), "ab") as fh:
-                rec[cuts[b] : cuts[b + 1]].tofile(fh)
+                part.tofile(fh)
+            if hashers is not None:
+                hashers[b].update(part.view(np.uint8))
 
 
 def chunk_records(
@@ -192,11 +288,19 @@ class TokenStore:
         manifest = self.dir / MANIFEST
         if resume:
             self.m = self._load_manifest(manifest)
-            if self.m.get("version") != STORE_VERSION or self.m.get("context") != context:
+            if self.m.get("version") != STORE_VERSION:
+                raise InputError(
+                    f"--resume: {manifest} was written by another uatlab version (work directory format "
+                    f"{self.m.get('version')!r}; this one reads {STORE_VERSION}, which records the size and digest "
+                    "of every stored file: older ones did not, so their files cannot be verified); start again "
+                    "without --resume"
+                )
+            if self.m.get("context") != context:
                 raise InputError(
                     f"{self.dir}: the stored run used context={self.m.get('context')!r} (store version "
                     f"{self.m.get('version')}); it cannot be resumed with context={context!r}"
                 )
+            self._check_manifest()
             self._check_same_input()
             self._load_vocabulary()
         else:
@@ -262,6 +366,43 @@ class TokenStore:
             return None
         return m if isinstance(m, dict) and owns(self.dir, m.get("work_id")) else None
 
+    def _check_manifest(self) -> None:
+        """Refuse a manifest whose own bookkeeping does not add up (hand-edited, or not written by this
+        version), before any file it names is opened."""
+        path = self.dir / MANIFEST
+
+        def bad(what: str) -> InputError:
+            return InputError(f"--resume: {path}: {what}; start again without --resume")
+
+        chunks = self.m.get("chunks")
+        if not isinstance(chunks, list):
+            raise bad("it holds no list of chunks")
+        sequences = tokens = 0
+        for i, c in enumerate(chunks):
+            ints = ("first_sequence", "sequences", "tokens", "bytes")
+            if (
+                not isinstance(c, dict)
+                or c.get("file") != f"chunk_{i:05d}.npz"
+                or not all(type(c.get(k)) is int and c[k] >= 0 for k in ints)
+                or not isinstance(c.get("blake2b"), str)
+            ):
+                raise bad(f"chunk entry {i} is not one uatlab writes: {json.dumps(c)[:200]}")
+            if c["first_sequence"] != sequences:
+                raise bad(f"chunk {c['file']} starts at sequence {c['first_sequence']}, after {sequences} stored")
+            sequences += c["sequences"]
+            tokens += c["tokens"]
+        for key, total in (("sequences", sequences), ("tokens", tokens)):
+            if self.m.get(key) != total:
+                raise bad(f"it records {self.m.get(key)!r} {key} in all, its chunks {total}")
+        ident = self.m.get("input")
+        if self.m.get("complete") and not (isinstance(ident, dict) and ident.get("lines") is None):
+            raise bad("it says the data was read completely but records reading only part of the input")
+        if chunks and not isinstance(ident, dict) and Path(self.source).is_file():
+            raise bad(
+                f"it records {sequences} stored sequences but not which input they were read from (the run that "
+                "wrote it was killed before it could), so they cannot be checked against the data"
+            )
+
     def _check_same_input(self) -> None:
         """Refuse to resume from another input file than the one whose sequences are stored."""
         ident = self.m.get("input")
@@ -303,10 +444,36 @@ class TokenStore:
         tmp.write_text(json.dumps(self.m, indent=1))
         tmp.replace(self.dir / MANIFEST)  # atomic: a crash leaves the old or the new manifest
 
+    def _read_chunk(self, c: dict[str, Any], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """The arrays ``names`` of the chunk of manifest entry ``c``, after checking its size and digest;
+        its sequence and token counts are re-derived from the arrays read and compared with the entry."""
+        path = self.dir / c["file"]
+        check_stored_file(path, c, self.dir)
+        z = load_chunk(path, names)
+        recorded = {"sequences": int(c["sequences"]), "tokens": int(c["tokens"])}
+        found = []  # (what, count re-derived from an array read)
+        if "lengths" in z:
+            found += [("sequences", len(z["lengths"])), ("tokens", int(z["lengths"].sum()))]
+        if "lines" in z:
+            found.append(("sequences", len(z["lines"])))
+        found += [("tokens", len(z[k])) for k in ("word", "label", "key") if k in z]
+        if "label_counts" in z:
+            found.append(("tokens", int(z["label_counts"].sum())))
+        for what, count in found:
+            if count != recorded[what]:
+                raise InputError(
+                    f"{self.dir / MANIFEST}: chunk {path} holds {count} {what}, the manifest records "
+                    f"{recorded[what]}; the work directory {self.dir} cannot be reused: run again without --resume "
+                    "(it starts over)"
+                )
+        return z
+
     def _load_vocabulary(self) -> None:
         lines = []
+        longest = 0
         for c in self.m["chunks"]:
-            z = load_chunk(self.dir / c["file"], ("new_tokens", "new_labels", "lines", "label_counts"))
+            z = self._read_chunk(c, ("lengths", "new_tokens", "new_labels", "lines", "label_counts"))
+            longest = max(longest, int(z["lengths"].max(initial=0)))
             for t in json.loads(str(z["new_tokens"])):
                 self.token_to_id[t] = len(self.token_to_id)
             for y in json.loads(str(z["new_labels"])):
@@ -317,6 +484,11 @@ class TokenStore:
                 self.label_counts = np.r_[self.label_counts, np.zeros(len(counts) - len(self.label_counts), np.int64)]
             self.label_counts[: len(counts)] += counts
         self.lines = np.concatenate(lines) if lines else np.zeros(0, np.int64)
+        if longest != self.max_len:
+            raise InputError(
+                f"--resume: {self.dir / MANIFEST}: it records max_len = {self.max_len}, the longest stored sequence "
+                f"has {longest} tokens; start again without --resume"
+            )
 
     # ------------------------------------------------------------------ encode pass
     def read(
@@ -416,8 +588,16 @@ class TokenStore:
             new_tokens=np.array(json.dumps(new_tokens)),
             new_labels=np.array(json.dumps(new_labels)),
         )
+        size, digest = digest_file(tmp)  # of the bytes on disk (the page cache: no second read from the device)
         tmp.replace(self.dir / name)
-        entry = {"file": name, "first_sequence": self.sequences, "sequences": len(w), "tokens": int(lengths.sum())}
+        entry = {
+            "file": name,
+            "first_sequence": self.sequences,
+            "sequences": len(w),
+            "tokens": int(lengths.sum()),
+            "bytes": size,
+            "blake2b": digest,
+        }
         update = {
             "chunks": [*self.m["chunks"], entry],
             "sequences": self.sequences + len(w),
@@ -439,12 +619,12 @@ class TokenStore:
         their first sequence index."""
         names = ("lengths", "word", "label", "key", "lines") if with_lines else ("lengths", "word", "label", "key")
         for c in self.m["chunks"]:
-            yield {"first_sequence": c["first_sequence"], **load_chunk(self.dir / c["file"], names)}
+            yield {"first_sequence": c["first_sequence"], **self._read_chunk(c, names)}
 
     def chunks(self) -> Iterator[Chunk]:
         """The stored chunks in data order."""
         for c in self.m["chunks"]:
-            z = load_chunk(self.dir / c["file"], ("lengths", "word", "label", "key", "lines"))
+            z = self._read_chunk(c, ("lengths", "word", "label", "key", "lines"))
             cuts = np.cumsum(z["lengths"])[:-1]
             yield Chunk(
                 c["first_sequence"],
@@ -475,20 +655,56 @@ class TokenStore:
             raise InputError(f"{self.dir}: the data has not been read completely; cannot bucket it")
         done = self.m.get("buckets")
         if done is not None and done.get("signature") == signature and done.get("columns") == num_columns:
+            self._check_bucket_files(digest=False)  # present, whole and of their sizes; digests as they are read
             return int(done["count"])
         bdir = self.dir / "buckets"
+        if done is not None:  # no record of a pass while its files change: a crash mid-pass leaves none
+            self.m["buckets"] = None
+            self._save_manifest()
         self._remove_buckets()
         bdir.mkdir(exist_ok=True)
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
+        tallies = [_AppendTally() for _ in range(B)]
         items = ((z, columns, num_columns) for z in self.chunk_arrays())
         recs = mapper(chunk_records, items) if mapper is not None else (chunk_records(*i) for i in items)
         for sequences, rec in recs:  # in chunk order: every bucket file holds its tokens in data order
-            append_partitioned(rec, rec["word"] % B, B, lambda b: bdir / f"bucket_{b:05d}.bin")
+            append_partitioned(rec, rec["word"] % B, B, self._bucket_path, tallies)
             if progress is not None:
                 progress(sequences)
-        self.m["buckets"] = {"count": B, "columns": num_columns, "signature": signature}
+        self.m["buckets"] = {
+            "count": B,
+            "columns": num_columns,
+            "signature": signature,
+            "files": [t.entry() for t in tallies],  # per bucket: bytes appended (0: no file) and their digest
+        }
+        self._check_bucket_files(digest=False)  # every append reached the disk whole
         self._save_manifest()
         return B
+
+    def _bucket_path(self, b: int) -> Path:
+        return self.dir / "buckets" / f"bucket_{b:05d}.bin"
+
+    def _bucket_files(self) -> tuple[list[dict[str, Any]], int]:
+        """The recorded bucket pass's file entries and record size (an InputError if its record is malformed)."""
+        info = self.m.get("buckets")
+        if info is None:
+            raise InputError(f"{self.dir}: no bucket pass recorded")
+        files = info.get("files")
+        if not (
+            isinstance(files, list)
+            and len(files) == info.get("count")
+            and all(isinstance(f, dict) and type(f.get("bytes")) is int for f in files)
+        ):
+            raise InputError(
+                f"{self.dir / MANIFEST}: its bucket pass records no size and digest of each of its "
+                f"{info.get('count')} files; run again without --resume (it starts over)"
+            )
+        return files, record_dtype(int(info["columns"])).itemsize
+
+    def _check_bucket_files(self, digest: bool) -> None:
+        files, itemsize = self._bucket_files()
+        for b, entry in enumerate(files):
+            check_stored_file(self._bucket_path(b), entry, self.dir, itemsize, digest)
 
     @property
     def bucket_count(self) -> int:
@@ -498,15 +714,13 @@ class TokenStore:
 
     def bucket_tables(self) -> Iterator[TokenTable]:
         """The buckets of the last `bucketize`, one `TokenTable` at a time (tokens in data order)."""
-        info = self.m.get("buckets")
-        if info is None:
-            raise InputError(f"{self.dir}: no bucket pass recorded")
-        dt = record_dtype(int(info["columns"]))
-        for b in range(int(info["count"])):
-            path = self.dir / "buckets" / f"bucket_{b:05d}.bin"
-            if not path.is_file():
+        files, _ = self._bucket_files()
+        dt = record_dtype(int(self.m["buckets"]["columns"]))
+        for b, entry in enumerate(files):
+            raw = read_stored_file(self._bucket_path(b), entry, self.dir, dt.itemsize)  # size and digest checked
+            if raw is None:  # no word of the data falls in this bucket: the pass wrote no file
                 continue
-            rec = np.fromfile(path, dtype=dt)
+            rec = np.frombuffer(raw, dtype=dt)  # writable: backed by the bytearray
             yield TokenTable(
                 rec["word"].astype(np.int64),
                 rec["label"].astype(np.int64),
@@ -532,8 +746,11 @@ class TokenStore:
                     pass
 
     def _remove_own_files(self) -> None:
-        for c in self.m.get("chunks", []):
-            (self.dir / c["file"]).unlink(missing_ok=True)
+        chunks = self.m.get("chunks")
+        for c in chunks if isinstance(chunks, list) else []:
+            name = c.get("file") if isinstance(c, dict) else None
+            if isinstance(name, str) and CHUNK_NAME.fullmatch(name):  # never a path a hand edit put there
+                (self.dir / name).unlink(missing_ok=True)
         for p in self.dir.glob("chunk_*.tmp.npz"):
             p.unlink(missing_ok=True)
         self._remove_buckets()
