@@ -135,11 +135,6 @@ def manifest_totals_edited(here: Path) -> tuple[Path, str]:
     return WORK / "manifest.json", "it records 11 sequences in all, its chunks 12"
 
 
-def killed_before_input_recorded(here: Path) -> tuple[Path, str]:
-    _edit_manifest(here, lambda m: m.update(input=None, complete=False))  # as a run killed mid-read leaves it
-    return WORK / "manifest.json", "not which input they were read from"
-
-
 def old_manifest(here: Path) -> tuple[Path, str]:
     def edit(m: dict) -> None:  # as the store version before digests wrote it
         m["version"] = 1
@@ -162,7 +157,6 @@ def old_manifest(here: Path) -> tuple[Path, str]:
         replaced_chunk,
         manifest_counts_edited,
         manifest_totals_edited,
-        killed_before_input_recorded,
         old_manifest,
     ],
 )
@@ -195,3 +189,56 @@ def test_a_hand_edited_chunk_name_never_deletes_a_file_outside(here: Path, capsy
     _edit_manifest(here, lambda m: m["chunks"][0].update(file="../victim.txt"))
     assert main([*ARGV, "--out", "m.safetensors"]) == 0
     assert victim.read_text() == "keep me"
+
+
+def test_a_killed_run_resumes_only_on_the_data_it_stored(here: Path, capsys) -> None:
+    """A run killed mid-read records no identity of its input: the resumed run checks the stored sequences
+    against the data itself, so it completes on the same data and stops on changed data."""
+    _edit_manifest(here, lambda m: m.update(input=None, complete=False))  # as a run killed mid-read leaves it
+    kept = here.parent / "kept-copy"
+    shutil.copytree(here, kept)
+    assert main([*ARGV, "--resume", "--out", "again.safetensors", "--work-dir", str(WORK)]) == 0
+    assert _tensors(here / "again.safetensors") == _tensors(here / "m.safetensors")
+
+    lines = (kept / "s.jsonl").read_text().splitlines()
+    row = json.loads(lines[4])
+    row["tokens"][2] = "changed"
+    lines[4] = json.dumps(row)
+    (kept / "s.jsonl").write_text("\n".join(lines) + "\n")
+    before = _snapshot(kept)
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "compile",
+                str(kept / "s.jsonl"),
+                "--out",
+                str(kept / "m.safetensors"),
+                "--chunk-tokens",
+                "10",
+                "--no-certify",
+                "--resume",
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"error: --resume: {kept / 's.jsonl'}:5: sequence 5 is not the one stored in " in err, err
+    assert "chunk_00002.npz (its tokens differ" in err and "without --resume" in err, err
+    assert _snapshot(kept) == before
+
+
+def test_a_change_inside_the_last_stored_sentence_is_found(tmp_path: Path, capsys) -> None:
+    """The input's recorded prefix ends at the first line of the last stored sentence: a change in its later
+    lines is found by comparing the sentence itself."""
+    good = "".join(f"w{i} O\nv{i} B-X\n\n" for i in range(6))
+    data, out = tmp_path / "d.conll", tmp_path / "m.safetensors"
+    data.write_text(good + "broken\n")
+    argv = ["compile", str(data), "--out", str(out), "--chunk-tokens", "4", "--no-certify"]
+    assert main(argv) == 2  # six sentences stored; the last starts on line 16
+    data.write_text(good.replace("v5 B-X", "v5 B-Y") + "fixed O\n")
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: --resume: {data}:16: sequence 6 is not the one stored in " in err, err
+    assert "(its labels differ" in err and not out.exists()

@@ -248,6 +248,11 @@ def encode_sequence(
     return word, label
 
 
+def _ids_equal(names: list[str], to_id: dict[str, int], stored: np.ndarray) -> bool:
+    """True if the strings ``names`` have the ids ``stored`` under ``to_id`` (an unknown string: never)."""
+    return len(names) == len(stored) and all(to_id.get(x, -1) == y for x, y in zip(names, stored.tolist(), strict=True))
+
+
 def load_chunk(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
     """The arrays ``names`` of a stored chunk (default: every one), read eagerly, so a damaged file is found
     here, not mid-pass.
@@ -397,11 +402,6 @@ class TokenStore:
         ident = self.m.get("input")
         if self.m.get("complete") and not (isinstance(ident, dict) and ident.get("lines") is None):
             raise bad("it says the data was read completely but records reading only part of the input")
-        if chunks and not isinstance(ident, dict) and Path(self.source).is_file():
-            raise bad(
-                f"it records {sequences} stored sequences but not which input they were read from (the run that "
-                "wrote it was killed before it could), so they cannot be checked against the data"
-            )
 
     def _check_same_input(self) -> None:
         """Refuse to resume from another input file than the one whose sequences are stored."""
@@ -497,13 +497,17 @@ class TokenStore:
         input_keys: Callable[[list[str], str], list[int]],
         progress: Callable[[int], None] | None = None,
     ) -> None:
-        """Encode ``records`` into chunks, skipping the sequences already stored (resume).
+        """Encode ``records`` into chunks, after checking that the first ones are the sequences already
+        stored (resume: same tokens, labels and lines, else an InputError naming the first that differs).
 
         Raises InputError naming ``source:line`` on an empty or ragged sequence (or whatever the record
         iterator raises); the sequences before it are stored first and the message says how to resume.
         """
+        records = iter(records)
         skip = self.sequences
-        seen = 0
+        if skip:
+            self._check_stored_records(records, skip)
+        seen = skip
         buf_w: list[np.ndarray] = []
         buf_l: list[np.ndarray] = []
         buf_k: list[np.ndarray] = []
@@ -535,8 +539,6 @@ class TokenStore:
         try:
             for tokens, labels, line in records:
                 seen += 1
-                if seen <= skip:
-                    continue
                 # encode the whole sequence first, then append: the four buffers always agree
                 w, lab = encode_sequence(tokens, labels, f"{self.source}:{line}", t2i, l2i)
                 if not by_ids:
@@ -567,6 +569,42 @@ class TokenStore:
         self.m["complete"] = True
         self._record_input(None)
         self._save_manifest()
+
+    def _check_stored_records(self, records: Iterator[tuple[list[str], list[str], int]], count: int) -> None:
+        """Consume the first ``count`` records, each checked against the stored sequence of the same index
+        (token and label ids under the stored vocabulary, source line): a resumed run continues only the data
+        its work directory was made from, whatever the manifest recorded about the input (a run killed before
+        recording it, or a change inside the last stored sequence that a prefix of lines does not cover)."""
+        t2i, l2i = self.token_to_id, self.label_to_id
+        seen = 0
+        for c, z in zip(self.m["chunks"], self.chunk_arrays(with_lines=True), strict=True):
+            off = np.r_[0, np.cumsum(z["lengths"])]  # token offset of each stored sequence
+            for i in range(len(z["lengths"])):
+                rec = next(records, None)
+                if rec is None:
+                    raise InputError(
+                        f"--resume: {self.source} now holds {seen} sequences, {count} are stored in {self.dir}: the "
+                        "data changed since the work directory was made; start again without --resume"
+                    )
+                tokens, labels, line = rec
+                seen += 1
+                a, b = off[i], off[i + 1]
+                differs = [
+                    what
+                    for what, ok in (
+                        ("line", int(line) == int(z["lines"][i])),
+                        ("tokens", _ids_equal(tokens, t2i, z["word"][a:b])),
+                        ("labels", _ids_equal(labels, l2i, z["label"][a:b])),
+                    )
+                    if not ok
+                ]
+                if differs:
+                    raise InputError(
+                        f"--resume: {self.source}:{line}: sequence {seen} is not the one stored in "
+                        f"{self.dir / c['file']} (its {' and '.join(differs)} differ: stored from line "
+                        f"{int(z['lines'][i])}); the data changed since the work directory was made: start again "
+                        "without --resume"
+                    )
 
     def _write_chunk(self, w, lab, k, lines, vocab_mark: int, label_mark: int) -> None:
         i = len(self.m["chunks"])
