@@ -80,14 +80,11 @@ def check_assumptions(memo: NextTokenMemorizer, tokens: object, labels: object) 
         raise InputError(f"the memorizer's regime {regime!r} is not one of exact, float32, float64")
     if C < 1:
         raise InputError(f"the memorizer's readout has C = {C} classes")
-    if len(memo.nu) != n_pad or any(len(row) != V + 1 for row in memo.nu):
-        raise InputError(f"the memorizer's table nu is not {n_pad} × {V + 1} (n' × (V + 1))")
-    for j, row in enumerate(memo.nu):
-        if min(row) < 0:
-            t = min(range(V + 1), key=row.__getitem__)
-            raise InputError(f"the memorizer's table nu[{j}, {t}] = {row[t]} is negative (the proof needs ν ≥ 0)")
-        if row[V] != 0:
-            raise InputError(f"the memorizer's table nu[{j}, {V}] = {row[V]}: the pad token's column must be 0")
+    from uatlab.constructions.paper_c.integer_tensors import token_table_problem  # (imports torch)
+
+    problem = token_table_problem(memo.nu, V, rows=n_pad)
+    if problem is not None:
+        raise InputError(f"the memorizer's {problem}")
     try:
         toks = np.asarray(tokens, dtype=np.int64)
         labs = np.asarray(labels, dtype=np.int64)
@@ -186,10 +183,8 @@ def check_module_matches(model: object) -> NextTokenMemorizer:
     module rebuilt from ``model.memo`` in the regime's dtype has the same dtype and bit-identical tensors
     (the rebuild converts integers of ≤ p bits, so equal floats mean equal integers). The exact-regime module
     evaluates ``model.memo`` itself. InputError names the first tensor that differs."""
-    import torch
-
     from uatlab.constructions.paper_c.api import ExactNextTokenModule
-    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel
+    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel, first_tensor_difference
 
     memo = getattr(model, "memo", None)
     if not isinstance(memo, NextTokenMemorizer):
@@ -222,15 +217,15 @@ def check_module_matches(model: object) -> NextTokenMemorizer:
         for i, layer in enumerate(model._layers)
         for part, t in zip(("rows", "cols", "weights", "bias"), layer, strict=True)
     }
-    for name, t in theirs.items():
-        got = mine.get(name)
-        if got is None or got.dtype != t.dtype or got.shape != t.shape or not torch.equal(got, t):
-            was = "missing" if got is None else f"{got.dtype} {tuple(got.shape)}"
-            raise InputError(
-                f"the module's tensor {name} ({was}) differs from the construction it was built from "
-                f"(model.memo: {t.dtype} {tuple(t.shape)}): the certificate proves the construction, so rebuild "
-                f"the module from it or recompile"
-            )
+    diff = first_tensor_difference((name, mine.get(name), t) for name, t in theirs.items())
+    if diff is not None:
+        name, got, t = diff
+        was = "missing" if got is None else f"{got.dtype} {tuple(got.shape)}"
+        raise InputError(
+            f"the module's tensor {name} ({was}) differs from the construction it was built from "
+            f"(model.memo: {t.dtype} {tuple(t.shape)}): the certificate proves the construction, so rebuild "
+            f"the module from it or recompile"
+        )
     return memo
 
 

@@ -90,28 +90,43 @@ def circuit_from_tensors(
     return circuit
 
 
-def check_token_table(path: Path, nu: Any, value_range: int, pad: int) -> None:
-    """Refuse a token-position table ν (n' × (V+1)) the memorizers' certificates cannot rely on.
+def token_table_problem(nu: Any, pad: int, value_range: int | None = None, rows: int | None = None) -> str | None:
+    """What makes a token-position table ν (n' × (V+1), V = ``pad``) one the memorizers' certificates cannot
+    rely on, or None.
 
     Both memorizers of Kajitsuka & Sato, ICLR 2025 write the sequence id h = Σ_j ν[j, t_j] with one
     averaging attention head over all n' positions, pads included. Their certificates prove the
     floating-point sum exact by bounding every partial sum by h, which needs ν ≥ 0; they skip the pad
-    positions, which needs ν[j, pad] = 0; and the compiler draws ν from [0, R) (R = ``value_range``), which
-    bounds h. Raises ModelFileError naming ``path``, the entry and its value (``nu`` may hold Python ints
-    past int64)."""
-    arr = np.asarray(nu)  # (n', V+1), int64 or object
-    if arr.ndim != 2 or arr.shape[1] != pad + 1 or arr.size == 0:
-        raise ModelFileError(f"{path}: table nu has shape {arr.shape}, the header needs (n', {pad + 1})")
+    positions, which needs ν[j, pad] = 0; the table needs V + 1 columns (and ``rows`` = n' rows, if given);
+    and with ``value_range`` R, the range [0, R) the compiler draws ν from (which bounds h), is checked too.
+    The answer names the entry and its value (``nu`` may hold Python ints past int64)."""
+    n_rows = "n'" if rows is None else str(rows)
+    need = f"({n_rows}, {pad + 1}) (n' × (V + 1))"
+    try:
+        arr = np.asarray(nu)  # (n', V+1), int64 or object
+    except ValueError:  # rows of different lengths
+        return f"table nu has rows of different lengths, needs {need}"
+    if arr.ndim != 2 or arr.shape[1] != pad + 1 or arr.size == 0 or (rows is not None and arr.shape[0] != rows):
+        return f"table nu has shape {arr.shape}, needs {need}"
     lo, hi = int(arr.min()), int(arr.max())
-    if lo < 0 or hi >= value_range:
+    if lo < 0 or (value_range is not None and hi >= value_range):
         j, t = (int(i) for i in np.argwhere(arr == (lo if lo < 0 else hi))[0])
-        raise ModelFileError(
-            f"{path}: table nu[{j}, {t}] = {int(arr[j, t])} is outside [0, value_range = {value_range})"
-        )
+        if value_range is None:
+            return f"table nu[{j}, {t}] = {int(arr[j, t])} is negative (the proof needs ν ≥ 0)"
+        return f"table nu[{j}, {t}] = {int(arr[j, t])} is outside [0, value_range = {value_range})"
     nonzero = np.flatnonzero(arr[:, pad] != 0)
     if len(nonzero):
         j = int(nonzero[0])
-        raise ModelFileError(f"{path}: table nu[{j}, {pad}] = {int(arr[j, pad])}: the pad token's column must be 0")
+        return f"table nu[{j}, {pad}] = {int(arr[j, pad])}: the pad token's column must be 0"
+    return None
+
+
+def check_token_table(path: Path, nu: Any, value_range: int, pad: int) -> None:
+    """Refuse a token-position table ν read from the model file ``path`` (`token_table_problem`, entries in
+    [0, ``value_range``)): ModelFileError naming the file, the entry and its value."""
+    problem = token_table_problem(nu, pad, value_range)
+    if problem is not None:
+        raise ModelFileError(f"{path}: {problem}")
 
 
 def jsonable(v: Any) -> Any:

@@ -14,6 +14,8 @@ compiled data (see `uatlab.verify.next_token` for the certificate).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import torch
 from torch import nn
@@ -30,6 +32,22 @@ DTYPE_MANTISSA_BITS = {dtype: MANTISSA_BITS[regime] for regime, dtype in REGIME_
 
 
 Layers = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def first_tensor_difference(
+    pairs: Iterable[tuple[str, torch.Tensor | None, torch.Tensor]],
+) -> tuple[str, torch.Tensor | None, torch.Tensor] | None:
+    """The first ``(name, module tensor, construction tensor)`` whose module tensor is missing (None) or differs
+    from the construction's in dtype, shape or any value (bit for bit), or None when none does.
+
+    A memorizer module's certificate proves the construction it was built from (Kajitsuka & Sato, ICLR 2025;
+    `uatlab.verify.next_token`, `uatlab.verify.seq2seq_deep`); it covers the module's forward pass only while
+    every tensor the pass reads is that construction rendered in the regime's dtype. ``pairs`` may be a
+    generator: tensors are built and compared one at a time, and the first difference stops it."""
+    for name, got, want in pairs:
+        if got is None or got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
+            return name, got, want
+    return None
 
 
 def circuit_layers(circuit: Circuit, dtype: torch.dtype) -> Layers:

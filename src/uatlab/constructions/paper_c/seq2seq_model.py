@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from uatlab.constructions.paper_c.model import DTYPE_MANTISSA_BITS, REGIME_DTYPES
+from uatlab.constructions.paper_c.model import DTYPE_MANTISSA_BITS, REGIME_DTYPES, first_tensor_difference
 from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqMemorizer
 from uatlab.errors import InputError, PrecisionError
@@ -84,16 +84,20 @@ class Seq2SeqDeepModel(nn.Module):
         c = np.arange(memo.C)
         expected = {"nu": memo.nu, "mu": memo.mu, "v": memo.v, **memo.attention_weights()}
         expected.update(readout_w=2 * c, readout_b=-(c * c))
-        for name, value in expected.items():
-            t = getattr(self, name)
-            if t.dtype != dtype or not torch.equal(t, torch.as_tensor(np.asarray(value), dtype=dtype)):
-                return f"tensor {name}"
+        diff = first_tensor_difference(
+            (f"tensor {name}", getattr(self, name), torch.as_tensor(np.asarray(value), dtype=dtype))
+            for name, value in expected.items()
+        )
+        if diff is not None:
+            return diff[0]
         if len(self._layers) != len(memo.circuit.layers):
             return "the number of circuit layers"
-        for i, ((W, b), (W0, b0)) in enumerate(zip(self._layers, _dense_layer_iter(memo.circuit, dtype), strict=True)):
-            if W.dtype != dtype or b.dtype != dtype or not (torch.equal(W, W0) and torch.equal(b, b0)):
-                return f"circuit layer {i}"
-        return None
+        diff = first_tensor_difference(  # one dense layer of the construction at a time
+            (f"circuit layer {i} {part}", mine, theirs)
+            for i, (layer, ref) in enumerate(zip(self._layers, _dense_layer_iter(memo.circuit, dtype), strict=True))
+            for part, mine, theirs in zip(("weights", "bias"), layer, ref, strict=True)
+        )
+        return None if diff is None else diff[0]
 
     def stream(self, tokens: torch.Tensor) -> torch.Tensor:
         """The residual stream after the attention layer, (B, n', 4)."""
