@@ -72,10 +72,22 @@ def check_thread_count(n: int, what: str = "threads") -> int:
     return n
 
 
+def thread_request(value: int | str, what: str = "threads", auto: bool = True) -> int | str:
+    """A requested thread count: ``'auto'`` (if ``auto``) or a positive integer (int or digits) of at most
+    `max_threads`, returned as int; ValueError naming ``what`` (e.g. ``"--threads"``) otherwise."""
+    if auto and value == "auto":
+        return value
+    text = str(value)
+    if not text.isdigit():
+        choices = "a positive integer or 'auto'" if auto else "a positive integer"
+        raise ValueError(f"{what} must be {choices}, got {text!r}")
+    return check_thread_count(int(text), what)
+
+
 def choose_threads(requested: int | str | None = "auto") -> tuple[int, str]:
     """The thread count per process and what chose it (see the module docstring)."""
     if requested not in (None, "auto"):
-        return check_thread_count(int(requested)), "request"
+        return int(thread_request(requested)), "request"
     env = os.environ.get(ENV)
     if env:
         try:

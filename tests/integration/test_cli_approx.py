@@ -128,3 +128,22 @@ def test_incontext_command_rows_and_errors(capsys, tmp_path):
     assert (tmp_path / "incontext.csv").is_file()
     assert main(["approx", "incontext", "--task", "lasso", "--out", str(tmp_path)]) == 2
     assert "lasso" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--standard", "--layers", "1", "--anchors", "9"], "--anchors has no effect with --layers 1 --standard"),
+        (
+            ["--standard", "--layers", "1", "--samples", "9", "--anchors", "9"],
+            "--anchors, --samples have no effect with --layers 1 --standard",
+        ),
+        (["--pairs", "9"], "--pairs has no effect with compilation"),
+    ],
+)
+def test_relu_network_refuses_options_it_would_ignore(capsys, tmp_path, extra, message):
+    out = tmp_path / "out"
+    code = main(["approx", "relu-network", "--nets", "1", "--n", "3", "--d", "2", "--out", str(out), *extra])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and f"error: {message}" in err, err
+    assert not out.exists()  # refused before anything was written

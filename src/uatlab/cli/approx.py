@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
-from uatlab.cli.options import SEED_MAX, finite, one_of, reject_overridden
+from uatlab.cli.options import SEED_MAX, finite, one_of, refuse_given, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
@@ -209,11 +209,10 @@ def relu_cmd(
     if layers not in (1, 2):
         raise InputError(f"layers must be 1 or 2, got {layers}")
     bounds_only = standard and layers == 1
-    for name in ("anchors", "samples") if bounds_only else ("pairs",):
-        source = ctx.get_parameter_source(name)
-        if source is not None and source.name == "COMMANDLINE":
-            what = "--layers 1 --standard (lower bounds, nothing is compiled)" if bounds_only else "compilation"
-            raise InputError(f"--{name} has no effect with {what}")
+    if bounds_only:
+        refuse_given(ctx, "--layers 1 --standard (lower bounds, nothing is compiled)", ("anchors", "samples"))
+    else:
+        refuse_given(ctx, "compilation", ("pairs",))
     check_output_dir(out)
     if bounds_only:
         _finish_bounds(

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, check_workers, given_options, one_of, thread_count
+from uatlab.cli.options import SEED_MAX, check_workers, one_of, refuse_given, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -48,14 +48,13 @@ def _records(path: Path, fmt: str):
 
 
 def _threads(option: str) -> dict[str, Any]:
-    """Apply --threads (a positive integer or 'auto') to numpy's BLAS and torch; the settings as JSON."""
+    """Apply --threads (a positive integer or 'auto', `uatlab.threads.thread_request`) to numpy's BLAS and torch;
+    the settings as JSON."""
     from uatlab.threads import apply_threads
 
-    if option != "auto" and not (option.isdigit() and int(option) >= 1):
-        raise InputError(f"--threads must be a positive integer or 'auto', got {option!r}")
     try:
         return apply_threads(option).to_json()
-    except ValueError as exc:  # UATLAB_THREADS set to something unusable
+    except ValueError as exc:  # a request or UATLAB_THREADS that is not a usable thread count
         raise InputError(str(exc)) from None
 
 
@@ -238,7 +237,7 @@ def compile_cmd(
     if task not in ("token", "next-token"):
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     if task == "next-token":
-        _refuse_given(ctx, "--task next-token", NEXT_TOKEN_REFUSES)
+        refuse_given(ctx, "--task next-token", NEXT_TOKEN_REFUSES)
         from uatlab.cli.next_token import compile_next_token_command
 
         fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
@@ -250,9 +249,9 @@ def compile_cmd(
             return compile_next_token_command(
                 data, fmt_nt, window, tokenizer, dtype, out, seed, json_out, not no_certify, thread_settings
             )
-    _refuse_given(ctx, "--task token", ("window", "tokenizer"))
+    refuse_given(ctx, "--task token", ("window", "tokenizer"))
     if ff == "deep":
-        _refuse_given(ctx, "--ff deep", DEEP_REFUSES)
+        refuse_given(ctx, "--ff deep", DEEP_REFUSES)
     set_memory_limit(max_memory)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32 for --task token, got {dtype!r}")
@@ -326,14 +325,6 @@ DEEP_REFUSES = (
 )
 NEXT_TOKEN_REFUSES = ("ff", "causal", *DEEP_REFUSES)
 MAX_CODE_ONES = 65536  # M of --code M-hot: the model has ≥ M code coordinates, and --dim is at most 65536
-
-
-def _refuse_given(ctx: typer.Context, what: str, names: tuple[str, ...]) -> None:
-    """Refuse the options among ``names`` that the user gave although they have no effect with ``what``."""
-    given = given_options(ctx, *names)
-    if given:
-        verb = "has" if len(given) == 1 else "have"
-        raise InputError(f"{', '.join(given)} {verb} no effect with {what}")
 
 
 def _check_group(group: str) -> None:
@@ -668,7 +659,7 @@ def certify_cmd(
     # exact certificates in this process: the float exp error and the chunk executor do not apply to them
     in_process_only = ("exp_ulp", "max_memory", "executor", "workers")
     if is_next_token_model(model_path):
-        _refuse_given(ctx, f"a next-token model ({model_path})", in_process_only)
+        refuse_given(ctx, f"a next-token model ({model_path})", in_process_only)
         return certify_next_token_command(model_path, data, fmt, json_out)
     if fmt == "text":
         raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
@@ -677,7 +668,7 @@ def certify_cmd(
     if file_format(model_path) == SEQ2SEQ_DEEP_TAG:
         from uatlab.cli.seq2seq_deep import certify_deep_command
 
-        _refuse_given(ctx, f"a --ff deep model ({model_path})", in_process_only)
+        refuse_given(ctx, f"a --ff deep model ({model_path})", in_process_only)
         return certify_deep_command(model_path, data, _records(data, fmt), json_out)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()

@@ -105,16 +105,12 @@ def thread_count(auto: bool = True) -> Callable[[Any], Any]:
 
     def check(value: Any) -> Any:
         from uatlab.errors import InputError
-        from uatlab.threads import check_thread_count
+        from uatlab.threads import thread_request
 
-        if value is None or (auto and value == "auto"):
+        if value is None:
             return value
-        text = str(value)
-        if not text.isdigit():
-            choices = "a positive integer or 'auto'" if auto else "a positive integer"
-            raise InputError(f"--threads must be {choices}, got {text!r}")
         try:
-            check_thread_count(int(text), "--threads")
+            thread_request(value, "--threads", auto)
         except ValueError as exc:
             raise InputError(str(exc)) from None
         return value
@@ -139,6 +135,17 @@ def check_workers(executor: str, workers: int, threads_each: int = 1) -> None:
         f"--workers {workers}{each}: at most {max_threads()} local worker processes on this machine "
         f"({THREADS_PER_CORE_LIMIT} threads per available core in all); --executor ray runs more on a cluster"
     )
+
+
+def refuse_given(ctx: typer.Context, what: str, names: tuple[str, ...]) -> None:
+    """Refuse the options among ``names`` (parameter names) that the user gave although they have no effect with
+    ``what``: InputError ``"--a, --b have no effect with WHAT"``."""
+    from uatlab.errors import InputError
+
+    given = given_options(ctx, *names)
+    if given:
+        verb = "has" if len(given) == 1 else "have"
+        raise InputError(f"{', '.join(given)} {verb} no effect with {what}")
 
 
 def given_options(ctx: typer.Context, *names: str) -> list[str]:

@@ -9,7 +9,16 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, rows_table
-from uatlab.cli.options import SEED_MAX, check_workers, finite, int_list, one_of, thread_count
+from uatlab.cli.options import (
+    SEED_MAX,
+    check_workers,
+    finite,
+    given_options,
+    int_list,
+    one_of,
+    refuse_given,
+    thread_count,
+)
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -362,26 +371,25 @@ def depth_ablation_command(
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
-    """True when option ``name`` was typed on the command line (a value equal to the default counts too)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
+    """True when option ``name`` was given (a value equal to the default counts too)."""
+    return bool(given_options(ctx, name))
 
 
-# options of one capacity task that the other task does not read (parameter name → flag)
-_TOKEN_ONLY = {
-    "kind": "--kind",
-    "data": "--data",
-    "axis": "--axis",
-    "fixed": "--fixed",
-    "length": "--length",
-    "vocab": "--vocab",
-    "labels": "--labels",
-    "batch_size": "--batch-size",
-    "executor": "--executor",
-    "workers": "--workers",
-    "threads": "--threads",
-}
-_NEXT_TOKEN_ONLY = {"blocks": "--blocks", "rank": "--rank"}
+# options (parameter names) of one capacity task that the other task does not read
+_TOKEN_ONLY = (
+    "kind",
+    "data",
+    "axis",
+    "fixed",
+    "length",
+    "vocab",
+    "labels",
+    "batch_size",
+    "executor",
+    "workers",
+    "threads",
+)
+_NEXT_TOKEN_ONLY = ("blocks", "rank")
 
 
 @experiment.command("capacity")
@@ -462,10 +470,7 @@ def capacity_command(
     if task not in ("token", "next-token"):
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     check_workers(executor, workers, threads)
-    ignored = _TOKEN_ONLY if task == "next-token" else _NEXT_TOKEN_ONLY
-    for name, flag in ignored.items():
-        if _given(ctx, name):
-            raise InputError(f"{flag} has no effect with --task {task}")
+    refuse_given(ctx, f"--task {task}", _TOKEN_ONLY if task == "next-token" else _NEXT_TOKEN_ONLY)
     if task == "next-token":
         from uatlab.cli.next_token import capacity_next_token_command
 
