@@ -102,3 +102,19 @@ def test_prefix_context_conflicts():
     ds = from_lists([["a", "b", "c"], ["a", "b", "d"]], [["X", "Y", "Z"], ["X", "W", "Z"]])
     assert ceiling_report(ds, "sequence").conflict_tokens == 0  # whole sequences differ
     assert ceiling_report(ds, "prefix").conflict_tokens == 1  # prefix "a b" seen with Y and W
+
+
+def test_read_token_lines_one_sequence_per_non_blank_line(tmp_path):
+    from uatlab.data.text_file import read_token_lines
+
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"\xef\xbb\xbfthe cat\n\n  \t\nsat  on\tthe mat\r\n")
+    assert read_token_lines(path) == [(1, ["the", "cat"]), (4, ["sat", "on", "the", "mat"])]
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n \n")
+    with pytest.raises(InputError, match=r"blank.txt: no sentences found \(the file is empty or blank\)"):
+        read_token_lines(blank, "sentences")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(InputError, match=r"bad.txt:2: not UTF-8 text"):
+        read_token_lines(bad)

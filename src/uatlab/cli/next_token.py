@@ -368,7 +368,7 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
     whitespace tokens per non-empty line (``lines``).
     """
     from uatlab.data.next_token import iter_example_objects
-    from uatlab.data.text_file import iter_lines
+    from uatlab.data.text_file import read_token_lines
 
     if fmt == "auto":
         fmt = "jsonl" if str(data).endswith((".jsonl", ".json")) else "text"
@@ -384,9 +384,7 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
             raise InputError(f"{data}: no examples found")
         return seqs, labels, where
     if fmt == "lines":
-        rows = [(i, ln.split()) for i, ln in iter_lines(data) if ln.strip()]
-        if not rows:
-            raise InputError(f"{data}: no sequences found (the file is empty or blank)")
+        rows = read_token_lines(data)
         return [r for _, r in rows], [None] * len(rows), [f"{data}:{i}" for i, _ in rows]
     if fmt == "text":
         from uatlab.data.next_token import read_text_windows

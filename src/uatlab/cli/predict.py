@@ -26,12 +26,9 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     if fmt == "auto":
         fmt = "jsonl" if path.suffix in (".jsonl", ".json") else _sniff(path)
     if fmt == "text":
-        from uatlab.data.text_file import iter_lines
+        from uatlab.data.text_file import read_token_lines
 
-        sentences = [line.split() for _, line in iter_lines(path) if line.strip()]
-        if not sentences:
-            raise InputError(f"{path}: no sentences found (the file is empty or blank)")
-        return sentences
+        return [tokens for _, tokens in read_token_lines(path, "sentences")]
     if fmt in ("conll", "jsonl"):
         from uatlab.data.jsonl import read_sequences
 

@@ -49,3 +49,12 @@ def read_text(path: str | os.PathLike) -> str:
             f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start - start + 1})"
         ) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_token_lines(path: str | os.PathLike, what: str = "sequences") -> list[tuple[int, list[str]]]:
+    """(line number, whitespace tokens) of every non-blank line of ``path``: one sequence per line;
+    InputError ``"PATH: no WHAT found (the file is empty or blank)"`` when there is none."""
+    rows = [(lineno, line.split()) for lineno, line in iter_lines(path) if line.strip()]
+    if not rows:
+        raise InputError(f"{path}: no {what} found (the file is empty or blank)")
+    return rows
