@@ -167,6 +167,50 @@ def test_code_schemes_all_memorize_and_use_the_gated_certificate(code):
         word_codes(5, "fancy")
 
 
+def test_code_width_is_the_width_of_the_codes_word_codes_builds():
+    import math
+
+    from uatlab.constructions.paper_a.cor1_memorizer.layout import code_width, word_codes
+
+    for scheme in ("binary", "1-hot", "2-hot", "3-hot", "5-hot"):
+        for count in (1, 2, 3, 4, 5, 9, 10, 11, 37, 64, 65, 200):
+            codes, m = word_codes(count, scheme)
+            k = code_width(count, scheme)
+            assert codes.shape == (count, k), (scheme, count)
+            if m:  # the smallest k with enough m-subsets
+                assert math.comb(k, m) >= count and (k == m or math.comb(k - 1, m) < count), (scheme, count)
+    with pytest.raises(InputError, match="code scheme"):
+        code_width(5, "0-hot")
+
+
+def test_auto_options_follow_the_dtype_and_keep_explicit_choices():
+    from uatlab.constructions.paper_a.cor1_memorizer.layout import resolve_auto
+
+    assert resolve_auto("float64") == ("binary", "ordinal", "word")
+    assert resolve_auto("float32") == ("3-hot", "one-hot", "word-pos")
+    assert resolve_auto("float32", "binary", "ordinal", "word") == ("binary", "ordinal", "word")
+    data = synthetic_dataset(30, 6, 20, 3, seed=2)
+    for dtype in ("float64", "float32"):
+        rep = compile_dataset(data, dtype=dtype, run_certificate=False).report
+        assert (rep["code"], rep["label_code"]) == resolve_auto(dtype)[:2]
+
+
+@pytest.mark.parametrize("ff", ["ramps", "knots"])
+def test_the_clis_dimension_floor_is_the_layouts(ff):
+    """`uatlab compile --dim` refuses below the floor the model's own layout has: at the floor it compiles."""
+    from uatlab.cli.compile import dim_floor
+
+    data = synthetic_dataset(30, 6, 20, 3, seed=2)
+    V, C = len({t for seq in data.tokens for t in seq}), len({y for seq in data.labels for y in seq})
+    for dtype in ("float64", "float32"):
+        floor, _ = dim_floor(ff, dtype, "auto", "auto", "auto", V, C, max(map(len, data.tokens)), exact=True)
+        d = compile_dataset(data, dtype=dtype, ff=ff, run_certificate=False).report["d_model"]
+        if ff == "ramps":
+            assert d == floor  # exact: the layout's k + 3 + C (+ position code)
+        else:
+            assert d >= floor  # a lower bound (the gate code covers only the ambiguous words)
+
+
 def test_float32_groups_by_word_and_position_and_certifies_the_ceiling():
     data = synthetic_dataset(150, 10, 40, 4, seed=5)
     res = compile_dataset(data, dtype="float32")

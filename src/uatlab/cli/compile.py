@@ -349,27 +349,6 @@ def _check_code(code: str) -> None:
     _code_ones(code)
 
 
-def code_width(count: int, code: str) -> int:
-    """Coordinates k of the code of ``count`` ids (`uatlab.constructions.paper_a.cor1_memorizer.layout.word_codes`,
-    computed without building the codes): binary ⌈log2 count⌉ (≥ 1), M-hot the smallest k with C(k, M) ≥ count."""
-    import math
-
-    m = _code_ones(code)
-    if m is None:
-        return max(1, math.ceil(math.log2(max(count, 2))))
-    hi = m
-    while math.comb(hi, m) < count:
-        hi *= 2
-    lo = m
-    while lo < hi:  # smallest k in [lo, hi] with C(k, m) ≥ count (C(k, m) grows with k)
-        mid = (lo + hi) // 2
-        if math.comb(mid, m) >= count:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 def dim_floor(
     ff: str, dtype: str, code: str, labels: str, group: str, vocab: int, classes: int, max_len: int, exact: bool
 ) -> tuple[int, str]:
@@ -379,23 +358,18 @@ def dim_floor(
     code covers only the words whose label changes, known after the grouping pass), k ≥ 1 (binary) or M.
     With ``exact=False`` the counts are the smallest any data set can have (checked before reading).
     """
-    if code == "auto":
-        code = "binary" if dtype == "float64" else "3-hot"
-    if labels == "auto":
-        labels = "ordinal" if dtype == "float64" else "one-hot"
-    if group == "auto":
-        group = "word-pos" if dtype == "float32" else "word"
-    kp = code_width(max_len, "2-hot") if group == "word-pos" else 0
+    from uatlab.constructions.paper_a.cor1_memorizer.knots import KnotLayout
+    from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, Layout, code_width, resolve_auto
+
+    code, labels, group = resolve_auto(dtype, code, labels, group)
+    kp = code_width(max_len, POSITION_CODE) if group == "word-pos" else 0
     if ff == "ramps":
-        k, fixed, label_dims, what = code_width(vocab, code), 3, classes, "attention"
+        k, label_dims, what = code_width(vocab, code), classes, "attention"
+        floor = Layout(k, label_dims, kp).d_model
     else:
-        k, fixed, label_dims, what = (
-            code_width(1, code),
-            4,
-            (1 if labels == "ordinal" else classes),
-            "attention/constant",
-        )
-    floor = k + fixed + label_dims + kp
+        k, label_dims, what = code_width(1, code), (1 if labels == "ordinal" else classes), "attention/constant"
+        floor = KnotLayout(k, label_dims, kp).d_model
+    fixed = floor - k - label_dims - kp  # the layout's attention (and constant) coordinates
     detail = (
         f"{'' if exact and ff == 'ramps' else 'at least '}{k} code coordinates + {fixed} {what} coordinates + "
         f"{label_dims} label coordinates" + (f" + {kp} position code coordinates" if kp else "")

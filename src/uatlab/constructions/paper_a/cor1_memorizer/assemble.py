@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import Occurrences, label_boundaries
-from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, Layout, word_codes
+from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, Layout, resolve_auto, word_codes
 from uatlab.data.dataset import Encoding
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer, TransformerConfig
@@ -63,8 +63,7 @@ def assemble_ramp_model(
     in every weight (they change nothing); smaller is an error naming the minimum.
     """
     V, C = len(enc.token_to_id), len(enc.label_to_id)
-    if code == "auto":
-        code = "binary" if dtype == "float64" else "3-hot"
+    code = resolve_auto(dtype, code)[0]
     codes, m = word_codes(V, code)
     k = codes.shape[1]
     by_pos = occ.pos is not None

@@ -93,7 +93,7 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, rank1_memorizer_base
-from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, word_codes
+from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, resolve_auto, word_codes
 from uatlab.errors import InputError
 
 VIRTUAL_BELOW = 0.25  # (word, position) groups: virtual point at a_min − 1/4 below every h
@@ -289,10 +289,8 @@ def assemble_knot_model(
 ):
     """Assemble the model (module docstring); returns (Transformer, info) like `.assemble.assemble_ramp_model`."""
     V, C = len(enc.token_to_id), len(enc.label_to_id)
-    if code == "auto":
-        code = "binary" if dtype == "float64" else "3-hot"
-    if labels == "auto":  # ordinal: 1 coordinate; one-hot: C coordinates but |Δ code| ≤ 1 (float32 precision)
-        labels = "ordinal" if dtype == "float64" else "one-hot"
+    # labels: ordinal: 1 coordinate; one-hot: C coordinates but |Δ code| ≤ 1 (float32 precision)
+    code, labels, _ = resolve_auto(dtype, code, labels)
     np_dt = np.float32 if dtype == "float32" else np.float64
     by_pos = occ.pos is not None
     a_all = (alpha[:, None] + pi[None, :max_len]).ravel()

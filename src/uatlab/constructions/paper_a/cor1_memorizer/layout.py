@@ -105,6 +105,47 @@ def query_scales(max_len: int, beta: float, shift: int = 0) -> np.ndarray:
     return beta * (1.0 + kk / 2.0**m)
 
 
+def resolve_auto(dtype: str, code: str = "auto", labels: str = "auto", group: str = "auto") -> tuple[str, str, str]:
+    """(code, labels, group) with each ``"auto"`` replaced by its choice for ``dtype``: float64 binary gate codes,
+    ordinal labels and word groups; float32 3-hot codes (complement gate: an own token's pre-activation is one
+    rounding), one-hot labels (label steps of 1) and (word, position) groups."""
+    if code == "auto":
+        code = "binary" if dtype == "float64" else "3-hot"
+    if labels == "auto":
+        labels = "ordinal" if dtype == "float64" else "one-hot"
+    if group == "auto":
+        group = "word-pos" if dtype == "float32" else "word"
+    return code, labels, group
+
+
+def code_ones(scheme: str) -> int:
+    """m of an ``"m-hot"`` code scheme, 0 for ``"binary"`` (±1 codes); InputError for any other name."""
+    if scheme == "binary":
+        return 0
+    if scheme.endswith("-hot") and scheme[:-4].isdigit() and int(scheme[:-4]) >= 1:
+        return int(scheme[:-4])
+    raise InputError(f"unknown code scheme {scheme!r}: use 'binary', 'M-hot' (e.g. '3-hot') or 'auto'")
+
+
+def code_width(count: int, scheme: str) -> int:
+    """Coordinates k of the ``scheme`` code of ``count`` ids (`word_codes`, without building the codes):
+    binary ⌈log2 count⌉ (at least 1), m-hot the smallest k with C(k, m) ≥ count."""
+    m = code_ones(scheme)
+    if m == 0:
+        return max(1, math.ceil(math.log2(max(count, 2))))
+    hi = m
+    while math.comb(hi, m) < count:
+        hi *= 2
+    lo = m
+    while lo < hi:  # smallest k in [lo, hi] with C(k, m) ≥ count (C(k, m) grows with k)
+        mid = (lo + hi) // 2
+        if math.comb(mid, m) >= count:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def word_codes(V: int, scheme: str) -> tuple[np.ndarray, int]:
     """Word codes for the FF gate: (codes (V, k), m) with m = 0 for ±1 binary codes, m ones for m-hot codes.
 
@@ -116,16 +157,10 @@ def word_codes(V: int, scheme: str) -> tuple[np.ndarray, int]:
       gate products are all exact zeros: its pre-activation is the single rounding of h + b1 instead of a
       sum of k + 2 terms of total size ~2Gk, which is what float32 needs. Also used for positions.
     """
-    if scheme == "binary":
-        k = max(1, math.ceil(math.log2(max(V, 2))))
+    m, k = code_ones(scheme), code_width(V, scheme)
+    if m == 0:
         return np.where(((np.arange(V)[:, None] >> np.arange(k)[None, :]) & 1) == 1, 1.0, -1.0), 0
-    if scheme.endswith("-hot") and scheme[:-4].isdigit() and int(scheme[:-4]) >= 1:
-        m = int(scheme[:-4])
-        k = m
-        while math.comb(k, m) < V:
-            k += 1
-        codes = np.zeros((V, k))
-        for w, subset in enumerate(itertools.islice(itertools.combinations(range(k), m), V)):
-            codes[w, list(subset)] = 1.0
-        return codes, m
-    raise InputError(f"unknown code scheme {scheme!r}: use 'binary', 'M-hot' (e.g. '3-hot') or 'auto'")
+    codes = np.zeros((V, k))
+    for w, subset in enumerate(itertools.islice(itertools.combinations(range(k), m), V)):
+        codes[w, list(subset)] = 1.0
+    return codes, m

@@ -20,7 +20,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     group_value_order,
     label_boundaries,
 )
-from uatlab.constructions.paper_a.cor1_memorizer.layout import QUERY_SHIFTS, word_codes
+from uatlab.constructions.paper_a.cor1_memorizer.layout import QUERY_SHIFTS, code_ones, code_width, resolve_auto
 from uatlab.data.token_store import TokenTable
 from uatlab.errors import InputError
 from uatlab.numerics.float_bounds import unit_roundoff
@@ -41,8 +41,7 @@ def check_request(
         )
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"labels must be 'ordinal', 'one-hot' or 'auto' ('ramps' needs one-hot), got {labels!r}")
-    if group == "auto":
-        group = "word-pos" if dtype == "float32" else "word"
+    group = resolve_auto(dtype, group=group)[2]
     if group not in ("word", "word-pos"):
         raise InputError(f"group must be 'word', 'word-pos' or 'auto', got {group!r}")
     if beta == "auto":
@@ -78,12 +77,10 @@ def resolution_estimate(beta: float, dtype: str, gate_terms: int, gate_magnitude
 def gate_size(V: int, code: str, dtype: str) -> tuple[int, float]:
     """(code terms that are non-zero for an own token, their total size) of a unit's gate for ``code``:
     (k, G·k) for the binary gate, (0, 0) for the complement gate of m-hot codes (keys span < 2)."""
-    if code == "auto":
-        code = "binary" if dtype == "float64" else "3-hot"
-    codes, m = word_codes(V, code)
-    k = codes.shape[1]
+    code = resolve_auto(dtype, code)[0]
+    k = code_width(V, code)
     # m-hot codes use the complement gate: an own token's pre-activation sums only h and the bias
-    return (k, 1.125 * k) if m == 0 else (0, 0.0)
+    return (k, 1.125 * k) if code_ones(code) == 0 else (0, 0.0)
 
 
 def choose_beta(occs: list[Occurrences], candidates: list[float], V: int, code: str, dtype: str) -> tuple[int, dict]:
