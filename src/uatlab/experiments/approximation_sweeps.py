@@ -68,6 +68,13 @@ def _noop(_: str) -> None:
 
 
 # ---------------------------------------------------------------------------- paper B: truncated linear
+def _probe_grid(a: float, b: float, points: int) -> np.ndarray:
+    """``points`` equally spaced y in [a − (b − a), b + (b − a)]: the interval of Range_[a,b] and as much again on
+    each side, where the truncation acts (Hu et al. 2025, Definition 3.1)."""
+    span = b - a
+    return np.linspace(a - span, b + span, points)  # (points,)
+
+
 def _truncated_linear_row(c: Any, r: dict[str, float], *, anchors: int, heads: int) -> dict[str, Any]:
     """The CSV/JSON row shared by the anchor and head sweeps of truncated-linear attention."""
     return {
@@ -95,8 +102,7 @@ def sweep_truncated_linear(
 ) -> Sweep:
     """Sup error of Range_[a,b] against the anchor count m (y on a dense grid of [a − (b−a), b + (b−a)])."""
     t0 = time.perf_counter()
-    span = b - a
-    ys = np.linspace(a - span, b + span, points)
+    ys = _probe_grid(a, b, points)
     rows = []
     for m in anchors:
         n_tok = m if mode == "token" else 4
@@ -130,8 +136,7 @@ def sweep_heads(
 ) -> Sweep:
     """Sup error against the number of heads H (token mode, m anchors per head, n = m positions)."""
     t0 = time.perf_counter()
-    span = b - a
-    ys = np.linspace(a - span, b + span, points)
+    ys = _probe_grid(a, b, points)
     rows = []
     for H in heads:
         c = build_truncated_linear_attention([1.0], 0.0, a, b, anchors=anchors, heads=H, mode="token").detail
