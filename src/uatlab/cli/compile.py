@@ -34,6 +34,22 @@ def _check_exp_ulp(value: float) -> None:
         raise InputError(f"--exp-ulp: {e}") from None
 
 
+# --threads and --workers of compile and certify (the same options: one declaration)
+THREADS_OPTION = typer.Option(
+    "auto",
+    "--threads",
+    help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads); at most 4 per available core.",
+    callback=thread_count(),
+)
+WORKERS_OPTION = typer.Option(
+    1,
+    "--workers",
+    min=1,
+    max=4096,
+    help="Worker processes (local: 1 = this process, at most 4 per core; ray: CPUs of a local Ray instance).",
+)
+
+
 def _records(path: Path, fmt: str):
     from uatlab.data.conll import iter_conll
     from uatlab.data.jsonl import iter_jsonl
@@ -197,25 +213,14 @@ def compile_cmd(
     ),
     work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
-    threads: str = typer.Option(
-        "auto",
-        "--threads",
-        help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads); at most 4 per available core.",
-        callback=thread_count(),
-    ),
+    threads: str = THREADS_OPTION,
     executor: str = typer.Option(
         "local",
         "--executor",
         help="Where the passes over chunks and buckets run: local (process pool) or ray.",
         callback=one_of("local", "ray"),
     ),
-    workers: int = typer.Option(
-        1,
-        "--workers",
-        min=1,
-        max=4096,
-        help="Worker processes (local: 1 = this process, at most 4 per core; ray: CPUs of a local Ray instance).",
-    ),
+    workers: int = WORKERS_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token",
@@ -595,12 +600,7 @@ def certify_cmd(
         callback=one_of("auto", "conll", "jsonl", "text"),
     ),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
-    threads: str = typer.Option(
-        "auto",
-        "--threads",
-        help="Threads per process for numpy's BLAS and torch (auto: see uatlab.threads); at most 4 per available core.",
-        callback=thread_count(),
-    ),
+    threads: str = THREADS_OPTION,
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     executor: str = typer.Option(
         "local",
@@ -608,13 +608,7 @@ def certify_cmd(
         help="Where the passes over chunks run: local (process pool) or ray.",
         callback=one_of("local", "ray"),
     ),
-    workers: int = typer.Option(
-        1,
-        "--workers",
-        min=1,
-        max=4096,
-        help="Worker processes (local: 1 = this process, at most 4 per core; ray: CPUs of a local Ray instance).",
-    ),
+    workers: int = WORKERS_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""

@@ -91,6 +91,22 @@ def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_
     return 4.0 * 12 * layers * heads * min(batch_size, len(data)) * n * n
 
 
+# where an experiment's trials run (depth ablation, capacity sweep): one declaration of the three options
+TRIAL_EXECUTOR_OPTION = typer.Option(
+    "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
+)
+TRIAL_WORKERS_OPTION = typer.Option(
+    1,
+    "--workers",
+    min=1,
+    max=1024,
+    help="Parallel trials (local executor; workers × --threads at most 4 per available core).",
+)
+TRIAL_THREADS_OPTION = typer.Option(
+    1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
+)
+
+
 @app.command("train")
 def train_command(
     data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
@@ -314,19 +330,9 @@ def depth_ablation_command(
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     quick: bool = typer.Option(False, "--quick", help="200 sentences, d=64, batch 8, lr 5e-3, 20 epochs (minutes)."),
-    executor: str = typer.Option(
-        "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
-    ),
-    workers: int = typer.Option(
-        1,
-        "--workers",
-        min=1,
-        max=1024,
-        help="Parallel trials (local executor; workers × --threads at most 4 per available core).",
-    ),
-    threads: int = typer.Option(
-        1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
-    ),
+    executor: str = TRIAL_EXECUTOR_OPTION,
+    workers: int = TRIAL_WORKERS_OPTION,
+    threads: int = TRIAL_THREADS_OPTION,
     report_only: bool = typer.Option(
         False, "--report-only", help="Train nothing: figure and table from finished and partial runs."
     ),
@@ -435,19 +441,9 @@ def capacity_command(
     quick: bool = typer.Option(
         False, "--quick", help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes)."
     ),
-    executor: str = typer.Option(
-        "local", "--executor", help="'local' (process pool) or 'ray'.", callback=one_of("local", "ray")
-    ),
-    workers: int = typer.Option(
-        1,
-        "--workers",
-        min=1,
-        max=1024,
-        help="Parallel trials (local executor; workers × --threads at most 4 per available core).",
-    ),
-    threads: int = typer.Option(
-        1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads per trial."
-    ),
+    executor: str = TRIAL_EXECUTOR_OPTION,
+    workers: int = TRIAL_WORKERS_OPTION,
+    threads: int = TRIAL_THREADS_OPTION,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     task: str = typer.Option(
         "token",
