@@ -55,7 +55,7 @@ from safetensors.torch import load_file, save_file
 
 from uatlab.data.dataset import Encoding
 from uatlab.errors import InputError, ModelFileError
-from uatlab.models.transformer import Transformer, TransformerConfig
+from uatlab.models.transformer import DTYPES, Transformer, TransformerConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformer_lens import HookedTransformer
@@ -215,7 +215,7 @@ def _store_mlp_weights_as_uatlab(hooked) -> None:
 def _build_hooked(cfg_dict: dict[str, Any], state: dict[str, torch.Tensor], encoding: dict[str, Any]):
     _, HookedTransformer, HookedTransformerConfig = _import_transformer_lens()
     kwargs = dict(cfg_dict)
-    kwargs["dtype"] = {"float32": torch.float32, "float64": torch.float64}[kwargs["dtype"]]
+    kwargs["dtype"] = DTYPES[kwargs["dtype"]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 3.x marks HookedTransformer deprecated in favour of a HF-only bridge
         hooked = HookedTransformer(HookedTransformerConfig(**kwargs))
