@@ -16,7 +16,8 @@ occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 40 + 8·K
 
 **Nothing computed is lost on an error.** A data error (malformed line, ragged or empty sequence) flushes
 the sequences read so far as a chunk and records them in ``manifest.json``; ``resume=True`` reopens the
-store, rebuilds the vocabulary from the chunks and continues with the next sequence. A finished bucket pass
+store, rebuilds the vocabulary from the chunks, checks that the records' first sequences are the stored ones
+and continues with the next sequence. A finished bucket pass
 is recorded too and is reused by a resumed run with the same parameters.
 
 **Nothing stored is reused unchecked.** The manifest records every chunk and bucket file's size and BLAKE2b
