@@ -68,9 +68,11 @@ every token whose code differs from σ_u) and constant-weight {0,1} codes with m
 G_u on exactly m coordinates receives at most G_u(m − 1) from a different code; a *complement* unit with
 weight −G_u on exactly |J| − m coordinates, i.e. 0 on an m-subset S, receives at most −G_u from any code
 ≠ S, since that code has a one outside S). With a box over the
-other coordinates of the chunk this proves the unit is off for all such tokens, in O(q·d) work instead
-of O(q·d·tokens). Units where the check fails are evaluated densely. Models without such structure
-(e.g. trained ones) use the dense path throughout.
+other coordinates of the chunk, and the run's rounding counted per token (a token's code has only its m
+non-zero coordinates, whatever |J| is: `_BoundedModel.ff_gated`), this proves the unit is off for all such
+tokens, in O(q·|others|) work instead of O(q·d·tokens). Units where the check fails are evaluated densely
+(the certificate's ``dense_units`` reports how many). Models without such structure (e.g. trained ones) use
+the dense path throughout.
 
 Assumptions (each reported in the certificate's ``assumptions``; those that can be checked in the running
 process are checked by `environment_checks` and reported in ``environment``):
@@ -157,6 +159,10 @@ class Certificate:
         min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
         max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|).
         method: "gated-sparse" (the structured fast path for compiled models) or "dense".
+        dense_units: with "gated-sparse", the most first-FF units that one forward pass evaluated for every one
+            of its tokens (units not proven off for other codes' tokens, see `_BoundedModel.ff_gated`): 0 when
+            every token met only its own code's units; up to the FF width when the gate proof failed and the
+            layer ran densely. None with "dense".
         seconds: wall time of the certification.
         uncertified_examples: up to ``max_examples`` tokens not certified, with their lower margins.
         assumptions: the assumptions the proof rests on, in words.
@@ -189,6 +195,7 @@ class Certificate:
     config_dtype: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     margins: list[np.ndarray] | None = field(default=None, repr=False)
+    dense_units: int | None = None
 
     def margin(self, sequence: int, position: int) -> float:
         """The certified lower margin of one token (> 0: proven correct)."""
@@ -655,6 +662,7 @@ class _BoundedModel:
             gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
             cap = G * (len(J) - 2)
             unit_pattern = WJ > 0
+            ones = len(J)  # every code coordinate of every word is ±1: non-zero
         else:  # constant-weight {0,1} codes: another word's code shares at most m − 1 ones
             J = np.flatnonzero(untouched & np.all((E == 0.0) | (E == 1.0), axis=0))
             if len(J) == 0:
@@ -663,6 +671,7 @@ class _BoundedModel:
             m = int(weights[0])
             if m < 1 or np.any(weights != m):
                 return None
+            ones = m  # every word's code has exactly m non-zero coordinates
             WJ = _columns(ff1.W, J)
             G = WJ.max(axis=1)
             gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
@@ -685,6 +694,11 @@ class _BoundedModel:
             return None
         cap = np.where(gated, cap, np.inf)
         code_abs = np.abs(WJ).sum(axis=1)  # Σ_J |W1| (for the float64 slack of the bound)
+        # per unit, over any one word's code c (exactly the code in every run): at most code_terms of the products
+        # W1[i, j]·c_j are non-zero (c has `ones` non-zero coordinates, the row min(ones, #{W1[i, J] ≠ 0})), each
+        # of size ≤ max_J |W1[i, j]| (|c_j| ≤ 1): code_mag bounds Σ_J |W1[i, j] c_j| (see `ff_gated`)
+        code_terms = np.minimum(ones, (WJ != 0.0).sum(axis=1))
+        code_mag = np.abs(WJ).max(axis=1, initial=0.0) * code_terms
         del q, WJ
         # codes as byte strings → integer ids (vectorised: np.unique over fixed-width void views)
         word_bytes = _row_keys(np.packbits(E[:, J] > 0, axis=1))
@@ -703,21 +717,25 @@ class _BoundedModel:
         order = np.argsort(unit_cid, kind="stable")
         ff2 = self.layers[0][2]
         unit_cid, gated, cap, code_abs, G = unit_cid[order], gated[order], cap[order], code_abs[order], G[order]
+        code_terms, code_mag = code_terms[order], code_mag[order]
+        Wo = _columns(ff1.W, others)[order]  # (q, |others|) W1's non-code columns, in this order
         return {
             "J": J,
             "others": others,
             "G": G,
             "cap": cap,
             "code_abs": code_abs,
+            "code_terms": code_terms,
+            "code_mag": code_mag,
             "gated": gated,
             "unit_cid": unit_cid,
             "word_cid": word_cid.astype(np.int64),
             "sorted_cid": unit_cid,
             "order": order,
             "b": ff1.b[order],
-            "terms": ff1.terms[order],
-            "gam": gamma(np.maximum(ff1.terms[order], 1), self.u),
-            "Wo": _columns(ff1.W, others)[order],  # (q, |others|) W1's non-code columns, in this order
+            "Wo": Wo,
+            "absWo": np.abs(Wo),
+            "Wo_nz": (Wo != 0.0).astype(np.float64),  # for exact counts of the non-zero weights per unit
             # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
             "R1": np.flatnonzero(reads),
             "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
@@ -961,27 +979,68 @@ class _BoundedModel:
         return L, rL
 
     # ---------------------------------------------------------------- first FF, gated fast path
-    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, stats=None):
+    def ff_gated(self, x, r, ids, hid: _Linear, out: _Linear, stats=None, counters=None):
         """x, r (T, d) flattened tokens of a chunk, ids (T,) token ids; ``stats``: `_column_stats` of these x, r
         if already formed (else formed here). The output and its radius are written into x and r (every token
-        once, each read before it is written) and returned."""
+        once, each read before it is written) and returned. ``counters`` (a dict), when given, keeps in
+        ``"dense_units"`` the largest number of units a call evaluated for every token (units not proven off).
+
+        **Lemma (a gated unit is off for the other codes).** Let unit i be gated (`_detect_gate`) and t a token of
+        these x with code c ≠ the unit's code. If ``upper_i + (r_i + slack_i)·RADIUS_SAFETY ≤ 0`` (below), then
+        z_i(t) ≤ 0 in every run and in the exact model, so ReLU gives an exact 0 and W2·0 adds exact zeros (no
+        value, no rounding): the unit may be skipped for t.
+
+        *Proof.* Write z = Σ_{j∈J} W1_ij x_j + Σ_{j∈O} W1_ij x_j + b1_i (J the code coordinates, O the others).
+        On J, x is exactly the word's code c in every run and in the exact model (the structure `_detect_gate`
+        checks: the embedding holds c there, the positional encoding and every row of W_O are 0).
+
+        1. Exact value: Σ_J W1_ij c_j ≤ cap_i (a ±1 code differing in ≥ 1 digit; an m-hot code with a one outside
+           the unit's ones, or a one the complement unit weighs, see `_detect_gate`), and each x_exact,j of O
+           lies in the box [lo_j, hi_j] (x̂ − r, x̂ + r over the tokens), so
+           z_exact ≤ upper_i = cap_i + Σ_O max(W1_ij, 0) hi_j + Σ_O min(W1_ij, 0) lo_j + b1_i.
+        2. Run error: z_run − z_exact = Σ_O W1_ij (x_run − x_exact)_j + δ (on J both are c): the first term
+           is ≤ |W1_iO| Mr_O (Mr the column maxima of r; the reference's radius on J, 0 by the same structure,
+           is added as Σ_J |W1_ij| · max_J Mr when it is not). δ is the rounding of the run's sum of products
+           and bias, in any order, FMA or not: Higham Lemma 3.1 (and its dot-product form, §3.1) in the
+           standard model with u of the dtype, |δ| ≤ γ_n Σ|terms| with n the number of terms that can be
+           non-zero, plus η per product for gradual underflow (Higham §2.1; ``underflow_eta``). A product with
+           an exact zero factor is an exact ±0, and adding it leaves every partial sum unchanged, so only
+           terms that can be non-zero *for this token* count: on J the products W1_ij c_j with c_j ≠ 0, at most
+           code_terms_i = min(ones, #{j∈J : W1_ij ≠ 0}) of them (every word's code has ``ones`` non-zero
+           coordinates: m for an m-hot code, |J| for ±1), each |W1_ij c_j| ≤ max_J |W1_ij| (|c_j| ≤ 1), in all
+           ≤ code_mag_i; on O those with W1_ij ≠ 0 and Mx_j > 0 (Mx_j = max_t |x̂_tj| + 2 r_tj = 0: x_j is an
+           exact 0 for every token here), each ≤ |W1_ij| Mx_j since |x_run| ≤ |x̂| + 2r; and the bias. So
+           |z_run − z_exact| ≤ r_i = |W1_iO| Mr_O + γ_{n_i}(u) S_i + n_i η, S_i = code_mag_i + |W1_iO| Mx_O + |b1_i|.
+           (Counting per token is what makes the proof work for codes with many coordinates, e.g. 1-hot: the
+           chunk's Mx is 1 on every code coordinate, but one token's code has only m non-zero ones, so the
+           sum a run actually rounds has a handful of terms, not |J|.)
+        3. float64: r_i is a sum of non-negative terms (covered by RADIUS_SAFETY, module header); upper_i is a
+           signed sum of ≤ |O| + 3 terms, computed in float64 within γ_{d+3}(2^-53)(|cap_i| + |W1_iO|(|lo| + |hi|)
+           + |b1_i|) ≤ slack_i (|cap_i| ≤ Σ_J |W1_ij|, S_i added as further slack).
+        Hence z_run ≤ z_exact + r_i ≤ upper_i + r_i ≤ 0 in every run (and z_exact ≤ 0). ∎
+        """
         g = self.gate
-        others = g["others"]
+        others, J = g["others"], g["J"]
         if stats is None:
             stats = _column_stats(x, r)
         Mx, Mr, lo, hi = stats
         lo, hi = lo[others], hi[others]  # box of the chunk over the non-code coordinates
-        uorder, b1, Wo = g["order"], g["b"], g["Wo"]  # units in code order (see _detect_gate)
+        uorder, b1, Wo, aWo = g["order"], g["b"], g["Wo"], g["absWo"]  # units in code order (see _detect_gate)
         upper = g["cap"] + np.maximum(Wo, 0.0) @ hi + np.minimum(Wo, 0.0) @ lo + b1  # bound on z_exact (other codes)
-        # |W1| Mx, |W1| Mr in one pass over |W1|
-        aWM, aWr = hid.abs_matvec(np.stack([Mx, Mr], axis=1))[uorder].T
-        rz = aWr + g["gam"] * (aWM + np.abs(b1)) + g["terms"] * self.eta
-        slack = gamma(hid.W.shape[1] + 3, U64) * (
-            g["code_abs"] + aWM + np.abs(Wo) @ (np.abs(lo) + np.abs(hi)) + np.abs(b1)
-        )
+        Mxo = Mx[others]
+        rz = aWo @ Mr[others]  # propagated input error (step 2 of the lemma)
+        mrJ = float(Mr[J].max(initial=0.0))
+        if not mrJ <= 0.0:  # a radius on the code coordinates (NaN included: then never proven)
+            rz = rz + g["code_abs"] * mrJ
+        n = g["code_terms"] + g["Wo_nz"] @ (Mxo > 0.0) + (b1 != 0.0)  # terms that can be non-zero, exact counts
+        S = g["code_mag"] + aWo @ Mxo + np.abs(b1)
+        rz = rz + _gamma_of_counts(n, self.u) * S + n * self.eta
+        slack = gamma(hid.W.shape[1] + 3, U64) * (g["code_abs"] + S + aWo @ (np.abs(lo) + np.abs(hi)) + np.abs(b1))
         # gated units proven off for every token whose code differs from theirs; all others are dense
         proven_off = g["gated"] & (upper + (rz + slack) * RADIUS_SAFETY <= 0)
         dense_units = np.flatnonzero(~proven_off)
+        if counters is not None:
+            counters["dense_units"] = max(counters.get("dense_units", 0), len(dense_units))
         # tokens grouped by code id; gated units with the same code are candidates
         cid = g["word_cid"][ids]
         # coordinates outside R2 (no unit writes them, zero bias) pass through exactly: x + 0, radius r
@@ -1219,7 +1278,9 @@ class _BoundedModel:
     # score elements (sequences × n × n) of one attention evaluation (its ~15 temporaries: 2 MB each)
     ATTENTION_ELEMENTS = 1 << 18
 
-    def forward_bounds_groups(self, groups: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def forward_bounds_groups(
+        self, groups: list[np.ndarray], counters: dict[str, int] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Several batches of token ids, each (B_g, n_g) of one length → per batch (L, rL, bad) as in
         `forward_bounds`.
 
@@ -1230,14 +1291,17 @@ class _BoundedModel:
         overflow found in a block of sequences flags that block; one found in a token-wise stage flags every
         batch. After every stage a token whose value or radius is not finite is flagged and zeroed
         (`_quarantine`), so no bound over the union sees it. A bound that overflows is ∞ or NaN and is
-        handled as such (flagged, never certified): numpy's overflow warnings are silenced here.
+        handled as such (flagged, never certified): numpy's overflow warnings are silenced here. ``counters``: see
+        `ff_gated`.
         """
         if not groups:
             return []
         with np.errstate(over="ignore", invalid="ignore"):
-            return self._forward_bounds_groups(groups)
+            return self._forward_bounds_groups(groups, counters)
 
-    def _forward_bounds_groups(self, groups: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _forward_bounds_groups(
+        self, groups: list[np.ndarray], counters: dict[str, int] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         d = self.cfg.d_model
         check = not self.overflow_excluded  # per-batch overflow checks, unless excluded for the whole model
         sizes = [ids.size for ids in groups]
@@ -1294,7 +1358,7 @@ class _BoundedModel:
                 if check:
                     overflow |= self._stage_may_overflow(stats[0], "ff", (hid, out), out_rows=self.gate["R2"])
                 ids = np.concatenate([ids.reshape(-1) for ids in groups])
-                self.ff_gated(xf, rf, ids, hid, out, stats=stats)  # in place
+                self.ff_gated(xf, rf, ids, hid, out, stats=stats, counters=counters)  # in place
             else:
                 if check:
                     overflow |= self._may_overflow(xf, rf, "ff", (hid, out))
@@ -1618,7 +1682,7 @@ def certify_chunks(
     max_err = 0.0
     examples: list[dict[str, Any]] = []
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
-    n_seq = n_tok = 0
+    n_seq = n_tok = dense_units = 0
     # budget for the PyTorch spot check (multiply-adds of the dense forward pass), spent in data order
     cost_per_token = max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - bm.E.size)
     spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
@@ -1638,6 +1702,7 @@ def certify_chunks(
             correct += part["correct"]
             certified_tokens += part["certified"]
             max_err = max(max_err, part["max_err"])
+            dense_units = max(dense_units, part["dense_units"])
             if part["min_at"] is not None and part["min_margin"] < min_margin:
                 min_margin, min_at = part["min_margin"], part["min_at"]
             examples += part["examples"][: max(0, max_examples - len(examples))]
@@ -1672,6 +1737,7 @@ def certify_chunks(
         min_margin_at=min_at,
         max_logit_error_bound=max_err,
         method="gated-sparse" if bm.gate is not None else "dense",
+        dense_units=dense_units if bm.gate is not None else None,
         seconds=time.perf_counter() - t0,
         uncertified_examples=examples,
         torch_spot_check=spot,
@@ -1840,6 +1906,7 @@ def _certify_chunk(
         "labels": flat.lab,
         "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
         "margins": {} if setup.keep_margins else None,
+        "dense_units": 0,
     }
     spot = out["spot"]
     lengths = flat.lengths()
@@ -1860,7 +1927,9 @@ def _certify_chunk(
                 torch_runs[gi] = model(torch.from_numpy(ids), max_activations=SPOT_ACTIVATIONS).argmax(-1).numpy()
     for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
         batches = [flat.rows(flat.tok, idx, int(uniq[gi])) for gi, _, idx in part]  # (B, n) per piece
-        bounds = bm.forward_bounds_groups(batches)  # the token-wise stages once over the pass's tokens
+        counters: dict[str, int] = {}
+        bounds = bm.forward_bounds_groups(batches, counters)  # the token-wise stages once over the pass's tokens
+        out["dense_units"] = max(out["dense_units"], counters.get("dense_units", 0))
         for (gi, offset, idx), (L, rL, bad) in zip(part, bounds, strict=True):
             ys = flat.rows(flat.lab, idx, L.shape[1])  # (B, n)
             pred, ok = _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys)

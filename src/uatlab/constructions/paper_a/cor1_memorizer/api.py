@@ -400,6 +400,8 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "distinct_contexts": report["distinct_contexts"],
         "conflicts": report["conflicts"],
         "torch_spot_check": cert.torch_spot_check if cert else None,
+        # first-FF units one certificate pass evaluated for all its tokens (0: each token met its own code's only)
+        "certificate_dense_units": cert.dense_units if cert else None,
         "exp_ulps": cert.exp_ulps if cert else None,
         "environment": cert.environment if cert else None,
         "assumptions": cert.assumptions if cert else None,
