@@ -10,6 +10,7 @@ import torch
 
 from uatlab.constructions.paper_c.seq2seq_api import compile_seq2seq_deep
 from uatlab.constructions.paper_c.seq2seq_memorizer import choose_deep_layout, compile_seq2seq
+from uatlab.constructions.paper_c.seq2seq_memorizer import prepare as prepare_data
 from uatlab.data.information import ceiling_mask
 from uatlab.errors import PrecisionError
 from uatlab.verify.seq2seq_deep import certify_seq2seq
@@ -134,3 +135,30 @@ def test_deep_claim_passes_quick(tmp_path, monkeypatch) -> None:
     assert f["certified_tokens"] == f["ceiling_tokens"] and f["ranks_QKVO"] == [1, 1, 1, 1]
     assert f["bits_per_param_non_embedding"] == pytest.approx(f["label_bits_given_word"] / f["params_non_embedding"])
     assert f["bits_per_param_non_embedding"] >= f["bits_per_param_target"] == 0.25
+
+
+def test_progress_reports_every_step_and_changes_nothing() -> None:
+    """The progress callback sees the construction's steps and every certificate chunk up to its total, in
+    order; the memorizer and certificate are the same as without it."""
+    from uatlab.constructions.paper_c.seq2seq_memorizer import CONSTRUCT_STEPS
+
+    sents, labs, V, C = _data(6, N=80)
+    seen: list[tuple[str, int, int | None]] = []
+    con = compile_seq2seq_deep(sents, labs, V, C, progress=lambda *a: seen.append(a))
+    plain = compile_seq2seq_deep(sents, labs, V, C)
+    stages = list(dict.fromkeys(s for s, _, _ in seen))
+    assert stages == ["construct", "certify gate", "certify retrieval"]
+    for stage in stages:
+        counts = [(d, t) for s, d, t in seen if s == stage]
+        assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0  # from 0 to the total
+        assert all(a[0] <= b[0] for a, b in zip(counts, counts[1:], strict=False))
+    assert [d for s, d, _ in seen if s == "construct"] == list(range(len(CONSTRUCT_STEPS) + 1))
+    chunks: list[tuple[str, int, int | None]] = []
+    small = certify_seq2seq(con.detail, prepare_data(sents, labs, V), chunk=7, progress=lambda *a: chunks.append(a))
+    gate = [d for s, d, t in chunks if s == "certify gate"]
+    total = chunks[0][2]
+    assert gate == [*range(0, total, 7), total]  # one report per chunk of 7 points
+    a, b = con.detail, plain.detail
+    assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("nu", "mu", "v"))
+    assert [(x.weights, x.bias) for x in a.circuit.layers] == [(x.weights, x.bias) for x in b.circuit.layers]
+    assert con.certificate.certified_tokens == plain.certificate.certified_tokens == small.certified_tokens

@@ -11,9 +11,10 @@ class StageBars:
     Use as a context manager so the bars are closed even when a stage fails.
     """
 
-    def __init__(self, enabled: bool = True, unit: str = "seq") -> None:
+    def __init__(self, enabled: bool = True, unit: str = "seq", units: dict[str, str] | None = None) -> None:
         self.enabled = enabled
         self.unit = unit
+        self.units = dict(units or {})  # a stage's own unit (default: ``unit``)
         self._bars: dict[str, Any] = {}
         self._done: dict[str, int] = {}
 
@@ -26,7 +27,8 @@ class StageBars:
 
             for other in self._bars.values():  # stages run one after the other
                 other.close()
-            bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=False, unit=self.unit, dynamic_ncols=True)
+            unit = self.units.get(stage, self.unit)
+            bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=False, unit=unit, dynamic_ncols=True)
             self._done[stage] = 0
         bar.update(done - self._done[stage])
         self._done[stage] = done

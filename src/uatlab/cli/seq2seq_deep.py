@@ -11,6 +11,7 @@ certificate). ``uatlab certify`` re-runs the certificate on a saved model (`cert
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,42 @@ import numpy as np
 
 from uatlab.errors import InputError
 
+#: the stages `compile_deep_file` reports to its progress callback, in order, and what each counts
+STAGE_UNITS = {"reading": "seq", "construct": "step", "certify gate": "point", "certify retrieval": "point"}
+DEEP_BYTES_PER_CELL = 24  # peak bytes per cell of the padded (n' × (V + 1 + N)) arrays: 2.1 × 8 measured, rounded up
+
+
+def check_deep_memory(context: int, vocab: int, sequences: int, where: str) -> None:
+    """Refuse (before building) a compile whose padded arrays would not fit in memory.
+
+    The construction holds the token-position table ν (n' × (V + 1) int64, also in the model, its tensors and
+    the file) and every distinct sentence padded to the context n' (N × n' int64, and the ids the attention
+    gives each position): both grow with n' = 2^⌈log2 n_max⌉, so one long sequence multiplies them. About
+    2.1 copies of each were measured at the peak (V = 4,242, n' = 16,384: 1.15 GB above the 0.25 GB of the
+    imports; N = 8,001: 2.14 GB)."""
+    from uatlab.memory_guard import check_memory
+
+    check_memory(
+        DEEP_BYTES_PER_CELL * float(context) * (vocab + 1 + sequences),
+        f"compiling --ff deep with the sequence at {where}",
+        f"it sets the context to n' = {context} positions; the model's table is n' × (V + 1) = {context} × "
+        f"{vocab + 1} and the {sequences} sequences are padded to n'",
+    )
+
 
 def compile_deep_file(
-    records: Any, data: Path, dtype: str, out: Path, seed: int, certify: bool = True
+    records: Any,
+    data: Path,
+    dtype: str,
+    out: Path,
+    seed: int,
+    certify: bool = True,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> dict[str, Any]:
-    """Compile (and certify) the records (tokens, labels, line); save the model to ``out``; return the figures."""
+    """Compile (and certify) the records (tokens, labels, line); save the model to ``out``; return the figures.
+
+    ``progress(stage, done, total)`` is told every sequence read and the construction's and certificate's
+    steps (`STAGE_UNITS`). Errors name the file and line of the sequence they are about."""
     from uatlab.constructions.paper_c.seq2seq_api import compile_seq2seq_deep
     from uatlab.data.information import bits_per_parameter, label_information_of
 
@@ -31,16 +63,34 @@ def compile_deep_file(
     t0 = time.perf_counter()
     tok_id: dict[str, int] = {}
     lab_id: dict[str, int] = {}
-    sents, labs, strs = [], [], []
-    for toks, ys, _line in records:
+    sents, labs, strs, lines = [], [], [], []
+    for toks, ys, line in records:
         sents.append(np.asarray([tok_id.setdefault(t, len(tok_id)) for t in toks], dtype=np.int64))
         labs.append(np.asarray([lab_id.setdefault(y, len(lab_id)) for y in ys], dtype=np.int64))
         strs.append((list(toks), list(ys)))
+        lines.append(line)
+        if progress is not None:
+            progress("reading", len(sents), None)
     if not sents:
         raise InputError(f"{data}: no sequences found (the file is empty, blank or holds only -DOCSTART- lines)")
     t_read = time.perf_counter() - t0
+
+    def where(i: int) -> str:
+        return f"{data}:{lines[i]}"
+
+    longest = max(range(len(sents)), key=lambda i: len(sents[i]))
+    context = 1 << max(0, (len(sents[longest]) - 1).bit_length())  # n' of the construction
+    check_deep_memory(context, len(tok_id), len(sents), where(longest))
     con = compile_seq2seq_deep(
-        sents, labs, V=len(tok_id), C=max(2, len(lab_id)), regime=dtype, seed=seed, certify=certify
+        sents,
+        labs,
+        V=len(tok_id),
+        C=max(2, len(lab_id)),
+        regime=dtype,
+        seed=seed,
+        certify=certify,
+        progress=progress,
+        where=where,
     )
     memo, cert = con.detail, con.certificate
     info = label_information_of(strs)

@@ -26,6 +26,7 @@ with the model's encoding: on the data it was compiled from it gives the compile
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,9 +71,25 @@ def token_ids_and_words(memo: Seq2SeqMemorizer, data: Seq2SeqData) -> tuple[np.n
     return k.astype(np.int64), memo.v[data.token_word].astype(np.int64)
 
 
-def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 16384) -> Seq2SeqCertificate:
-    """Certify that ``memo`` predicts every ceiling token of ``data`` in its regime (module docstring)."""
+#: progress callback of `certify_seq2seq`: (stage, done, total); the stages count distinct points
+ProgressFn = Callable[[str, int, int | None], None]
+GATE_STAGE = "certify gate"  # distinct (token id, word value) pairs through the gate's layers
+RETRIEVAL_STAGE = "certify retrieval"  # distinct gated ids through the rest of the circuit
+
+
+def certify_seq2seq(
+    memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 16384, progress: ProgressFn | None = None
+) -> Seq2SeqCertificate:
+    """Certify that ``memo`` predicts every ceiling token of ``data`` in its regime (module docstring).
+
+    ``progress(stage, done, total)`` is told after every chunk of points of `GATE_STAGE` and `RETRIEVAL_STAGE`;
+    it does not change the result."""
     t0 = time.perf_counter()
+
+    def report(stage: str, done: int, total: int) -> None:
+        if progress is not None:
+            progress(stage, done, total)
+
     regime = memo.layout.regime
     p = MANTISSA_BITS[regime]
     k, v = token_ids_and_words(memo, data)
@@ -83,16 +100,20 @@ def certify_seq2seq(memo: Seq2SeqMemorizer, data: Seq2SeqData, chunk: int = 1638
     front = Circuit(n_inputs=2, layers=memo.circuit.layers[:GATE_LAYERS])
     back = Circuit(n_inputs=1, layers=memo.circuit.layers[GATE_LAYERS:])
     worst, (g,) = 0, ([],)
+    report(GATE_STAGE, 0, len(pairs))
     for i in range(0, len(pairs), chunk):
         w, _, (gi,) = float_exactness_bound(front, [pairs[i : i + chunk, 0], pairs[i : i + chunk, 1]])
         worst = max(worst, int(w))
         g.extend(int(t) for t in gi)
+        report(GATE_STAGE, min(i + chunk, len(pairs)), len(pairs))
     g_u, g_inv = np.unique(np.asarray(g, dtype=np.int64), return_inverse=True)
     ys = []
+    report(RETRIEVAL_STAGE, 0, len(g_u))
     for i in range(0, len(g_u), chunk):  # chunks bound the memory: every layer is (width, chunk)
         w, _, (y,) = float_exactness_bound(back, [g_u[i : i + chunk]])
         worst = max(worst, int(w))
         ys.append(np.asarray([int(t) for t in y], dtype=np.int64))
+        report(RETRIEVAL_STAGE, min(i + chunk, len(g_u)), len(g_u))
     y_ret = np.concatenate(ys)[g_inv.reshape(-1)][inv]
     y = y_ret + v - 1
     ceiling = data.ceiling

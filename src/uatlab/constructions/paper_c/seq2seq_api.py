@@ -7,6 +7,8 @@ derivation and its bound are in `uatlab.constructions.paper_c.seq2seq_memorizer`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from uatlab.constructions.contract import Construction
@@ -21,20 +23,26 @@ def compile_seq2seq_deep(
     regime: str = "float64",
     seed: int = 0,
     certify: bool = True,
+    progress: Callable[[str, int, int | None], None] | None = None,
+    where: Callable[[int], str] | None = None,
 ) -> Construction:
     """Compile sentences (token ids in [0, V)) with a label per token (in [0, C)) and certify it.
 
     regime: 'float64' or 'float32' (every weight and intermediate value an integer ≤ 2^53 / 2^24; raises
     PrecisionError before building when the keys do not fit). ``detail`` is the exact memorizer and
-    ``certificate`` a `uatlab.verify.seq2seq_deep.Seq2SeqCertificate`.
+    ``certificate`` a `uatlab.verify.seq2seq_deep.Seq2SeqCertificate`. ``progress(stage, done, total)`` is told
+    the construction's steps (stage "construct") and the certificate's chunks ("certify gate", "certify
+    retrieval"); ``where(i)`` names sentence i in errors (default "sentence i"). Neither changes the result.
     """
     from uatlab.constructions.paper_c.model import REGIME_DTYPES
     from uatlab.constructions.paper_c.seq2seq_model import Seq2SeqDeepModel
     from uatlab.verify.seq2seq_deep import certify_seq2seq
 
-    memo, data, report = compile_seq2seq(sentences, labels, V=V, C=C, regime=regime, seed=seed)
+    memo, data, report = compile_seq2seq(
+        sentences, labels, V=V, C=C, regime=regime, seed=seed, progress=progress, where=where
+    )
     model = Seq2SeqDeepModel(memo, REGIME_DTYPES[regime])
-    cert = certify_seq2seq(memo, data) if certify else None
+    cert = certify_seq2seq(memo, data, progress=progress) if certify else None
     guarantee = {
         "min_logit_margin": 1.0,
         "certified_tokens": float(cert.certified_tokens) if cert else float("nan"),

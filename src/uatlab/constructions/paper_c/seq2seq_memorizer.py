@@ -72,6 +72,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -416,6 +417,41 @@ def build_circuit(layout: DeepLayout, tables: list[np.ndarray]) -> Circuit:
     return circ
 
 
+#: the steps of `compile_seq2seq` that its progress callback reports (stage "construct")
+CONSTRUCT_STEPS = ("distinct sentences and ceiling", "layout and retrieval tables", "feed-forward circuit")
+ProgressFn = Callable[[str, int, int | None], None]
+
+
+def _unsolvable(
+    sentences: list[np.ndarray],
+    layout: DeepLayout,
+    K: int,
+    tries: int,
+    clashes: int,
+    where: Callable[[int], str] | None,
+) -> InputError:
+    """The error when no draw of ν, μ gave solvable retrieval tables: it names the longest sentence, which sets
+    the context n' and with it how far apart the ids of the other (shorter) sentences can be drawn."""
+    lengths = np.asarray([len(s) for s in sentences])
+    i = int(lengths.argmax())
+    name = where(i) if where is not None else f"sentence {i}"
+    mean = float(lengths.mean())
+    cause = f"in {clashes} of them two tokens of different labels got the same id" if clashes else ""
+    if clashes < tries:
+        cause += f"{'; in the others' if clashes else 'in every one'} the hashed slots could not be peeled"
+    hint = (
+        f"; it is far longer than the mean ({mean:.1f}), and the ids of sentences much shorter than the context "
+        "lie close together: split the longest sentences or compile them separately"
+        if lengths[i] >= 4 * mean
+        else ""
+    )
+    return InputError(
+        f"{name}: the retrieval tables were not solvable in {tries} draws of the token values ({K} keys; {cause}): "
+        f"the longest sentence ({lengths[i]} tokens) sets the context to n' = {layout.context} positions and the "
+        f"ids k = μ_j + Σ_i ν[i, w_i] < {layout.h_max}{hint}"
+    )
+
+
 def compile_seq2seq(
     sentences: list[np.ndarray],
     labels: list[np.ndarray],
@@ -424,17 +460,31 @@ def compile_seq2seq(
     regime: str = "float64",
     seed: int = 0,
     max_tries: int = 12,
+    progress: ProgressFn | None = None,
+    where: Callable[[int], str] | None = None,
 ) -> tuple[Seq2SeqMemorizer, Seq2SeqData, dict[str, Any]]:
     """Compile labelled sentences (ids in [0, V), labels in [0, C)) into the deep memorizer.
 
     Returns the memorizer, the prepared data (for the certificate) and a report (seconds, attempts).
     regime 'float64' or 'float32' (every weight and intermediate value an integer ≤ 2^53 / 2^24); raises
-    PrecisionError before building when the keys do not fit the regime.
+    PrecisionError before building when the keys do not fit the regime, and InputError naming the longest
+    sentence (``where(i)``, default "sentence i") when the token ids of different labels collide in every one
+    of ``max_tries`` draws of ν, μ. ``progress(stage, done, total)`` is told each of the `CONSTRUCT_STEPS`
+    as it ends (stage ``"construct"``); it does not change the result.
     """
     t0 = time.perf_counter()
     if regime not in ("float64", "float32"):
         raise InputError(f"regime must be float64 or float32, got {regime!r}")
+    if max_tries < 1:
+        raise InputError(f"max_tries must be ≥ 1, got {max_tries}")
+
+    def step(done: int) -> None:
+        if progress is not None:
+            progress("construct", done, len(CONSTRUCT_STEPS))
+
+    step(0)
     data = prepare(sentences, labels, V)
+    step(1)
     if data.token_label.max() >= C or data.token_label.min() < 0:
         raise InputError(f"labels must lie in [0, {C})")
     n_pad = data.ids.shape[1]
@@ -446,6 +496,7 @@ def compile_seq2seq(
     key_sent, key_pos = inp_u // n_pad, inp_u % n_pad
     key_label = data.token_label[amb][first] + 1  # 1 + label ∈ [1, C]
     K = len(inp_u) + 1  # + the gate's key 0
+    clashes = 0  # draws in which two keys of different labels got the same id
     for attempt in range(max_tries):
         # the keys split into D independent peeling problems (one per offset): slack for ~K/D keys each
         layout = choose_deep_layout(K, C + 1, n_pad, regime, RETRIEVAL_SLACK + 2.0 / math.sqrt(K))
@@ -470,6 +521,7 @@ def compile_seq2seq(
                     break
                 lab_of[i] = lab
             if clash:
+                clashes += 1
                 continue
             keys, labs = uk, lab_of
         slots = np.stack([keys % k for k in layout.sizes], axis=1)
@@ -477,9 +529,11 @@ def compile_seq2seq(
         if tables is not None:
             break
     else:
-        raise RuntimeError(f"retrieval tables not solvable after {max_tries} draws ({K} keys)")
+        raise _unsolvable(sentences, layout, K, max_tries, clashes, where)
+    step(2)
     t_solve = time.perf_counter() - t0
     circ = build_circuit(layout, tables)
+    step(3)
     memo = Seq2SeqMemorizer(layout, n_pad, nu, mu, v, V, C, circ, seed)
     params = memo.parameters
     memo.facts = {

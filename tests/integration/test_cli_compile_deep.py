@@ -1,0 +1,133 @@
+"""``uatlab compile DATA --ff deep`` end to end: progress on stderr, bad input as one ``error:`` line naming the
+item (exit 2, nothing written), memory refused before building. Fixtures are made here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uatlab.cli import main
+
+STAGES = ("reading", "construct", "certify gate", "certify retrieval")
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _conll(sentences: list[list[tuple[str, str]]]) -> str:
+    return "".join("".join(f"{w} {y}\n" for w, y in s) + "\n" for s in sentences)
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    sents = [[(f"w{rng.integers(12)}", ["O", "B-X", "I-X"][rng.integers(3)]) for _ in range(5)] for _ in range(30)]
+    (tmp_path / "d.conll").write_text(_conll(sents))
+    return tmp_path
+
+
+def test_progress_on_stderr_unless_json(here: Path, capsys) -> None:
+    """Every stage shows a bar on stderr (the tables on stdout); --json prints one JSON object and no bars."""
+    capsys.readouterr()
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "a.safetensors"]) == 0
+    cap = capsys.readouterr()
+    for stage in STAGES:
+        assert f"{stage}:" in cap.err, (stage, cap.err)
+        assert f"{stage}:" not in cap.out
+    assert "?seq/s" in cap.err and "/3 [" in cap.err and "point/s" in cap.err  # each stage's unit and total
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "b.safetensors", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and json.loads(cap.out)["certified"] is True
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "c.safetensors", "--no-certify"]) == 0
+    err = capsys.readouterr().err
+    assert "construct:" in err and "certify gate" not in err  # no certificate, no certificate bars
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error: ")]  # bars end in \r, not \n
+
+
+def test_max_memory_refuses_a_long_sequence_naming_its_line(here: Path, capsys) -> None:
+    """One long sequence sets the context n' for all: the padded arrays are estimated before building and
+    refused above --max-memory with the sequence's file:line; nothing is written."""
+    rng = np.random.default_rng(1)
+    long = [[(f"w{rng.integers(12)}", ["O", "B-X", "I-X"][rng.integers(3)]) for _ in range(3000)]]
+    (here / "long.conll").write_text((here / "d.conll").read_text() + _conll(long))
+    line = (here / "d.conll").read_text().count("\n") + 1
+    before = _listing(here)
+    capsys.readouterr()
+    assert main(["compile", "long.conll", "--ff", "deep", "--out", "l.safetensors", "--max-memory", "1M"]) == 2
+    (err,) = _error_lines(capsys.readouterr().err)
+    assert err.startswith(f"error: compiling --ff deep with the sequence at long.conll:{line} would need about")
+    assert "n' = 4096" in err and "above the limit of 1.0 MB" in err, err
+    assert _listing(here) == before
+    # a limit it fits under: compiled (the option is honoured, not refused)
+    assert main(["compile", "long.conll", "--ff", "deep", "--out", "l.safetensors", "--max-memory", "8G"]) == 0
+    assert (here / "l.safetensors").is_file()
+
+
+def test_unsolvable_tables_name_the_longest_sequence(here: Path, capsys) -> None:
+    """Few ambiguous keys in a long context: the ids of the short sentences collide with different labels in
+    every draw. One error line naming the longest sequence's file:line (it was a traceback), nothing written."""
+    (here / "c.conll").write_text((here / "d.conll").read_text() + _conll([[(f"u{i % 7}", "O") for i in range(3000)]]))
+    line = (here / "d.conll").read_text().count("\n") + 1
+    before = _listing(here)
+    capsys.readouterr()
+    for mode in ([], ["--json"]):
+        assert main(["compile", "c.conll", "--ff", "deep", "--out", "c.safetensors", *mode]) == 2
+        (err,) = _error_lines(capsys.readouterr().err)
+        assert err.startswith(f"error: c.conll:{line}: the retrieval tables were not solvable in 12 draws"), err
+        assert "(3000 tokens)" in err and "n' = 4096" in err and "split the longest sentences" in err
+        assert _listing(here) == before
+
+
+BAD_INPUTS = {
+    # name: (file content, expected start of the error after "error: ")
+    "columns.conll": (b"EU B-ORG\nrejects O\n\nPeter B-PER\nBlackburn NNP I-NP I-PER\n\n", "columns.conll:5: "),
+    "no_label.conll": (b"EU B-ORG\nrejects\n\n", "no_label.conll:2: "),
+    "empty.conll": (b"", "empty.conll: no sequences found"),
+    "docstart.conll": (b"\n-DOCSTART- -X- O O\n\n\n", "docstart.conll: no sequences found"),
+    "bytes.conll": (b"a O\nb\xff\xfe B-X\n\n", "bytes.conll:2: not UTF-8 text"),
+    "ragged.jsonl": (b'{"tokens": ["a", "b"], "labels": ["O"]}\n', "ragged.jsonl:1: "),
+    "broken.jsonl": (b'{"tokens": ["a"], "labels": ["O"]}\nnot json\n', "broken.jsonl:2: not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_is_one_error_line_and_nothing_written(here: Path, capsys, name: str) -> None:
+    content, start = BAD_INPUTS[name]
+    (here / name).write_bytes(content)
+    before = _listing(here)
+    capsys.readouterr()
+    for mode in ([], ["--json"]):
+        assert main(["compile", name, "--ff", "deep", "--out", "m.safetensors", *mode]) == 2
+        cap = capsys.readouterr()
+        errors = _error_lines(cap.err)
+        assert len(errors) == 1 and errors[0].startswith(f"error: {start}"), cap.err
+        assert "Traceback" not in cap.err and cap.out == ""
+        assert _listing(here) == before
+
+
+@pytest.mark.parametrize(
+    "sentences",
+    [
+        [[("a", "O"), ("b", "O")], [("c", "O"), ("b", "O")]],  # one label class
+        [[("a", "O"), ("a", "B-X")], [("a", "B-X"), ("a", "B-X"), ("a", "O")]],  # a vocabulary of one word
+    ],
+    ids=["one-class", "one-word"],
+)
+def test_degenerate_but_valid_data_is_memorized(here: Path, capsys, sentences) -> None:
+    """One label class or one word is a data set the theorem covers: certified at the ceiling, and the saved
+    model predicts every label back (not refused)."""
+    (here / "t.conll").write_text(_conll(sentences))
+    capsys.readouterr()
+    assert main(["compile", "t.conll", "--ff", "deep", "--out", "t.safetensors", "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["certified_at_ceiling"] is True and fig["certified_tokens"] == sum(map(len, sentences))
+    assert main(["predict", "t.safetensors", "t.conll", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == [[y for _, y in s] for s in sentences]
