@@ -118,3 +118,15 @@ def test_read_token_lines_one_sequence_per_non_blank_line(tmp_path):
     bad.write_bytes(b"ok\n\xff\n")
     with pytest.raises(InputError, match=r"bad.txt:2: not UTF-8 text"):
         read_token_lines(bad)
+
+
+def test_read_conll_scheme_is_validated_and_iob1_kept_unless_asked(tmp_path) -> None:
+    """An unknown scheme is an error (it was read as 'keep'); IOB1 labels are kept as read by default and
+    converted to IOB2 only with scheme='iob2'."""
+    p = tmp_path / "iob1.txt"
+    p.write_text("Alva I-PER\nMorrow I-PER\nsaid O\n\nZorbia I-ORG\nplan O\n\n", encoding="utf-8")
+    assert read_conll(p).labels == [["I-PER", "I-PER", "O"], ["I-ORG", "O"]]
+    assert read_conll(p, scheme="iob2").labels == [["B-PER", "I-PER", "O"], ["B-ORG", "O"]]
+    for bad in ("x", "IOB2", ""):
+        with pytest.raises(InputError, match="scheme must be 'keep' or 'iob2'"):
+            read_conll(p, scheme=bad)

@@ -10,6 +10,7 @@ import math
 
 from uatlab.claims.registry import ClaimContext, ClaimResult, register_claim
 from uatlab.experiments import approximation_sweeps as sw
+from uatlab.experiments.measure import fit_loglog_slope
 
 PAPER_A = "Kajitsuka & Sato, ICLR 2024"
 PAPER_B = "Hu et al. 2025 (arXiv 2504.15956)"
@@ -78,29 +79,48 @@ def _heads(ctx: ClaimContext) -> ClaimResult:
 @register_claim(
     id="B.approx.relu-network-compiler",
     statement="A one-hidden-layer ReLU network on flattened sequences (n=20, d=5, 10 hidden units, X in [0,1]) "
-    "compiles into softmax attention with sup error below 1% of the output range.",
+    "compiles into one softmax attention layer (with a map across positions and appended anchor tokens) whose "
+    "error stays within its proven bound at every sampled and adversarial input, the bound and the largest error "
+    "found both falling like 1/m (log-log slope in [-1.1, -0.9], m = 65 to 257). Not claimed: 1% of the output "
+    "range on every net (adversarial inputs exceed it on some).",
     paper=PAPER_B,
     theorem="Sec. 3.3 / App. G.5 (seq2seq universal approximation)",
 )
 def _relu(ctx: ClaimContext) -> ClaimResult:
     nets = 2 if ctx.quick else 5
     s = sw.sweep_relu_network([65, 257], nets=nets, samples=16 if ctx.quick else 100, seed=ctx.seed)
-    worst = s.summary["max_relative_sup_error"]
+    within = all(max(r["sampled_max_error"], r["adversarial_error"]) <= r["bound"] for r in s.rows)
+    slopes = {}
+    for key in ("bound", "adversarial_error"):
+        per_net = []
+        for k in range(nets):
+            sub = [r for r in s.rows if r["net"] == k]
+            per_net.append(fit_loglog_slope([r["anchors"] for r in sub], [r[key] for r in sub]))
+        slopes[key] = (min(per_net), max(per_net))
+    one_over_m = all(-1.1 <= lo and hi <= -0.9 for lo, hi in slopes.values())
     fig = sw.plot_sweep(
         s, ctx.figure_path("B.approx.relu-network-compiler", "error_vs_anchors.png"), "anchors", group_key="net"
     )
     return ClaimResult(
-        verdict="pass" if worst < 0.01 else "fail",
+        verdict="pass" if within and one_over_m else "fail",
         figures={
             "nets": nets,
             "anchors": s.summary["anchors"],
-            "max_relative_sup_error": worst,
+            "every_error_within_proven_bound": within,
+            "bound_slope_vs_anchors_range": list(slopes["bound"]),
+            "adversarial_error_slope_vs_anchors_range": list(slopes["adversarial_error"]),
+            "max_relative_adversarial_error": s.summary["max_relative_adversarial_error"],
+            "max_relative_sampled_error": s.summary["max_relative_sup_error"],
+            "max_relative_bound": max(
+                r["bound"] / r["output_range"] for r in s.rows if r["anchors"] == s.summary["anchors"]
+            ),
             "params": s.summary["params"],
-            "mean_slope_vs_anchors": s.slopes.get("mean_sup_error_vs_anchors", math.nan),
         },
-        key_figure="max_relative_sup_error",
+        key_figure="max_relative_adversarial_error",
         figure_files=[str(fig)],
-        note="needs a linear map across positions and appended anchor tokens (not in a standard Transformer)",
+        note="needs a linear map across positions and appended anchor tokens (not in a standard Transformer); "
+        "relative figures divide by the output range over 100 reference inputs; the adversarial error is a "
+        "lower bound on the sup error, the proven bound an upper bound",
     )
 
 

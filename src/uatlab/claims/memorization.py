@@ -86,11 +86,12 @@ def _memorization(ctx: ClaimContext, dtype: str, size: tuple[int, int, int, int]
         figure_files=_figures(ctx, dtype, data, res, size),
         key_figure="certified_fraction",
         note="synthetic data with uniformly random labels; certificate: forward floating-point error analysis "
-        "valid for any summation order (assumes exp within 1 ulp). Paper A's count 4(s+d) + d(2nN + d) is "
-        "linear in nN (d taken as this model's d); the compiled model's feed-forward width grows with the "
-        "number of distinct contexts, which random data makes close to nN, so here the two counts grow alike "
-        "and the ratio params_non_embedding / paper_a_param_count is above 1 (second figure: the same generator "
-        "at N/8, N/4, N/2, N, compiled without certificate). Data with repeated contexts (CoNLL) share units.",
+        f"valid for any summation order (assumes exp within {cert.exp_ulps:g} ulp). Paper A's count "
+        "4(s+d) + d(2nN + d) is linear in nN (d taken as this model's d); the compiled model's feed-forward width "
+        "grows with the number of distinct contexts, which random data makes close to nN, so here the two counts "
+        "grow alike; the ratio params_non_embedding / paper_a_param_count must stay at most 1 (the verdict requires "
+        f"it; here {fig['non_embedding_vs_paper_a']:.3f}; second figure: the same generator at N/8, N/4, N/2, N, "
+        "compiled without certificate). Data with repeated contexts (CoNLL) share units.",
     )
 
 

@@ -95,6 +95,8 @@ def check_not_plain_text(path: Path, sentence: tuple[list[str], list[str], int],
 
 def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset:
     """Read a whole CoNLL file. ``scheme='iob2'`` converts IOB1 labels to IOB2; ``'keep'`` leaves them."""
+    if scheme not in ("keep", "iob2"):
+        raise InputError(f"scheme must be 'keep' or 'iob2', got {scheme!r}")
     toks, labs, lines = [], [], []
     for t, y, line in iter_conll(path):
         toks.append(t)
