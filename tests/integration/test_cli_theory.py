@@ -53,3 +53,26 @@ def test_contextual_mapping_literal_table_and_refusals(capsys):
     assert code == 2 and "did not pass at the cap of 40" in err
     code, _, err = run(capsys, "contextual-mapping", "literal", "--sequences", "some")
     assert code == 2 and "--sequences" in err
+
+
+def test_memory_refusal_suggests_only_what_the_command_accepts(capsys, monkeypatch):
+    """The refusal's remedies exist: the environment variable it names raises the limit for this command,
+    and every command it says takes --max-memory lists that option (hardmax-counterexample has none)."""
+    import re
+
+    monkeypatch.delenv("UATLAB_MAX_MEMORY", raising=False)
+    big = ["hardmax-counterexample", "--dim", "4096", "--head-dim", "4096", "--heads", "1024", "--trials", "1"]
+    code, _, err = run(capsys, *big)
+    assert code == 2 and "would need about" in err, err
+    env = re.search(r"(UATLAB_MAX_MEMORY)=SIZE", err)
+    assert env, err
+    for line in err.split(";")[1:]:
+        if "--max-memory" in line:
+            named = re.findall(r"\b(compile|certify|train)\b", line)
+            assert named, f"--max-memory offered without naming the commands that take it: {err}"
+            for cmd in named:
+                code, out, _ = run(capsys, cmd, "--help")
+                assert code == 0 and "--max-memory" in out, cmd
+    monkeypatch.setenv("UATLAB_MAX_MEMORY", "1K")  # the variable governs this command: a small run is refused
+    code, _, err = run(capsys, "hardmax-counterexample", "--trials", "1")
+    assert code == 2 and "above the limit of 1.0 KB" in err, err
