@@ -255,9 +255,15 @@ def _one_layer_trained(ctx: ClaimContext) -> ClaimResult:
     figures["rms_one_layer_data_keys_over_two_layers"] = float(f"{one_data['rms_error'] / control['rms_error']:.3g}")
     best_data = min(r["relative_sup_error"] for r in rows if r["keys"] == "data")
     figures["data_keys_best_relative_sup_error"] = float(f"{best_data:.3g}")
+    bars = {f"1 layer, {r['keys']} keys, {r['heads']} heads": 100 * r["relative_sup_error"] for r in rows}
+    bars[f"2 layers, {heads_list[-1]} heads"] = 100 * control["relative_sup_error"]
+    fig = _plot_percent_of_range(
+        ctx, "B.exp.one-standard-layer-trained", "trained_layers.png", bars, "trained standard attention (Adam)"
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
         figures=figures,
+        figure_files=[str(fig)],
         key_figure="data_keys_best_relative_sup_error",
         note="a measurement of what training reaches, not a proof for keys that read the data; relative errors "
         "are relative to the range of the test outputs (2,000 uniform inputs)",
@@ -304,8 +310,16 @@ def _two_tokens(ctx: ClaimContext) -> ClaimResult:
     ok = all(
         r["sup"] <= r["bound"] and r["bound_rel"] < 0.01 and r["rel"] < 0.01 and not r["nonstandard"] for r in rows
     )
+    bars = {}
+    for k, r in enumerate(rows):
+        bars[f"net {k}: measured"] = 100 * r["rel"]
+        bars[f"net {k}: proven bound"] = 100 * r["bound_rel"]
+    fig = _plot_percent_of_range(
+        ctx, "B.approx.one-standard-layer-two-tokens", "two_tokens.png", bars, "one standard layer, n = 2 tokens"
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
+        figure_files=[str(fig)],
         figures={
             "nets": nets,
             "sigmoids_per_unit": m,
@@ -360,8 +374,16 @@ def _data_keys_limit(ctx: ClaimContext) -> ClaimResult:
         r_ub = output_range_upper_bound(net)
         rows.append({"lower": r["lower_bound"], "range_ub": r_ub, "rel": r["lower_bound"] / r_ub})
     ok = asym <= 1e-10 * scale and asym2 > 1e-3 * scale2 and all(r["rel"] > 0.01 for r in rows)
+    fig = _plot_percent_of_range(
+        ctx,
+        "B.approx.one-standard-layer-data-keys-limit",
+        "data_keys_lower_bounds.png",
+        {f"net {k}: lower bound": 100 * r["rel"] for k, r in enumerate(rows)},
+        "one standard layer, keys reading the data: certified lower bounds",
+    )
     return ClaimResult(
         verdict="pass" if ok else "fail",
+        figure_files=[str(fig)],
         figures={
             "nets": nets,
             "data_keys_rel_sup_lower_bound": float(f"{min(r['rel'] for r in rows):.3g}"),
