@@ -162,3 +162,44 @@ def test_progress_reports_every_step_and_changes_nothing() -> None:
     assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("nu", "mu", "v"))
     assert [(x.weights, x.bias) for x in a.circuit.layers] == [(x.weights, x.bias) for x in b.circuit.layers]
     assert con.certificate.certified_tokens == plain.certificate.certified_tokens == small.certified_tokens
+
+
+def test_long_context_attention_is_formed_in_blocks_with_the_same_result(monkeypatch) -> None:
+    """A context of n' = 4096 (one sentence of 3,000 tokens): the forward pass never forms more than
+    ATTENTION_BLOCK attention weights at once (it formed (B, n', n'): 34 GB at n' = 65,536), the residual
+    stream equals the one-matrix softmax attention exactly, and the predictions are the labels."""
+    from uatlab.constructions.paper_c import seq2seq_model
+    from uatlab.constructions.paper_c.seq2seq_model import ATTENTION_BLOCK
+
+    rng = np.random.default_rng(7)
+    V, C = 12, 3
+    word_label = rng.integers(0, C, size=V)
+    sents = [rng.integers(0, V, size=6) for _ in range(20)] + [rng.integers(0, V, size=3000)]
+    labs = [np.where(rng.random(len(s)) < 0.2, rng.integers(0, C, size=len(s)), word_label[s]) for s in sents]
+    con = compile_seq2seq_deep(sents, labs, V, C, certify=False)
+    model = con.model
+    assert model.context == 4096 and 4096 * 4096 > ATTENTION_BLOCK
+    shapes = []
+    softmax = torch.softmax
+
+    def spy(t, dim):
+        shapes.append(tuple(t.shape))
+        return softmax(t, dim=dim)
+
+    monkeypatch.setattr(seq2seq_model.torch, "softmax", spy)
+    with torch.no_grad():
+        logits = model(torch.tensor(sents[-1])[None])  # (1, 3000, C)
+        forward_shapes, shapes[:] = list(shapes), []
+        stream = model.stream(torch.tensor(sents[0])[None])  # (1, n', 4): every query
+    for seen, queries in ((forward_shapes, 3000), (shapes, 4096)):
+        assert max(int(np.prod(s)) for s in seen) <= ATTENTION_BLOCK
+        assert sum(s[1] for s in seen) == queries and all(s[2] == 4096 for s in seen)  # each query attends to n'
+    # the reference: one (1, n', n') softmax attention on the same inputs
+    ids = torch.cat([torch.tensor(sents[0]), torch.full((4096 - 6,), V)])[None]  # (1, n'), padded with V
+    pos = torch.arange(4096)
+    ones = torch.ones(1, 4096, dtype=model.dtype)
+    x = torch.stack([model.nu[pos[None], ids], ones, model.mu[None], model.v[ids]], dim=-1)  # (1, n', 4)
+    q, k, val = x @ model.W_Q.T, x @ model.W_K.T, x @ model.W_V.T
+    assert torch.equal(stream, x + (softmax(q @ k.transpose(1, 2), dim=-1) @ val) @ model.W_O.T)
+    ceiling = labs[-1]  # the long sentence occurs once: every token is a ceiling token
+    assert np.array_equal(logits.argmax(-1)[0].numpy(), ceiling)

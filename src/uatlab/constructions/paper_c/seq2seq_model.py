@@ -33,6 +33,8 @@ from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqMemorizer
 from uatlab.errors import InputError, PrecisionError
 
+ATTENTION_BLOCK = 1 << 22  # attention weights formed at a time (B × queries × n'): 32 MB in float64
+
 
 def dense_layers(circuit: Circuit, dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Every layer of an integer circuit as a dense (width, inputs) matrix and a (width,) bias in ``dtype``."""
@@ -99,8 +101,11 @@ class Seq2SeqDeepModel(nn.Module):
         )
         return None if diff is None else diff[0]
 
-    def stream(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The residual stream after the attention layer, (B, n', 4)."""
+    def stream(self, tokens: torch.Tensor, queries: int | None = None) -> torch.Tensor:
+        """The residual stream after the attention layer at the first ``queries`` positions (default all n'),
+        (B, queries, 4). Every query attends to all n' positions (pads included); the attention weights are
+        formed for blocks of queries of at most `ATTENTION_BLOCK` weights at a time, so a long context does not
+        hold a (B, n', n') array (each query's row is the same computation whatever the block)."""
         B, n = tokens.shape
         if n > self.context:
             raise InputError(f"sequences of {n} tokens are longer than the model's context {self.context}")
@@ -116,12 +121,18 @@ class Seq2SeqDeepModel(nn.Module):
             dim=-1,
         )  # (B, n', 4)
         q, k, val = x @ self.W_Q.T, x @ self.W_K.T, x @ self.W_V.T  # (B, n', 1) each
-        a = torch.softmax(q @ k.transpose(1, 2), dim=-1)  # (B, n', n'), exactly 1/n' each
-        return x + (a @ val) @ self.W_O.T  # (B, n', 4)
+        nq = self.context if queries is None else queries
+        rows = max(1, ATTENTION_BLOCK // (B * self.context))  # queries per block
+        heads = torch.empty(B, nq, 1, dtype=self.dtype)  # (B, nq, 1)
+        for start in range(0, nq, rows):
+            stop = min(start + rows, nq)
+            a = torch.softmax(q[:, start:stop] @ k.transpose(1, 2), dim=-1)  # (B, ≤ rows, n'), exactly 1/n' each
+            heads[:, start:stop] = a @ val
+        return x[:, :nq] + heads @ self.W_O.T  # (B, nq, 4)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         n = tokens.shape[1]
-        x = self.stream(tokens)[:, :n]  # (B, n, 4)
+        x = self.stream(tokens, queries=n)  # (B, n, 4)
         B = x.shape[0]
         u = x[..., 2:4].reshape(B * n, 2).T  # (2, B n): token id and v
         h = u
