@@ -28,3 +28,19 @@ def test_a_lone_surrogate_escape_is_refused_with_its_line(tmp_path):
     path.write_text('{"tokens": ["a"], "labels": ["X"]}\n{"tokens": ["\\ud800"], "labels": ["X"]}\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"d\.jsonl:2: token .* lone surrogate"):
         list(iter_jsonl(path))
+
+
+def test_one_rule_picks_jsonl_or_conll_by_the_file_name(tmp_path):
+    from uatlab.data.jsonl import is_jsonl_path, read_sequences, sequence_format
+
+    assert is_jsonl_path("a/b.jsonl") and is_jsonl_path(tmp_path / "x.json")
+    assert not is_jsonl_path("train.txt") and not is_jsonl_path("data.jsonl.txt")
+    assert sequence_format("x.jsonl") == "jsonl" and sequence_format("x.conll") == "conll"
+    assert sequence_format("x.jsonl", "conll") == "conll"  # an explicit format wins
+    with pytest.raises(InputError, match="unknown data format 'csv'"):
+        sequence_format("x.jsonl", "csv")
+    js, co = tmp_path / "d.json", tmp_path / "d.txt"
+    js.write_text('{"tokens": ["a", "b"], "labels": ["O", "X"]}\n')
+    co.write_text("a O\nb X\n")
+    assert read_sequences(js).tokens == read_sequences(co).tokens == [["a", "b"]]
+    assert read_sequences(js).labels == read_sequences(co).labels == [["O", "X"]]

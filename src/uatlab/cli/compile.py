@@ -52,15 +52,9 @@ WORKERS_OPTION = typer.Option(
 
 def _records(path: Path, fmt: str):
     from uatlab.data.conll import iter_conll
-    from uatlab.data.jsonl import iter_jsonl
+    from uatlab.data.jsonl import iter_jsonl, sequence_format
 
-    if fmt == "auto":
-        fmt = "jsonl" if str(path).endswith((".jsonl", ".json")) else "conll"
-    if fmt == "conll":
-        return iter_conll(path)
-    if fmt == "jsonl":
-        return iter_jsonl(path)
-    raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
+    return iter_jsonl(path) if sequence_format(path, fmt) == "jsonl" else iter_conll(path)
 
 
 def _threads(option: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from uatlab.data.jsonl import is_jsonl_path
 from uatlab.errors import InputError
 from uatlab.io_safety import write_text_atomic
 
@@ -38,7 +39,7 @@ def compile_next_token_file(
     if dtype not in NEXT_TOKEN_REGIMES:
         raise InputError(f"--dtype {dtype!r}: the next-token task takes one of {', '.join(NEXT_TOKEN_REGIMES)}")
     if fmt == "auto":
-        fmt = "jsonl" if str(data).endswith((".jsonl", ".json")) else "text"
+        fmt = "jsonl" if is_jsonl_path(data) else "text"
     if fmt not in ("jsonl", "text"):
         raise InputError(f"--format {fmt!r}: the next-token task reads 'jsonl' or 'text'")
     if fmt == "text" and window is None:
@@ -371,7 +372,7 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
     from uatlab.data.text_file import read_token_lines
 
     if fmt == "auto":
-        fmt = "jsonl" if str(data).endswith((".jsonl", ".json")) else "text"
+        fmt = "jsonl" if is_jsonl_path(data) else "text"
     if fmt == "jsonl":
         seqs, labels, where = [], [], []
         for _, at, obj in iter_example_objects(data):
@@ -453,7 +454,7 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     if fmt not in ("auto", "text", "jsonl"):
         raise InputError(f"--format {fmt!r}: a next-token model reads text (one sequence per line) or jsonl")
     if fmt == "auto":
-        fmt = "jsonl" if data.suffix in (".jsonl", ".json") else "lines"
+        fmt = "jsonl" if is_jsonl_path(data) else "lines"
     elif fmt == "text":
         fmt = "lines"
     t0 = time.perf_counter()

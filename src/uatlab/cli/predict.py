@@ -24,7 +24,9 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if fmt == "auto":
-        fmt = "jsonl" if path.suffix in (".jsonl", ".json") else _sniff(path)
+        from uatlab.data.jsonl import is_jsonl_path
+
+        fmt = "jsonl" if is_jsonl_path(path) else _sniff(path)
     if fmt == "text":
         from uatlab.data.text_file import read_token_lines
 

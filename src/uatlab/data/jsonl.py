@@ -105,14 +105,26 @@ def write_jsonl(data: SequenceDataset, path: str | os.PathLike) -> None:
             fh.write(json.dumps({"tokens": toks, "labels": labs}) + "\n")
 
 
+JSONL_SUFFIXES = (".jsonl", ".json")
+
+
+def is_jsonl_path(path: str | os.PathLike) -> bool:
+    """True when ``path`` is named ``*.jsonl`` or ``*.json``: what every reader's ``format='auto'`` reads as JSONL."""
+    return str(path).endswith(JSONL_SUFFIXES)
+
+
+def sequence_format(path: str | os.PathLike, fmt: str = "auto") -> str:
+    """``'jsonl'`` or ``'conll'``: ``fmt``, or for ``'auto'`` JSONL for .jsonl/.json files (`is_jsonl_path`) and
+    CoNLL otherwise; InputError for any other format."""
+    if fmt == "auto":
+        fmt = "jsonl" if is_jsonl_path(path) else "conll"
+    if fmt not in ("jsonl", "conll"):
+        raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
+    return fmt
+
+
 def read_sequences(path: str | os.PathLike, fmt: str = "auto") -> SequenceDataset:
     """Read CoNLL or JSONL; ``fmt='auto'`` picks JSONL for .jsonl/.json files, CoNLL otherwise."""
     from uatlab.data.conll import read_conll
 
-    if fmt == "auto":
-        fmt = "jsonl" if str(path).endswith((".jsonl", ".json")) else "conll"
-    if fmt == "jsonl":
-        return read_jsonl(path)
-    if fmt == "conll":
-        return read_conll(path)
-    raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
+    return read_jsonl(path) if sequence_format(path, fmt) == "jsonl" else read_conll(path)

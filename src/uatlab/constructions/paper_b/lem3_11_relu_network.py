@@ -58,6 +58,7 @@ from uatlab.constructions.paper_b.thm3_truncated_linear import (
 )
 from uatlab.errors import InputError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer, AttentionOnlyNetwork
+from uatlab.numerics.float_bounds import unit_roundoff
 
 
 @dataclass
@@ -514,9 +515,9 @@ def compile_relu_network_two_layer(
                     heads2.append((c, sign, g, kappa))
     if not heads2:
         raise InputError("every hidden unit has zero output weights: nothing to compile")
-    u = float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps) / 2
 
     def bounds_for(plan: InterpolationPlan) -> tuple[float, float, float, float, dict[str, float]]:
+        u = unit_roundoff(dtype)  # dtype checked by the plan (plan_interpolation)
         dl, x, m = plan.delta, plan.x, plan.anchors
         t_dead = n * math.exp(-DEAD_SCORE) * 4.0
         eps1 = dl / 2 + tail_inside(dl, x, m) + t_dead + plan.float_term

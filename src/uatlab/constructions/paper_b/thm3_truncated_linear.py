@@ -88,6 +88,7 @@ import torch
 from uatlab.constructions.contract import PAPER_B, Construction
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer
+from uatlab.numerics.float_bounds import unit_roundoff
 
 Mode = Literal["token", "sequence"]
 
@@ -168,7 +169,7 @@ def _bounds(a: float, b: float, heads: int, m: int, beta: float, n_dead: int) ->
 
 
 def _float_term(a: float, b: float, heads: int, m: int, beta: float, y_bound: float, dtype: str, p: int):
-    u = float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).eps) / 2
+    u = unit_roundoff(dtype)
     delta = (b - a) / (heads * (m - 1))
     lmax = max(abs(a), abs(b))
     # S_max = β · max_k kΔ · (2|y| + |L_k + L_0|) ≤ β (m−1)Δ (2 y_bound + 2 lmax)
