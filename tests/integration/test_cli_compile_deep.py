@@ -131,3 +131,20 @@ def test_degenerate_but_valid_data_is_memorized(here: Path, capsys, sentences) -
     assert fig["certified_at_ceiling"] is True and fig["certified_tokens"] == sum(map(len, sentences))
     assert main(["predict", "t.safetensors", "t.conll", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["labels"] == [[y for _, y in s] for s in sentences]
+
+
+def test_json_splits_cpu_seconds_by_stage(here: Path, capsys) -> None:
+    """stage_cpu_seconds: read, compile, certify, save, each ≥ 0, together no more than the CPU time the
+    process spent in the command; compile and certify did work. --no-certify: certify 0."""
+    import time
+
+    capsys.readouterr()
+    cpu = time.process_time()
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "a.safetensors", "--json"]) == 0
+    cpu = time.process_time() - cpu
+    stages = json.loads(capsys.readouterr().out)["stage_cpu_seconds"]
+    assert sorted(stages) == ["certify", "compile", "read", "save"]
+    assert min(stages.values()) >= 0 and stages["compile"] > 0 and stages["certify"] > 0
+    assert sum(stages.values()) <= cpu
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "b.safetensors", "--json", "--no-certify"]) == 0
+    assert json.loads(capsys.readouterr().out)["stage_cpu_seconds"]["certify"] < stages["certify"]

@@ -120,6 +120,7 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
         not in (
             "conflicts",
             "stage_seconds",
+            "stage_cpu_seconds",
             "min_margin_at",
             "uncertified_examples",
             "assumptions",
@@ -154,6 +155,8 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
         console.print(f"not certified: {ex}", highlight=False)
     if fig.get("stage_seconds"):
         console.print(key_value_table("time per stage (s)", fig["stage_seconds"]))
+    if fig.get("stage_cpu_seconds"):
+        console.print(key_value_table("CPU time per stage (s)", fig["stage_cpu_seconds"]))
 
 
 @app.command("compile")
