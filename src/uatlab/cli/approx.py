@@ -448,6 +448,7 @@ def gd_cmd(
 
 @approx.command("incontext")
 def incontext_cmd(
+    ctx: typer.Context,
     task: str = typer.Option(
         "all", "--task", help="'ridge', 'relu-features' or 'all'.", callback=one_of("all", "ridge", "relu-features")
     ),
@@ -474,6 +475,7 @@ def incontext_cmd(
     from uatlab.experiments.incontext import TASKS, TaskSpec, incontext_table
     from uatlab.io_safety import atomic_write
 
+    reject_overridden(ctx, quick, "steps", "train_steps", "test_tasks")
     ks = _ints(steps, "steps")
     check_output_dir(out)
     if quick:

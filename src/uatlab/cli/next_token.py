@@ -365,12 +365,12 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
 
     ``jsonl``: ``{"tokens": [...], "label": ...}`` lines (the label may be missing for prediction);
     ``text``: with ``--format text`` for certify, windows of the model's length cut from the text with the
-    tokenizer the model was compiled with, each labelled by the next token; for predict, one sequence of
-    whitespace tokens per non-empty line (``lines``).
+    tokenizer the model was compiled with, each labelled by the next token; for predict, one sequence per
+    non-empty line (``lines``), split by that same tokenizer (`uatlab.data.next_token.tokenize_line`).
     """
-    from uatlab.data.next_token import iter_example_objects
-    from uatlab.data.text_file import read_token_lines
+    from uatlab.data.next_token import iter_example_objects, read_sequence_lines
 
+    tokenizer = ((model.saved_extra or {}).get("source") or {}).get("tokenizer") or "whitespace"
     if fmt == "auto":
         fmt = "jsonl" if is_jsonl_path(data) else "text"
     if fmt == "jsonl":
@@ -385,13 +385,12 @@ def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[st
             raise InputError(f"{data}: no examples found")
         return seqs, labels, where
     if fmt == "lines":
-        rows = read_token_lines(data)
+        rows = read_sequence_lines(data, tokenizer)
         return [r for _, r in rows], [None] * len(rows), [f"{data}:{i}" for i, _ in rows]
     if fmt == "text":
         from uatlab.data.next_token import read_text_windows
 
-        src = (model.saved_extra or {}).get("source") or {}
-        d = read_text_windows(data, model.memo.n, src.get("tokenizer") or "whitespace")
+        d = read_text_windows(data, model.memo.n, tokenizer)
         pad = d.pad_id
         seqs = [[d.token_vocab[t] for t in row if t != pad] for row in d.tokens.tolist()]
         labels = [d.label_vocab[y] for y in d.labels.tolist()]
@@ -443,8 +442,9 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
         console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", fig))
 
 
-def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool) -> None:
-    """``uatlab predict`` with a next-token model: the next token of every sequence (line or JSONL object)."""
+def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool, unknown: str = "") -> None:
+    """``uatlab predict`` with a next-token model: the next token of every sequence (line or JSONL object).
+    ``unknown``: ``--unknown``; the model has no unknown-word token, so ``unk`` is refused."""
     import typer
 
     from uatlab.cli.app import print_json
@@ -453,6 +453,11 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
 
     if fmt not in ("auto", "text", "jsonl"):
         raise InputError(f"--format {fmt!r}: a next-token model reads text (one sequence per line) or jsonl")
+    if unknown == "unk":
+        raise InputError(
+            f"--unknown unk: {model_path} is a next-token model, which has no unknown-word token "
+            "(every token must be in its vocabulary)"
+        )
     if fmt == "auto":
         fmt = "jsonl" if is_jsonl_path(data) else "lines"
     elif fmt == "text":

@@ -3,8 +3,9 @@
 INPUT is plain text (one sentence per line, tokens separated by whitespace), CoNLL columns or JSONL (their
 labels are ignored). Output: one ``token<TAB>label`` line per token, a blank line between sentences, or one
 JSON object with ``--json``. Unknown words follow the model's policy (see `uatlab.models.Transformer.predict`).
-With a next-token model (Kajitsuka & Sato, ICLR 2025) every line (or JSONL object) is one sequence and the
-output is the sequence, a tab and its predicted next token.
+With a next-token model (Kajitsuka & Sato, ICLR 2025) every line (or JSONL object) is one sequence, split by
+the tokenizer the model was compiled with (``--tokenizer``), and the output is the sequence, a tab and its
+predicted next token.
 """
 
 from __future__ import annotations
@@ -63,7 +64,10 @@ def predict_cmd(
         help="text, conll, jsonl or auto (.jsonl/.json; CoNLL if the lines are tagged columns; else text).",
     ),
     unknown: str = typer.Option(
-        "", "--unknown", help="Unknown words: error or unk (default: the model's <unk> if it has one, else error)."
+        "",
+        "--unknown",
+        help="Unknown words: error or unk (default: the model's <unk> if it has one, else error; a next-token "
+        "model has none).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of token/label lines."),
 ) -> None:
@@ -77,7 +81,7 @@ def predict_cmd(
     if not input_path.is_file():
         raise InputError(f"{input_path}: no such file")
     if is_next_token_model(model_path):
-        return predict_next_token_command(model_path, input_path, fmt, json_out)
+        return predict_next_token_command(model_path, input_path, fmt, json_out, unknown)
     sentences = read_sentences(input_path, fmt)
     t0 = time.perf_counter()
     from uatlab.threads import apply_threads

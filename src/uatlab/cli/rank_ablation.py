@@ -8,7 +8,7 @@ import typer
 
 from uatlab.cli.app import console, print_json, rows_table
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
-from uatlab.cli.options import SEED_MAX, finite, thread_count
+from uatlab.cli.options import SEED_MAX, finite, reject_overridden, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
 
@@ -34,6 +34,7 @@ def parse_ranks(text: str) -> tuple[int | None, ...]:
 
 @experiment.command("rank-ablation")
 def rank_ablation_command(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
     out: Path = typer.Option(Path("uatlab-runs/rank-ablation"), "--out", help="Output folder (resumable)."),
     ranks: str = typer.Option("1,2,4,full", "--ranks", help="Attention ranks, comma-separated ('full' = head size d)."),
@@ -46,12 +47,18 @@ def rank_ablation_command(
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     threads: int = typer.Option(1, "--threads", min=1, callback=thread_count(auto=False), help="torch threads."),
-    quick: bool = typer.Option(False, "--quick", help="40 sentences, d=32, batch 8, lr 1e-2, 80 epochs (a minute)."),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="40 sentences (unless --sentences), d=32, batch 8, lr 1e-2, 80 epochs (a minute); it sets --dim, "
+        "--batch-size, --lr and --epochs itself.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Paper A: rank 1 suffices. Epochs to 0.9872, 0.9995 and the ceiling for each attention rank."""
     from uatlab.experiments.rank_ablation import run_rank_ablation
 
+    reject_overridden(ctx, quick, "dim", "epochs", "batch_size", "lr")
     rank_list = parse_ranks(ranks)
     check_input_file(data)
     check_output_dir(out, [data])

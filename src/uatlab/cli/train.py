@@ -17,6 +17,7 @@ from uatlab.cli.options import (
     int_list,
     one_of,
     refuse_given,
+    reject_overridden,
     thread_count,
 )
 from uatlab.errors import InputError
@@ -107,8 +108,47 @@ TRIAL_THREADS_OPTION = typer.Option(
 )
 
 
+def refuse_init_conflicts(ctx: typer.Context, init: Path, asked: dict[str, object]) -> tuple[int, int]:
+    """With ``--init`` the model is the init model: refuse the given model options (``asked``: parameter name →
+    parsed value) that would ask for another one, naming each option and the init model's value (an option
+    given with the init model's own value is accepted). Returns the init model's (layers, heads)."""
+    from uatlab.training.trainer import _load_init
+
+    mc = _load_init(str(init))[0].config
+    ff_width = list(mc.ff_width) if isinstance(mc.ff_width, tuple) else mc.ff_width
+    have: dict[str, tuple[object, str]] = {  # parameter → (the init model's value, how to say it)
+        "dim": (mc.d_model, f"d = {mc.d_model}"),
+        "layers": (mc.n_layers, f"{mc.n_layers} layer{'s' if mc.n_layers != 1 else ''}"),
+        "rank": (mc.rank, f"rank {mc.rank if mc.rank is not None else 'full'}"),
+        "heads": (mc.n_heads, f"{mc.n_heads} head{'s' if mc.n_heads != 1 else ''}"),
+        "head_dim": (mc.head_dim, f"head size {mc.head_dim}"),
+        "ff_width": (ff_width, f"feed-forward width {ff_width}"),
+        "ff_mult": (
+            ff_width // mc.d_model if isinstance(ff_width, int) and ff_width % mc.d_model == 0 else None,
+            f"feed-forward width {ff_width} at d = {mc.d_model}",
+        ),
+        "dtype": (mc.dtype, f"{mc.dtype} weights"),
+    }
+    conflicts = []
+    for name in have:
+        flag = given_options(ctx, name)
+        if flag and asked[name] != have[name][0]:
+            shown = "full" if name == "rank" and asked[name] is None else asked[name]
+            conflicts.append((f"{flag[0]} {shown}", have[name][1]))
+    if given_options(ctx, "embed_std"):
+        conflicts.append(("--embed-std", "its own token embeddings"))
+    if conflicts:
+        raise InputError(
+            f"{', '.join(c for c, _ in conflicts)} {'has' if len(conflicts) == 1 else 'have'} no effect with --init: "
+            f"the init model {init} has {', '.join(h for _, h in conflicts)} (leave "
+            f"{'it' if len(conflicts) == 1 else 'them'} out)"
+        )
+    return mc.n_layers, mc.n_heads
+
+
 @app.command("train")
 def train_command(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
     valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
     out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
@@ -165,7 +205,12 @@ def train_command(
     stop_at_ceiling: bool = typer.Option(
         False, "--stop-at-ceiling", help="End after the first epoch with no errors beyond the inherent conflicts."
     ),
-    init: Path | None = typer.Option(None, "--init", help="Start from a uatlab model file (e.g. uatlab compile)."),
+    init: Path | None = typer.Option(
+        None,
+        "--init",
+        help="Start from a uatlab model file (e.g. uatlab compile); the model options then come from it "
+        "(leave them out, or give the model's values).",
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
     max_minutes: float | None = typer.Option(
         None, "--max-minutes", help="Checkpoint and stop after this long.", callback=finite(0, 1e7, lo_open=True)
@@ -192,6 +237,10 @@ def train_command(
         if extra is not None:
             check_input_file(extra, name)
     check_output_dir(out, [data, valid, init])
+    if init is not None:  # the model's shape comes from the init model
+        asked = {"dim": dim, "layers": layers, "rank": _parse_rank(rank), "heads": heads, "head_dim": head_dim}
+        asked |= {"ff_width": ff_width, "ff_mult": ff_mult, "dtype": dtype}
+        layers, heads = refuse_init_conflicts(ctx, init, asked)
     torch.set_num_threads(threads)
     train_data = load_data(data, fmt, scheme)
     valid_data = load_data(valid, fmt, scheme) if valid is not None else None
@@ -312,6 +361,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 @experiment.command("depth-ablation")
 def depth_ablation_command(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
     out: Path = typer.Option(Path("uatlab-runs/depth-ablation"), "--out", help="Output folder (resumable)."),
     layers: str = typer.Option(
@@ -329,7 +379,12 @@ def depth_ablation_command(
         0.1, "--embed-std", help="Std of the initial token embeddings.", callback=finite(0, 1e3)
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
-    quick: bool = typer.Option(False, "--quick", help="200 sentences, d=64, batch 8, lr 5e-3, 20 epochs (minutes)."),
+    quick: bool = typer.Option(
+        False,
+        "--quick",
+        help="200 sentences (unless --sentences), d=64, batch 8, lr 5e-3, 20 epochs (minutes); it sets --dim, "
+        "--batch-size, --lr and --epochs itself.",
+    ),
     executor: str = TRIAL_EXECUTOR_OPTION,
     workers: int = TRIAL_WORKERS_OPTION,
     threads: int = TRIAL_THREADS_OPTION,
@@ -341,6 +396,7 @@ def depth_ablation_command(
     """Paper A's depth ablation: 1/3/6-layer rank-1 models, accuracy vs epoch, epochs to 0.9872/0.999/ceiling."""
     from uatlab.experiments.depth_ablation import run_depth_ablation
 
+    reject_overridden(ctx, quick, "dim", "epochs", "batch_size", "lr")
     check_workers(executor, workers, threads)
     check_input_file(data)
     check_output_dir(out, [data])
@@ -439,7 +495,10 @@ def capacity_command(
     batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sequences per batch."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of data subsets and models."),
     quick: bool = typer.Option(
-        False, "--quick", help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes)."
+        False,
+        "--quick",
+        help="Synthetic, N = 8..64, d ≤ 32, 800 steps, lr 2e-2 (a few minutes); token task: it sets --kind, --ns, "
+        "--max-steps and --lr itself.",
     ),
     executor: str = TRIAL_EXECUTOR_OPTION,
     workers: int = TRIAL_WORKERS_OPTION,
@@ -470,7 +529,9 @@ def capacity_command(
     if task == "next-token":
         from uatlab.cli.next_token import capacity_next_token_command
 
-        nt_ns = ns if ns != "16,32,64,128,256" else "100,1000,10000"
+        if quick:  # the quick mode runs only the blocks experiment (no sweep over N and widths)
+            refuse_given(ctx, "--task next-token --quick (it runs only the blocks experiment)", ("ns", "grid"))
+        nt_ns = ns if _given(ctx, "ns") else "100,1000,10000"
         check_output_dir(out)
         with out_lock(out):
             capacity_next_token_command(
@@ -488,6 +549,8 @@ def capacity_command(
         return
     from uatlab.experiments.capacity import run_capacity
 
+    reject_overridden(ctx, quick, "kind", "ns", "max_steps", "lr")
+    refuse_given(ctx, f"--kind {kind}", ("data",) if kind == "synthetic" else ("length", "vocab", "labels"))
     if kind == "conll":
         if data is None:
             raise InputError("--kind conll needs --data FILE")

@@ -161,6 +161,50 @@ def tokenize_text(text: str, tokenizer: str, source: str = "<text>") -> list[str
     raise InputError(f"unknown tokenizer {tokenizer!r}: use 'whitespace' or 'python'")
 
 
+LINE_END_LAYOUT = ("<NEWLINE>", "<NL>", "<DEDENT>")  # what `tokenize` adds at the end of a line of Python
+
+
+def tokenize_line(line: str, tokenizer: str, source: str = "<line>") -> list[str]:
+    """The tokens of one line read as one whole sequence (``uatlab predict``: a sequence per line), with the
+    tokenizer of `tokenize_text`. Python: the end of the line is not a token (the ``<NEWLINE>``, ``<NL>`` and
+    ``<DEDENT>`` that `tokenize` adds there are dropped), and a statement still open at the end of the line
+    (an unclosed bracket or string: a prefix is often unfinished) keeps the tokens read before the end."""
+    if tokenizer != "python":
+        return tokenize_text(line, tokenizer, source)
+    out: list[str] = []
+    layout = {
+        tokenize.NEWLINE: "<NEWLINE>",
+        tokenize.NL: "<NL>",
+        tokenize.INDENT: "<INDENT>",
+        tokenize.DEDENT: "<DEDENT>",
+    }
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line.rstrip("\r\n")).readline):
+            if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):
+                continue
+            out.append(layout.get(tok.type, tok.string))
+    except tokenize.TokenError:  # "EOF in multi-line statement/string": the line ends inside it
+        pass
+    except (SyntaxError, IndentationError) as exc:
+        raise InputError(f"{source}: not tokenizable as Python ({exc})") from None
+    while out and out[-1] in LINE_END_LAYOUT:
+        out.pop()
+    return out
+
+
+def read_sequence_lines(path: str | os.PathLike, tokenizer: str = "whitespace") -> list[tuple[int, list[str]]]:
+    """(line number, tokens by `tokenize_line`) of every non-blank line of ``path``: one sequence per line;
+    InputError when there is none."""
+    rows = [
+        (lineno, tokenize_line(line, tokenizer, f"{path}:{lineno}"))
+        for lineno, line in iter_lines(path)
+        if line.strip()
+    ]
+    if not rows:
+        raise InputError(f"{path}: no sequences found (the file is empty or blank)")
+    return rows
+
+
 def windows_from_tokens(
     streams: list[tuple[str, list[str]]], window: int, max_windows: int | None = None
 ) -> NextTokenData:

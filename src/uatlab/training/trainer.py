@@ -74,6 +74,9 @@ class TrainConfig:
     (see `focus_loss`; 0 = off). ``replay``: append this many of the sequences the last full pass got
     wrong to every batch (`uatlab.training.batching.with_replay`; sequences holding an inherent
     conflict are never replayed; 0 = off).
+
+    With ``init`` (a saved model to start from) the model fields are the init model's: `train` replaces
+    them with its values (`config_of_init_model`), so the recorded config is the model that was trained.
     """
 
     layers: int = 1
@@ -81,8 +84,8 @@ class TrainConfig:
     dim: int = 128
     heads: int = 1
     head_dim: int = 1
-    ff_width: int | None = None
-    ff_mult: int = 4
+    ff_width: int | list[int] | None = None
+    ff_mult: int | None = 4
     positional: str = "learned"
     beta: float = 1.0
     embed_std: float | None = None
@@ -282,6 +285,27 @@ def _load_init(path: str) -> tuple[Transformer, Encoding]:
     return model, vocab
 
 
+def config_of_init_model(cfg: TrainConfig, mc: TransformerConfig) -> TrainConfig:
+    """``cfg`` with its model fields (sizes, rank, positional encoding, β, dtype) replaced by those of the init
+    model ``mc``: the model trained is the init model, so these are what the run's config records.
+    ``ff_mult`` and ``embed_std`` do not apply (the width and the embeddings come from the model): None."""
+    ff_width = list(mc.ff_width) if isinstance(mc.ff_width, tuple) else mc.ff_width
+    return dataclasses.replace(
+        cfg,
+        layers=mc.n_layers,
+        rank=mc.rank,
+        dim=mc.d_model,
+        heads=mc.n_heads,
+        head_dim=mc.head_dim,
+        ff_width=ff_width,
+        ff_mult=None,
+        positional=mc.positional,
+        beta=mc.beta,
+        embed_std=None,
+        dtype=mc.dtype,
+    )
+
+
 def init_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
     """A fresh model for ``cfg`` (seeded), sized for ``vocab`` and sequences up to ``max_len``."""
     mc = TransformerConfig(
@@ -378,6 +402,7 @@ def train(
     # ---- model and vocabulary ------------------------------------------------------------------
     if cfg.init:
         model, vocab = _load_init(cfg.init)
+        cfg = config_of_init_model(cfg, model.config)  # what is trained, recorded as such (summary, checkpoint)
         model.train()
         known = vocab.token_to_id
         for part in (train_data, valid_data):
