@@ -710,6 +710,7 @@ class _BoundedModel:
         # -1: not gated; -2: gated with a code that no word has (then never active, proven below)
         unit_cid = np.where(gated, np.where(found, pos_c, -2), -1).astype(np.int64)
         others = np.setdiff1d(np.arange(E.shape[1]), J)
+        R1 = np.flatnonzero(reads)
         # the FF's units in code-id order (a sum over units is order-free, and so is its error bound): position
         # k of this order is unit order[k], and the candidate units of one code are a contiguous range of
         # positions. W1 and W2 (the model's largest matrices, |W| formed per slice) stay as they are, read
@@ -737,7 +738,10 @@ class _BoundedModel:
             "absWo": np.abs(Wo),
             "Wo_nz": (Wo != 0.0).astype(np.float64),  # for exact counts of the non-zero weights per unit
             # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
-            "R1": np.flatnonzero(reads),
+            "R1": R1,
+            # a token is non-zero on at most `ones` code coordinates and the others of R1: when that is under a
+            # quarter of R1, the batched layer gathers per code only the coordinates its tokens can be non-zero on
+            "sparse_columns": 4 * (ones + len(np.setdiff1d(R1, J))) < len(R1),
             "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
         }
 
@@ -1126,6 +1130,8 @@ class _BoundedModel:
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
         R1 = self.gate["R1"]
         xr1 = (np.take(x, R1, axis=1), np.take(r, R1, axis=1))  # (T, |R1|): rows gathered per batch
+        if self.gate["sparse_columns"]:  # X = |x̂| + 2r > 0: the coordinate can be non-zero in a run
+            xr1 += ((np.abs(xr1[0]) + 2 * xr1[1]) > 0,)
         for a, b in itertools.pairwise(cuts):
             idx = perm[a:b]
             per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
@@ -1136,10 +1142,19 @@ class _BoundedModel:
     def _ff_batch(self, x, r, xr1, order, start, T, lo, K, hid: _Linear, out: _Linear, yv, ry):
         """One batch of `_ff_batched`: codes with tokens ``order[start[i] : start[i] + T[i]]`` and units
         ``lo[i] : lo[i] + K[i]``; writes the output coordinates the layer can change (``gate["R2"]``). ``xr1``:
-        the pass's x[:, R1] and r[:, R1].
+        the pass's x[:, R1], r[:, R1] (and X[:, R1] > 0, X = |x̂| + 2r, with ``gate["sparse_columns"]``).
 
         Only the coordinates R1 that some unit of the layer reads enter the pre-activation products (the others
-        are multiplied by exact zero weights, and ``n`` counts non-zero weights only). Values are the ones of
+        are multiplied by exact zero weights, and ``n`` counts non-zero weights only). With a wide code
+        (``gate["sparse_columns"]``: a token can be non-zero on under a quarter of R1) only those, per code,
+        where some token of the code has X > 0: where every token has X = |x̂| + 2r = 0, x is an
+        exact 0 in every run, so each product there is an exact ±0 in the run and in the reference (adding it
+        leaves a partial sum unchanged), its radius terms |W1| X and |W1| r are exact zeros, ``n`` never counted it
+        (X = 0 for every token: both of its forms below give the per-token counts of the full rows) and it
+        carries no input error (not in the error-carrying coordinates Jr). The kept coordinates of a
+        code fill its first slots of a padded column axis (in increasing order); a padded column slot has a zero
+        weight and x = r = 0, so it adds exact zeros only (as a padded unit slot does). With a wide code (e.g.
+        1-hot: a token has one non-zero code coordinate of thousands) this keeps a handful of columns. Values are the ones of
         `_ff_units` up to the summation order inside the products (a float64 run of the same sums: within the
         radius of the exact value, whose bound does not depend on the order); radii are `_ff_units`'s bounds for
         each code on its own (what they take over tokens, e.g. the error-carrying coordinates, is taken over the
@@ -1159,10 +1174,28 @@ class _BoundedModel:
         toks = order[start[:, None] + np.minimum(at, T[:, None] - 1)]  # (nb, Tm): padding repeats the last token
         valid = ak < K[:, None]  # (nb, Km)
         units = g["order"][lo[:, None] + np.minimum(ak, K[:, None] - 1)]  # (nb, Km) unit indices
-        xb, rb = xr1[0][toks], xr1[1][toks]  # (nb, Tm, |R1|): x[:, R1], r[:, R1] of the batch's tokens
-        W1 = np.take(hid.W, units, axis=0)[..., R1]  # (nb, Km, |R1|), a gathered copy
+        if g["sparse_columns"]:
+            # per code, the coordinates of R1 where one of its tokens can be non-zero: slots [0, cnt) of C columns
+            need = xr1[2][toks].any(axis=1)  # (nb, |R1|)
+            cnt = need.sum(axis=1)
+            rows, cols = np.nonzero(need)  # row-major: each code's coordinates in increasing order
+            slot = np.arange(len(rows)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            colidx = np.zeros((len(T), max(int(cnt.max()), 1)), dtype=np.intp)  # (nb, C) positions in R1
+            colidx[rows, slot] = cols
+            vcol = np.zeros(colidx.shape, dtype=bool)
+            vcol[rows, slot] = True
+            del need, rows, cols, slot
+            xb = xr1[0][toks[:, :, None], colidx[:, None, :]]  # (nb, Tm, C): x[:, R1] of the batch's tokens
+            rb = xr1[1][toks[:, :, None], colidx[:, None, :]]
+            pad = np.broadcast_to(~vcol[:, None, :], xb.shape)
+            xb[pad], rb[pad] = 0.0, 0.0  # padded column slots: exact zeros
+            W1 = hid.W[units[:, :, None], R1[colidx][:, None, :]]  # (nb, Km, C), a gathered copy
+            W1[np.broadcast_to(~vcol[:, None, :], W1.shape)] = 0.0
+        else:  # C = |R1|: every coordinate the layer reads
+            xb, rb = xr1[0][toks], xr1[1][toks]  # (nb, Tm, |R1|): x[:, R1], r[:, R1] of the batch's tokens
+            W1 = np.take(hid.W, units, axis=0)[..., R1]  # (nb, Km, |R1|), a gathered copy
         W1[~valid] = 0.0  # padded units: all-zero rows
-        W1t = np.ascontiguousarray(W1.transpose(0, 2, 1))  # (nb, |R1|, Km)
+        W1t = np.ascontiguousarray(W1.transpose(0, 2, 1))  # (nb, C, Km)
         aW1t = np.abs(W1t)
         W2T = out.W[R2[None, None, :], units[..., None]]  # (nb, Km, |R2|)
         W2T[~valid] = 0.0
@@ -1173,7 +1206,7 @@ class _BoundedModel:
         X = np.abs(xb)
         X += 2 * rb
         nz = W1 != 0
-        read = nz.any(axis=1)  # (nb, |R1|) coordinates the code's units read
+        read = nz.any(axis=1)  # (nb, C) coordinates the code's units read
         if ((X > 0) | ~read[:, None, :]).all():  # n of _preactivation_bounds: every unit's term count
             n = (nz.sum(axis=2) + (b1 != 0)).astype(np.float64)[:, None, :]  # (nb, 1, Km)
         else:  # exact counts per (token, unit)
@@ -1198,7 +1231,7 @@ class _BoundedModel:
         live = ~(z <= slack)  # units that may be non-zero in some run (NaN: live)
         del slack
         # per code: coordinates with an input error read by its units (Jr of _ff_tail)
-        Jr = ~(rb <= 0).all(axis=1) & read  # (nb, |R1|) (NaN: carries an error)
+        Jr = ~(rb <= 0).all(axis=1) & read  # (nb, C) (NaN: carries an error)
         linear = Jr.sum(axis=1) <= self.LINEAR_ON_MAX_COORDS
         if not linear.all():
             on &= linear[:, None, None]
