@@ -148,3 +148,21 @@ def test_json_splits_cpu_seconds_by_stage(here: Path, capsys) -> None:
     assert sum(stages.values()) <= cpu
     assert main(["compile", "d.conll", "--ff", "deep", "--out", "b.safetensors", "--json", "--no-certify"]) == 0
     assert json.loads(capsys.readouterr().out)["stage_cpu_seconds"]["certify"] < stages["certify"]
+
+
+def test_certify_a_deep_model_shows_progress_and_checks_memory(here: Path, capsys) -> None:
+    """`uatlab certify` on a deep model: the same bars on stderr (none with --json); --max-memory is honoured:
+    below the padded sequences' estimate one error line naming the data and the model, nothing written."""
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "m.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["certify", "m.safetensors", "d.conll"]) == 0
+    err = capsys.readouterr().err
+    assert all(f"{stage}:" in err for stage in ("reading", "certify gate", "certify retrieval")), err
+    assert main(["certify", "m.safetensors", "d.conll", "--json", "--max-memory", "8G"]) == 0
+    cap = capsys.readouterr()
+    assert cap.err == "" and json.loads(cap.out)["certified_at_ceiling"] is True
+    before = _listing(here)
+    assert main(["certify", "m.safetensors", "d.conll", "--max-memory", "1K"]) == 2
+    (err,) = _error_lines(capsys.readouterr().err)
+    assert err.startswith("error: certifying d.conll on m.safetensors would need about") and "n' = 8" in err, err
+    assert _listing(here) == before

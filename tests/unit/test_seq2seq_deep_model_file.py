@@ -4,6 +4,7 @@ back by ``uatlab.load``, certified and used for prediction (library and command 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -154,8 +155,10 @@ def test_predict_errors_name_the_word_and_the_sequence():
 
 def _one_error_line(capsys, *needles: str) -> str:
     err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    # progress bars (stderr, each redraw ending in \r) may come first; the terminal overwrites them
+    lines = [ln for ln in err.splitlines() if ln.strip() and not re.match(r"[\w ]+: .*\[\d+:\d+", ln)]
     assert lines and lines[0].startswith("error:") and "Traceback" not in err, err
+    assert len([ln for ln in lines if ln.startswith("error:")]) == 1, err
     for n in needles:
         assert n in err, (n, err)
     return err

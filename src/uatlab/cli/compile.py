@@ -636,7 +636,8 @@ def certify_cmd(
     if file_format(model_path) == SEQ2SEQ_DEEP_TAG:
         from uatlab.cli.seq2seq_deep import certify_deep_command
 
-        refuse_given(ctx, f"a --ff deep model ({model_path})", in_process_only)
+        deep_refuses = tuple(o for o in in_process_only if o != "max_memory")  # it pads to n': a memory check
+        refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         return certify_deep_command(model_path, data, _records(data, fmt), json_out)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()

@@ -167,23 +167,34 @@ def compile_deep_file(
 
 
 def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: bool) -> None:
-    """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA."""
+    """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA, with
+    progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding."""
     from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.cli.progress import StageBars
     from uatlab.data.dataset import SequenceDataset
+    from uatlab.memory_guard import check_memory
     from uatlab.models.io import load
     from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
 
     t0 = time.perf_counter()
     model = load(model_path)
     tokens, labels, lines = [], [], []
-    for toks, ys, line in records:
-        tokens.append(list(toks))
-        labels.append(list(ys))
-        lines.append(line)
-    if not tokens:
-        raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
-    dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines)
-    cert = certify_seq2seq_dataset(model, dataset)
+    with StageBars(not json_out, units=STAGE_UNITS) as bars:
+        for toks, ys, line in records:
+            tokens.append(list(toks))
+            labels.append(list(ys))
+            lines.append(line)
+            bars("reading", len(tokens), None)
+        if not tokens:
+            raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
+        n = model.memo.context
+        check_memory(  # every sequence is padded to the model's context (`check_deep_memory`)
+            DEEP_BYTES_PER_CELL * float(n) * len(tokens),
+            f"certifying {data} on {model_path}",
+            f"its {len(tokens)} sequences are padded to the model's context n' = {n} positions",
+        )
+        dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines)
+        cert = certify_seq2seq_dataset(model, dataset, progress=bars)
     fig: dict[str, Any] = {
         "task": "token",
         "ff": "deep",

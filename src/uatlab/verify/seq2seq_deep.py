@@ -152,12 +152,15 @@ def certify_seq2seq(
     )
 
 
-def certify_seq2seq_dataset(model: Any, data: Any, encoding: Any = None) -> Seq2SeqCertificate:
+def certify_seq2seq_dataset(
+    model: Any, data: Any, encoding: Any = None, progress: ProgressFn | None = None
+) -> Seq2SeqCertificate:
     """`certify_seq2seq` for a `uatlab.constructions.paper_c.seq2seq_model.Seq2SeqDeepModel` (``model.memo``)
     on a `uatlab.data.SequenceDataset` of token and label strings.
 
     ``encoding``: default ``model.encoding``. Raises InputError naming file:line, sequence and position for an
-    unknown word or label, and the sequence and its length when it is longer than the model's context n'."""
+    unknown word or label, and the sequence and its length when it is longer than the model's context n'.
+    ``progress`` as for `certify_seq2seq`."""
     from uatlab.constructions.paper_c.seq2seq_file import default_encoding
     from uatlab.data.dataset import Encoding
 
@@ -188,4 +191,4 @@ def certify_seq2seq_dataset(model: Any, data: Any, encoding: Any = None) -> Seq2
                 f"{data.where(i)}: sequence {i} has {len(row)} tokens; the model's context covers {memo.context}"
             )
     # padded to the model's context n' (the forward pass pads every sentence to it), not to this data's longest
-    return certify_seq2seq(memo, prepare(tokens, labels, memo.V, n_pad=memo.context))
+    return certify_seq2seq(memo, prepare(tokens, labels, memo.V, n_pad=memo.context), progress=progress)
