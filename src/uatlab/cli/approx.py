@@ -18,6 +18,7 @@ from uatlab.cli.app import command_group, console, err_console, format_value, pr
 from uatlab.cli.options import SEED_MAX, finite, one_of, refuse_given, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
+from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 
 approx = command_group(
     "approx", "Closed-form approximators (paper A FF∘SA∘FF, paper B attention-only) swept by size, with proven bounds."
@@ -399,6 +400,7 @@ def gd_cmd(
     d: int = typer.Option(8, "--d", min=1, max=10_000, help="Input dimension."),
     steps: str = typer.Option("1,3", "--steps", help="GD steps k (one layer each)."),
     lr: float = typer.Option(0.5, "--lr", help="GD step size η.", callback=finite(0, 100, lo_open=True)),
+    max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
@@ -406,7 +408,8 @@ def gd_cmd(
     """Attention-only layers running k GD steps of in-context linear regression; error vs N and ε.
 
     ``bound`` is the sup-error bound of the float64 run with rounding included; ``rounding_bound`` is its
-    rounding part (∝ 1/ε), the rest is the exact-arithmetic bound.
+    rounding part (∝ 1/ε), the rest is the exact-arithmetic bound. A bound beyond the float64 range (large
+    ε·d) is reported as inf: true, but vacuous.
     """
     import torch
 
@@ -421,14 +424,22 @@ def gd_cmd(
             f"--eps {too_big[0]:g}: the score scale ε must be ≤ {MAX_GD_EPS:g} (the construction is a small-ε "
             "expansion; its error bound grows like cosh(ε·S) and overflows for large ε)"
         )
+    set_memory_limit(max_memory)
+    ns, batch = [16, 64] if quick else _ints(contexts, "contexts"), 32 if quick else 64
+    check_memory(
+        sw.gd_sweep_bytes(ns, d, _ints(steps, "steps"), batch),
+        "gd-in-context",
+        f"attention over N = {max(ns)} context pairs for {batch} tasks, k = {max(_ints(steps, 'steps'))} layer(s) "
+        f"at d = {d}",
+    )
     check_output_dir(out)
     s = sw.sweep_gd(
-        [16, 64] if quick else _ints(contexts, "contexts"),
+        ns,
         [1e-1, 1e-2, 1e-3, 1e-4] if quick else _floats(eps, "eps"),
         d=d,
         steps=_ints(steps, "steps"),
         lr=lr,
-        batch=32 if quick else 64,
+        batch=batch,
         progress=_progress(json_out),
     )
     _finish(

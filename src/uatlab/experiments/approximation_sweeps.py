@@ -367,6 +367,19 @@ def sweep_universal(
 
 
 # ---------------------------------------------------------------------------- in-context GD
+def gd_sweep_bytes(contexts: Sequence[int], d: int, steps: Sequence[int], batch: int) -> int:
+    """Estimated peak memory of `sweep_gd` in bytes (the largest of its runs; each is freed before the next).
+
+    A layer's forward pass holds its float64 scores and softmax weights, two (B, 2 heads, N+1, N+2) tensors;
+    the k-layer model holds per layer W_Q and W_K (2, d+2, d+4) and the lift (d+4, d+1), all float64, and
+    building and measuring it takes about 1.5 layers' worth more (the ±εI blocks, the parameter count).
+    Measured peaks: 1.6 GB at N = 800, d = 2, B = 64 (estimate 1.3 GB + the interpreter); 9.1 GB at N = 4,
+    d = 10⁴, k = 1 (estimate 10 GB)."""
+    attention = 2 * 8 * batch * 2 * (max(contexts) + 1) * (max(contexts) + 2)
+    layer = 8 * (2 * 2 * (d + 2) * (d + 4) + (d + 4) * (d + 1))
+    return int(attention + (max(steps) + 1.5) * layer)
+
+
 def sweep_gd(
     contexts: Sequence[int] = (8, 16, 32, 64, 128),
     eps_values: Sequence[float] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6),

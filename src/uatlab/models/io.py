@@ -61,9 +61,31 @@ def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) ->
         if meta.get("uatlab_format") not in accept:
             raise ModelFileError(f"{path} is a safetensors file but not a uatlab model (no '{FORMAT_TAG}' tag)")
         try:
-            return meta, ({k: f.get_tensor(k) for k in f.keys()} if tensors else {})
+            read = {k: f.get_tensor(k) for k in f.keys()} if tensors else {}
         except Exception as exc:
             raise ModelFileError(f"{path}: cannot read tensors (truncated or corrupt?): {exc}") from None
+    check_finite(path, read)
+    return meta, read
+
+
+def check_finite(path: Path, tensors: dict[str, Any], cast_to: str | None = None) -> None:
+    """ModelFileError naming the first tensor (in name order) with a NaN or ±inf entry, and how many it has.
+
+    No construction or training run writes a non-finite weight; a model holding one computes NaN logits,
+    whose argmax is a constant label, so such a file is refused on load rather than predicted with."""
+    import torch
+
+    for name in sorted(tensors):
+        t = tensors[name]
+        if not (isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())):
+            continue
+        bad = int((~torch.isfinite(t)).sum())
+        if bad:
+            how = f" once cast to the config's {cast_to} (it overflows)" if cast_to else ""
+            raise ModelFileError(
+                f"{path}: tensor {name} has {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or ±inf) of "
+                f"{t.numel()}{how}; a uatlab model's weights are finite (the file is corrupt or was edited)"
+            )
 
 
 def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
@@ -91,6 +113,7 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
     # the file's tensors (copied: the model must not depend on the file staying as it is), no random
     # initialisation of weights that are overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
+    check_finite(path, model.state_dict(), cast_to=config.dtype)  # a finite float64 weight may overflow float32
     model.eval()
     extra = json.loads(meta["uatlab_extra"]) if "uatlab_extra" in meta else {}
     return model, extra

@@ -1567,9 +1567,17 @@ def _encoding_of(model: Transformer, encoding: Encoding | dict | None) -> Encodi
             "model file's metadata under 'encoding' — pass encoding=... for other models"
         )
     if isinstance(encoding, dict):
+        missing = [k for k in ("tokens", "labels") if not isinstance(encoding.get(k), (list, tuple))]
+        if missing:
+            raise InputError(
+                f"encoding: a dict needs lists under 'tokens' and 'labels' (as Encoding.to_json() writes); "
+                f"missing or not a list: {', '.join(repr(k) for k in missing)}"
+            )
         encoding = Encoding(
             {t: i for i, t in enumerate(encoding["tokens"])}, {y: i for i, y in enumerate(encoding["labels"])}
         )
+    if not isinstance(encoding, Encoding):
+        raise TypeError(f"encoding must be a uatlab.Encoding or its JSON dict, not a {type(encoding).__name__}")
     return encoding
 
 
@@ -1664,6 +1672,8 @@ def certify(
 
         return certify_next_token_model(model, data, encoding)  # type: ignore[return-value]
     _check_dataset(data)
+    if len(data) == 0:  # a certificate over no token would say "certified" about nothing
+        raise InputError(f"{data.source}: no sequences to certify")
     return certify_chunks(
         model,
         _chunks(data, chunk_tokens),
@@ -1749,6 +1759,8 @@ def certify_chunks(
         _SETUP_CACHE.clear()
     ceiling = counter.ceiling()
     counter.close()
+    if n_tok == 0:  # a certificate over no token would say "certified" about nothing
+        raise InputError("no tokens to certify (the data has no sequences)")
     tokens = n_tok
     env = environment_checks()
     return Certificate(

@@ -152,8 +152,13 @@ def _query_key_term(N: int, M: float, eps: float, S: float, V: float, lr: float)
 
 
 def step_error_bound(N: int, M: float, eps: float, S: float, V: float, lr: float) -> float:
-    """Exact-arithmetic bound on one layer's error against one GD step (module docstring; no rounding)."""
-    return lr / N * _sink_curvature_terms(N, M, eps, S, V) + _query_key_term(N, M, eps, S, V, lr)
+    """Exact-arithmetic bound on one layer's error against one GD step (module docstring; no rounding).
+
+    ``inf`` (a true, vacuous bound) when a term exceeds the float64 range, e.g. cosh(εS) for a large εS."""
+    try:
+        return lr / N * _sink_curvature_terms(N, M, eps, S, V) + _query_key_term(N, M, eps, S, V, lr)
+    except OverflowError:
+        return math.inf
 
 
 def multi_step_bound(N: int, M: float, eps: float, S: float, V: float, lr: float, steps: int) -> float:
@@ -170,6 +175,8 @@ def multi_step_bound(N: int, M: float, eps: float, S: float, V: float, lr: float
     e, vt, lip = 0.0, V, 1 + lr * S
     for _ in range(steps):
         e = lip * e + step_error_bound(N, M, eps, S, vt + e, lr)
+        if not math.isfinite(e):
+            return math.inf
         vt *= lip
     return e
 
@@ -190,7 +197,20 @@ def float_step_error_bound(
 
     Items 1–5 of "Floating-point rounding" in the module docstring. S ≥ max|x̂_iᵀx̂_j|, S_abs ≥
     max Σ_k|x̂_ik x̂_jk| (i any token, j a context token), V ≥ max|r̂_j| of the layer's input.
+    ``inf`` (a true, vacuous bound) when a term exceeds the float64 range (large ε·S₁, e.g. d in the
+    thousands), or when V is already infinite.
     """
+    if not math.isfinite(V):
+        return math.inf
+    try:
+        return _float_step_error_bound(N, M, eps, S, S_abs, V, lr, d, dtype, exp_ulps)
+    except OverflowError:
+        return math.inf
+
+
+def _float_step_error_bound(
+    N: int, M: float, eps: float, S: float, S_abs: float, V: float, lr: float, d: int, dtype: str, exp_ulps: float
+) -> float:
     u, u64, eta = unit_roundoff(dtype), unit_roundoff("float64"), underflow_eta(dtype)
     kap_e = u if dtype == "float32" else 0.0
     mu = (4 * u64 + u) * abs(math.log(M))
@@ -256,6 +276,8 @@ def multi_step_float_bound(
     for _ in range(steps):
         vin = vt + e
         e = lip * e + lr * ds * vin + float_step_error_bound(N, M, eps, S_r, S_abs_r, vin, lr, d, dtype, exp_ulps)
+        if not math.isfinite(e):  # vacuous from here on (and 0·inf would make it NaN)
+            return math.inf
         vt *= lip
     return e
 

@@ -92,6 +92,9 @@ def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[s
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
+    from uatlab.models.io import check_finite
+
+    check_finite(path, tensors)
     return memo_from(path, meta, tensors)
 
 

@@ -1,0 +1,102 @@
+"""The Python API on misuse: empty data, corrupt model files, bad argument values and types. Each is a
+clear `uatlab.errors` exception (or TypeError) naming the argument, never a vacuous result or a raw error
+from deep inside."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+import uatlab
+from uatlab.data.dataset import SequenceDataset, from_lists
+from uatlab.errors import InputError, ModelFileError
+
+TOKENS = [["a", "b", "c"], ["b", "a"], ["c", "c", "a"]]
+LABELS = [["X", "Y", "X"], ["Y", "Y"], ["X", "X", "Y"]]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return uatlab.compile_memorizer(SequenceDataset(TOKENS, LABELS))
+
+
+def test_certify_refuses_an_empty_data_set(compiled):
+    with pytest.raises(InputError, match="no sequences to certify"):
+        uatlab.certify(compiled.model, from_lists([], []))
+
+
+def test_certify_chunks_refuses_no_chunks(compiled):
+    from uatlab.verify.certificate import certify_chunks
+
+    with pytest.raises(InputError, match="no tokens to certify"):
+        certify_chunks(compiled.model, iter([]), 0)
+
+
+def test_certify_names_a_malformed_encoding_dict(compiled):
+    with pytest.raises(
+        InputError, match="encoding: a dict needs lists under 'tokens' and 'labels'.*'tokens', 'labels'"
+    ):
+        uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), encoding={"a": 1})
+    with pytest.raises(TypeError, match="encoding must be a uatlab.Encoding .* not a list"):
+        uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), encoding=["a"])
+
+
+def _tampered(src, dst, name, value, index=(0, 0), dtype=None):
+    with safe_open(str(src), framework="pt") as f:
+        meta = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    t = tensors[name].clone() if dtype is None else tensors[name].to(dtype)
+    t[index] = value
+    tensors[name] = t
+    save_file(tensors, str(dst), metadata=meta)
+    return dst
+
+
+@pytest.mark.parametrize(("name", "value"), [("readout.weight", float("nan")), ("embed.weight", float("inf"))])
+def test_load_refuses_non_finite_weights_naming_the_tensor(compiled, tmp_path, name, value):
+    path = uatlab.save(compiled.model, tmp_path / "m.safetensors")
+    bad = _tampered(path, tmp_path / "bad.safetensors", name, value)
+    with pytest.raises(ModelFileError, match=f"bad.safetensors: tensor {name} has 1 non-finite entry"):
+        uatlab.load(bad)
+    from uatlab.models.io import load_model
+
+    with pytest.raises(ModelFileError, match=f"tensor {name} has 1 non-finite"):
+        load_model(bad)
+
+
+def test_load_refuses_a_weight_that_overflows_the_config_dtype(tmp_path):
+    cfg = uatlab.TransformerConfig(d_model=4, vocab_size=3, num_labels=2, dtype="float32")
+    model = uatlab.Transformer(cfg)
+    path = uatlab.save(model, tmp_path / "m.safetensors")
+    bad = _tampered(path, tmp_path / "big.safetensors", "embed.weight", 1e300, dtype=torch.float64)
+    with pytest.raises(
+        ModelFileError, match="tensor embed.weight has 1 non-finite entry .* once cast to the config's float32"
+    ):
+        uatlab.load(bad)
+
+
+def test_gd_bounds_are_inf_not_an_overflow_error_when_out_of_range():
+    from uatlab.constructions.paper_b.appB_incontext_gd import (
+        float_step_error_bound,
+        multi_step_bound,
+        multi_step_float_bound,
+    )
+
+    # d = 10⁴ standard-normal tokens: S, S₁ ~ 3·10⁴, so e^{εS₁} and cosh(εS) exceed the float64 range
+    args = dict(N=4, M=4e8, eps=0.01, S=3e4, V=3.0, lr=0.5)
+    assert multi_step_bound(**args, steps=3) == math.inf
+    for dtype in ("float64", "float32"):
+        assert float_step_error_bound(**args, S_abs=3e4, d=10_000, dtype=dtype) == math.inf
+        assert multi_step_float_bound(**args, S_abs=3e4, steps=3, d=10_000, dtype=dtype) == math.inf
+    # in range the bound is a finite number that grows with S (the same function, not a special case)
+    small = multi_step_float_bound(
+        N=4, M=4e8, eps=0.01, S=30.0, S_abs=30.0, V=3.0, lr=0.5, steps=3, d=8, dtype="float64"
+    )
+    larger = multi_step_float_bound(
+        N=4, M=4e8, eps=0.01, S=60.0, S_abs=60.0, V=3.0, lr=0.5, steps=3, d=8, dtype="float64"
+    )
+    assert 0 < small < larger < math.inf
