@@ -157,15 +157,16 @@ def test_nan_loss_stops_naming_the_batch_and_keeps_the_checkpoint(tmp_path):
     run = tmp_path / "run"
     cfg = TrainConfig(epochs=1, **SMALL)
     first = train(data, cfg, run, progress=False)
-    # a model whose readout holds a NaN: the first batch's loss is NaN
+    # a model whose readout holds the largest finite weight: its logits overflow to ±inf, the first batch's
+    # loss is NaN (a NaN weight itself is refused when the file is loaded)
     from uatlab.models import load_model
 
     model, extra = load_model(run / "model.safetensors")
     with torch.no_grad():
-        model.readout.weight[0, 0] = float("nan")
-    save_model(model, tmp_path / "nan.safetensors", extra=extra)
+        model.readout.weight[:, :] = torch.finfo(model.readout.weight.dtype).max
+    save_model(model, tmp_path / "huge.safetensors", extra=extra)
     good = (run / "checkpoint.pt").read_bytes()
-    bad = TrainConfig(epochs=2, init=str(tmp_path / "nan.safetensors"), **SMALL)
+    bad = TrainConfig(epochs=2, init=str(tmp_path / "huge.safetensors"), **SMALL)
     with pytest.raises(TrainingError, match=r"loss became nan at epoch 1, batch 1/2 \(step 1, first sentence tiny"):
         train(data, bad, tmp_path / "nanrun", progress=False)
     assert (run / "checkpoint.pt").read_bytes() == good and first.status == "completed"
