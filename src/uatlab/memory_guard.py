@@ -83,6 +83,6 @@ def check_memory(need: float, what: str, detail: str) -> None:
     if need > limit:
         raise InputError(
             f"{what} would need about {human(need)} of memory ({detail}), above the limit of {human(limit)}; "
-            f"raise it with {ENV}=SIZE (compile, certify and train also take --max-memory) if this machine has "
+            f"raise it with {ENV}=SIZE (compile, certify, train and approx gd-in-context also take --max-memory) if this machine has "
             "the memory"
         )
