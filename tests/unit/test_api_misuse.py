@@ -100,3 +100,85 @@ def test_gd_bounds_are_inf_not_an_overflow_error_when_out_of_range():
         N=4, M=4e8, eps=0.01, S=60.0, S_abs=60.0, V=3.0, lr=0.5, steps=3, d=8, dtype="float64"
     )
     assert 0 < small < larger < math.inf
+
+
+def test_train_refuses_an_empty_set_and_an_output_that_is_a_file(tmp_path):
+    from uatlab.training.trainer import TrainConfig
+
+    cfg = TrainConfig(epochs=1, dim=8)
+    with pytest.raises(InputError, match="no sequences to train on"):
+        uatlab.train(from_lists([], []), cfg, tmp_path / "x", progress=False)
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious")
+    for out in (keep, keep / "run"):
+        with pytest.raises(InputError, match=f"out_dir {out}: {keep} is a file, not a folder"):
+            uatlab.train(SequenceDataset(TOKENS, LABELS), cfg, out, progress=False)
+    assert keep.read_text() == "precious"
+    with pytest.raises(TypeError, match="train_data must be a uatlab.SequenceDataset, not a list"):
+        uatlab.train(TOKENS, cfg, tmp_path / "y", progress=False)
+
+
+def test_compile_memorizer_names_bad_seed_and_width():
+    ds = SequenceDataset(TOKENS, LABELS)
+    with pytest.raises(InputError, match=r"seed must be an integer in \[0, 4294967295\], got -1"):
+        uatlab.compile_memorizer(ds, seed=-1)
+    with pytest.raises(TypeError, match="d_model must be an integer, got '8'"):
+        uatlab.compile_memorizer(ds, d_model="8")
+    with pytest.raises(TypeError, match="seed must be an integer, got 1.5"):
+        uatlab.compile_memorizer(ds, seed=1.5)
+    with pytest.raises(InputError, match=r"compile_memorizer\(d_model=1000000000000\) would need about .* TB"):
+        uatlab.compile_memorizer(ds, d_model=10**12)
+
+
+def test_save_names_a_non_model_and_a_folder(compiled, tmp_path):
+    with pytest.raises(TypeError, match="save\\(\\) takes a uatlab model .* not a NoneType"):
+        uatlab.save(None, tmp_path / "m.safetensors")
+    for folder in (".", tmp_path):
+        with pytest.raises(InputError, match="is a folder; give the model file's name"):
+            uatlab.save(compiled.model, folder)
+    with pytest.raises(ModelFileError, match="is a folder, not a model file"):
+        uatlab.load(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_from_lists_refuses_none_tokens_and_labels():
+    with pytest.raises(InputError, match="sequence 0, position 1: the label is None"):
+        from_lists([[1, 2, 3]], [["x", None, "y"]])
+    with pytest.raises(InputError, match="sequence 1, position 0: the token is None"):
+        from_lists([["a"], [None]], [["x"], ["y"]])
+    assert from_lists([[1, 2]], [["x", "y"]]).tokens == [["1", "2"]]  # other items are still stringified
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("beta", float("nan"), "beta .* must be a finite number ≥ 0, got nan"),
+        ("beta", float("inf"), "beta .* got inf"),
+        ("beta", -1.0, "beta .* got -1.0"),
+        ("rank", 0, r"rank 0 is impossible .* in \[1, 4\]"),
+        ("attention", "x", "attention must be 'softmax' or 'hardmax', got 'x'"),
+        ("d_model", "8", "d_model must be an integer, got '8'"),
+    ],
+)
+def test_transformer_config_validates_every_field(field, value, message):
+    with pytest.raises(InputError, match=message):
+        uatlab.TransformerConfig(**{"d_model": 4, "head_dim": 4, field: value})
+
+
+def test_incontext_gd_guarantee_bounds_the_error_on_unit_data():
+    import numpy as np
+
+    from uatlab.constructions.paper_b.appB_incontext_gd import gd_prediction
+
+    d, N, steps, lr = 3, 8, 2, 0.5
+    for dtype in ("float64", "float32"):
+        built = uatlab.build_incontext_gd(d, N, steps=steps, lr=lr, eps=1e-2, dtype=dtype)
+        g = built.guarantee
+        assert g["eps_min"] > 0 and 0 < g["exact_arithmetic_bound_unit_data"] <= g["sup_error_bound_unit_data"]
+        rng = np.random.default_rng(0)
+        # unit envelope: |x_ik| ≤ 1/√d gives Σ_k |x_ik x_jk| ≤ 1; |y| ≤ 1
+        xc = rng.uniform(-1, 1, (16, N, d)) / math.sqrt(d)
+        xq = rng.uniform(-1, 1, (16, d)) / math.sqrt(d)
+        yc = rng.uniform(-1, 1, (16, N))
+        err = np.abs(built.detail.predict(xc, yc, xq) - gd_prediction(xc, yc, xq, lr, steps)).max()
+        assert 0 < err <= g["sup_error_bound_unit_data"]

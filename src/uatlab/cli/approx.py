@@ -103,7 +103,11 @@ def truncated_linear_cmd(
     quick: bool = QUICK,
     json_out: bool = JSON,
 ) -> None:
-    """Paper B: attention computing the clamp min(max(y, a), b); sup error vs anchors m, with the proven bound."""
+    """Paper B: attention computing the clamp min(max(y, a), b); sup error vs anchors m, with the proven bound.
+
+    In float32 the sweep stops at the first m whose scores the dtype cannot round accurately enough (m = 41
+    on [−1, 1]), keeps the rows before it and says so (a warning, and ``stopped_at_anchors`` in the JSON).
+    """
     import torch
 
     from uatlab.experiments import approximation_sweeps as sw
@@ -120,9 +124,23 @@ def truncated_linear_cmd(
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
     check_output_dir(out)
     s = sw.sweep_truncated_linear(
-        ms, mode=mode, a=a, b=b, points=4001 if quick else points, dtype=dtype, progress=_progress(json_out)
+        ms,
+        mode=mode,
+        a=a,
+        b=b,
+        points=4001 if quick else points,
+        dtype=dtype,
+        progress=_progress(json_out),
+        stop_at_limit=True,
     )
     s.name = f"truncated-linear-{mode}"
+    if "stopped_at_anchors" in s.summary:
+        err_console.print(
+            f"warning: stopped at m = {s.summary['stopped_at_anchors']} anchors ({dtype} cannot keep the "
+            f"construction's accuracy there; see stopped_because); rows up to m = {s.rows[-1]['anchors']} kept",
+            highlight=False,
+            soft_wrap=True,
+        )
     _finish(
         s,
         out,

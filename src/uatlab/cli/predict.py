@@ -20,10 +20,17 @@ from uatlab.cli.app import app, print_json
 from uatlab.errors import InputError
 
 
-def read_sentences(path: Path, fmt: str) -> list[list[str]]:
-    """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL."""
+def check_input_file(path: Path) -> None:
+    """InputError unless ``path`` is a file: a folder is named as one, not as a missing file."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not an input file")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+
+
+def read_sentences(path: Path, fmt: str) -> list[list[str]]:
+    """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL."""
+    check_input_file(path)
     if fmt == "auto":
         from uatlab.data.jsonl import is_jsonl_path
 
@@ -78,8 +85,7 @@ def predict_cmd(
         raise InputError(f"--unknown must be error or unk, got {unknown!r}")
     from uatlab.cli.next_token import is_next_token_model, predict_next_token_command
 
-    if not input_path.is_file():
-        raise InputError(f"{input_path}: no such file")
+    check_input_file(input_path)
     if is_next_token_model(model_path):
         return predict_next_token_command(model_path, input_path, fmt, json_out, unknown)
     sentences = read_sentences(input_path, fmt)
@@ -95,13 +101,27 @@ def predict_cmd(
         labels = model.predict(sentences, unknown=unknown or None)
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
+    # every word outside the vocabulary was read as the unknown-word token (any other policy raised above)
+    known = model.encoding.token_to_id
+    unknown_tokens = sum(1 for s in sentences for t in s if t not in known)
+    n_tokens = sum(len(s) for s in sentences)
+    if unknown_tokens:
+        from uatlab.cli.app import err_console
+
+        err_console.print(
+            f"warning: {input_path}: {unknown_tokens} of {n_tokens} tokens are not in the model's vocabulary and "
+            f"were read as {model.encoding.unknown_token!r}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if json_out:
         print_json(
             {
                 "model": str(model_path),
                 "input": str(input_path),
                 "sentences": len(sentences),
-                "tokens": sum(len(s) for s in sentences),
+                "tokens": n_tokens,
+                "unknown_tokens": unknown_tokens,
                 "seconds": time.perf_counter() - t0,
                 "labels": labels,
             }

@@ -229,7 +229,17 @@ def _encode(
 
 
 def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[object]], source: str = "<memory>"):
-    """Build a dataset from nested lists; tokens and labels are converted to strings."""
+    """Build a dataset from nested lists; tokens and labels are converted to strings (``1`` becomes ``"1"``).
+
+    A ``None`` token or label is an InputError naming the sequence and position (it would become the string
+    ``"None"``, a word or class of its own)."""
+    for what, rows in (("token", tokens), ("label", labels)):
+        for i, seq in enumerate(rows):
+            if isinstance(seq, str):
+                raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not the string {seq!r}")
+            for k, item in enumerate(seq):
+                if item is None:
+                    raise InputError(f"{source}: sequence {i}, position {k}: the {what} is None")
     return SequenceDataset(
         [[str(t) for t in seq] for seq in tokens], [[str(y) for y in seq] for seq in labels], source=source
     )

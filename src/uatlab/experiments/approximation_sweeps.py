@@ -26,7 +26,7 @@ from uatlab.constructions.paper_a.prop1_universal_approximator import (
 from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
 from uatlab.constructions.paper_b.lem3_11_relu_network import compile_relu_network, random_relu_network
 from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
-from uatlab.errors import InputError
+from uatlab.errors import InputError, PrecisionError
 from uatlab.experiments.measure import (
     fit_loglog_slope,
     measure_approximation,
@@ -99,16 +99,30 @@ def sweep_truncated_linear(
     points: int = 20001,
     dtype: str = "float64",
     progress: Progress = _noop,
+    stop_at_limit: bool = False,
 ) -> Sweep:
-    """Sup error of Range_[a,b] against the anchor count m (y on a dense grid of [a − (b−a), b + (b−a)])."""
+    """Sup error of Range_[a,b] against the anchor count m (y on a dense grid of [a − (b−a), b + (b−a)]).
+
+    ``stop_at_limit``: when the construction cannot keep its accuracy in ``dtype`` at some m (PrecisionError:
+    the inverse temperature grows like m², and float32 rounding of the scores exceeds the promised accuracy
+    from m = 41 on [−1, 1]), stop there, keep the rows already measured and record the m and the reason in
+    ``summary`` (``stopped_at_anchors``, ``stopped_because``); the first m must fit. Default: raise."""
     t0 = time.perf_counter()
     ys = _probe_grid(a, b, points)
     rows = []
+    summary: dict[str, Any] = {}
     for m in anchors:
         n_tok = m if mode == "token" else 4
-        c = build_truncated_linear_attention(
-            [1.0], 0.0, a, b, anchors=m, heads=heads, mode=mode, dtype=dtype, n_tokens=n_tok
-        ).detail
+        try:
+            c = build_truncated_linear_attention(
+                [1.0], 0.0, a, b, anchors=m, heads=heads, mode=mode, dtype=dtype, n_tokens=n_tok
+            ).detail
+        except PrecisionError as exc:
+            if not (stop_at_limit and rows):
+                raise
+            summary = {"stopped_at_anchors": m, "stopped_because": str(exc)}
+            progress(f"truncated-linear m={m}: stopped, {dtype} cannot keep the accuracy ({exc})")
+            break
         r = measure_sup_error(c, ys)
         rows.append(
             {
@@ -121,8 +135,10 @@ def sweep_truncated_linear(
             }
         )
         progress(f"truncated-linear m={m}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
-    slopes = {"sup_error_vs_anchors": fit_loglog_slope([r["anchors"] for r in rows], [r["sup_error"] for r in rows])}
-    return Sweep("truncated-linear", "anchors", rows, slopes, seconds=time.perf_counter() - t0)
+    slopes = {}
+    if len(rows) > 1:
+        slopes["sup_error_vs_anchors"] = fit_loglog_slope([r["anchors"] for r in rows], [r["sup_error"] for r in rows])
+    return Sweep("truncated-linear", "anchors", rows, slopes, summary, seconds=time.perf_counter() - t0)
 
 
 def sweep_heads(

@@ -22,9 +22,22 @@ from uatlab.models.transformer import Transformer, TransformerConfig
 FORMAT_TAG = "uatlab-transformer-v1"
 
 
+def check_model_path(path: object, what: str = "save()") -> Path:
+    """``path`` as a Path once it can name a model file: a str or PathLike that is not a folder."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: path must be a str or os.PathLike, not a {type(path).__name__}")
+    p = Path(path)
+    if p.is_dir() or p.name in ("", ".", ".."):
+        raise InputError(f"{what}: {path} is a folder; give the model file's name, e.g. {p / 'model.safetensors'}")
+    return p
+
+
 def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any] | None = None) -> Path:
     """Write ``model`` to ``path`` atomically (temp file beside it, renamed over it). ``extra`` is saved as JSON metadata;
     the model's token encoding (``model.encoding``) is always stored with it (prefer `save`)."""
+    if not isinstance(model, Transformer):
+        raise TypeError(f"save_model() takes a uatlab Transformer, not a {type(model).__name__}")
+    path = check_model_path(path, "save_model()")
     enc = getattr(model, "encoding", None)
     if enc is not None and not (extra and ("encoding" in extra or "tokens" in extra)):
         extra = {**(extra or {}), "encoding": enc.to_json()}
@@ -50,6 +63,8 @@ SEQ2SEQ_DEEP_TAG = "uatlab-seq2seq-deep-v1"  # a seq2seq deep memorizer (`uatlab
 
 def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) -> tuple[dict[str, str], dict[str, Any]]:
     """Open the file once: its checked metadata and (with ``tensors``) every tensor."""
+    if path.is_dir():
+        raise ModelFileError(f"{path} is a folder, not a model file")
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist")
     try:
@@ -132,7 +147,13 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
     """
     from uatlab import __version__
 
-    if not isinstance(model, Transformer) and hasattr(model, "memo"):
+    if not isinstance(model, Transformer) and not hasattr(model, "memo"):
+        raise TypeError(
+            "save() takes a uatlab model (a Transformer, or a next-token or seq2seq deep memorizer module from "
+            f"uatlab.compile_* / uatlab.load), not a {type(model).__name__}"
+        )
+    path = check_model_path(path)
+    if not isinstance(model, Transformer):
         from uatlab.constructions.paper_c.model_file import save_next_token
         from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer
 
@@ -162,6 +183,8 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
 def file_format(path: str | os.PathLike) -> str | None:
     """The ``uatlab_format`` tag of a safetensors file (None if it has none); ModelFileError if unreadable."""
     path = Path(path)
+    if path.is_dir():
+        raise ModelFileError(f"{path} is a folder, not a model file")
     if not path.is_file():
         raise ModelFileError(f"model file {path} does not exist")
     try:

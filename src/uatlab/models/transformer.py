@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -77,6 +79,12 @@ class TransformerConfig:
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        for name in ("d_model", "n_layers", "n_heads", "head_dim", "max_len", "rank", "vocab_size", "num_labels"):
+            value = getattr(self, name)
+            if value is None and name in ("rank", "vocab_size", "num_labels"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise InputError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         if self.d_model < 1 or self.n_layers < 0 or self.n_heads < 1 or self.head_dim < 1:
             raise InputError(
                 f"invalid sizes: d_model={self.d_model}, n_layers={self.n_layers}, "
@@ -86,6 +94,15 @@ class TransformerConfig:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if self.positional not in ("none", "learned", "given"):
             raise InputError(f"positional must be 'none', 'learned' or 'given', got {self.positional!r}")
+        if self.attention not in ("softmax", "hardmax"):
+            raise InputError(f"attention must be 'softmax' or 'hardmax', got {self.attention!r}")
+        if isinstance(self.beta, bool) or not isinstance(self.beta, numbers.Real) or not 0 <= self.beta < math.inf:
+            raise InputError(f"beta (the inverse temperature β) must be a finite number ≥ 0, got {self.beta!r}")
+        if self.rank is not None and not 1 <= self.rank <= min(self.d_model, self.head_dim):
+            raise InputError(
+                f"rank {self.rank} is impossible for the {self.head_dim}×{self.d_model} attention maps: it must lie "
+                f"in [1, {min(self.d_model, self.head_dim)}] (or None: full rank)"
+            )
         if isinstance(self.ff_width, (list, tuple)):
             object.__setattr__(self, "ff_width", tuple(int(w) for w in self.ff_width))
             if len(self.ff_width) != self.n_layers:

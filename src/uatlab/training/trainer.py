@@ -395,7 +395,18 @@ def train(
         InputError: labels of ``valid_data`` unseen in training, bad init model.
     """
     say = log or (lambda _msg: None)
+    for name, part in (("train_data", train_data), ("valid_data", valid_data)):
+        if part is not None and not isinstance(part, SequenceDataset):
+            raise TypeError(f"train(): {name} must be a uatlab.SequenceDataset, not a {type(part).__name__}")
+    if len(train_data) == 0:
+        raise InputError(f"{train_data.source}: no sequences to train on")
     out = Path(out_dir)  # created only once the init model and the data have been checked
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise InputError(
+            f"out_dir {out}: {existing} is a file, not a folder (a run writes its checkpoint, metrics and model "
+            "into a folder)"
+        )
     ckpt_path = out / "checkpoint.pt"
     t_start = time.monotonic()
 

@@ -299,6 +299,13 @@ def build_incontext_gd(
         steps: k GD steps (one layer each). lr: step η. eps: score scale ε of the ± heads (inverse temperature).
         sink: sink weight M (default 1e8·N). dtype: "float64" (float32 loses the difference R(ε) − R(−ε)).
 
+    Returns:
+        A `Construction` whose ``guarantee`` holds for data in the unit envelope (max|x_iᵀx_j| ≤ 1,
+        max Σ_k|x_ik x_jk| ≤ 1, max|y_j| ≤ 1): ``sup_error_bound_unit_data`` bounds |ŷ − ŷ_GD| of the run in
+        ``dtype`` (rounding included, `multi_step_float_bound`), ``exact_arithmetic_bound_unit_data`` the same
+        in exact arithmetic (`multi_step_bound`); ``eps_min`` is the smallest ε accepted in ``dtype``. For
+        other data the bound is `multi_step_float_bound` with the data's S, S₁, V (``facts["bound"]``).
+
     Raises:
         InputError: non-positive sizes, eps or lr.
         PrecisionError: ln M + scores overflow, or float32 with a small ε.
@@ -367,6 +374,17 @@ def build_incontext_gd(
         "sink": M,
         "dtype": dtype,
     }
-    # the error bound depends on the data (|x_iᵀx_j| ≤ S, |y| ≤ V): multi_step_float_bound(...) for the run in
-    # ``dtype`` (rounding included), multi_step_bound(...) in exact arithmetic
-    return Construction(model=detail.model, guarantee={}, facts=facts, detail=detail)
+    # the error bound depends on the data through S ≥ max|x_iᵀx_j|, S₁ ≥ max Σ_k|x_ik x_jk| and V ≥ max|y_j|;
+    # the guarantee states it for data inside the unit envelope S = S₁ = V = 1 (any other data: call
+    # multi_step_float_bound with its own S, S₁, V, as `uatlab.experiments.measure.relative_error` does)
+    guarantee = {
+        "sup_error_bound_unit_data": multi_step_float_bound(N, M, eps, 1.0, 1.0, 1.0, lr, steps, d, dtype),
+        "exact_arithmetic_bound_unit_data": multi_step_bound(N, M, eps, 1.0, 1.0, lr, steps),
+        "eps_min": 100 * u,  # the smallest ε accepted in this dtype (u/ε ≤ 10⁻²); any lr > 0 is accepted
+    }
+    facts["bound"] = (
+        "data-dependent: multi_step_float_bound(N, M, eps, S, S_abs, V, lr, steps, d, dtype) with "
+        "S ≥ max|x_i·x_j|, S_abs ≥ max Σ_k|x_ik x_jk| (i any token, j a context token), V ≥ max|y_j|; "
+        "the guarantee's *_unit_data entries are it at S = S_abs = V = 1"
+    )
+    return Construction(model=detail.model, guarantee=guarantee, facts=facts, detail=detail)

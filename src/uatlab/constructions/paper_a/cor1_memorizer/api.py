@@ -483,6 +483,31 @@ def certify_with_progress(
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
 
+def _check_integer(name: str, value: object, low: int, high: int | None) -> None:
+    """TypeError (not an integer) or InputError (outside [low, high]) naming the argument of compile_memorizer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"compile_memorizer(): {name} must be an integer, got {value!r} ({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        span = f"≥ {low}" if high is None else f"in [{low}, {high}]"
+        raise InputError(f"compile_memorizer(): {name} must be an integer {span}, got {value}")
+
+
+def _check_width_memory(data: SequenceDataset | TokenStore, d_model: int, dtype: str) -> None:
+    """Refuse (InputError, `uatlab.memory_guard`) a width whose smallest allocations would not fit: the embedding
+    (V × d) and readout (C × d) in ``dtype`` and the three float64 d-vectors of the attention layout, a lower
+    bound on what the compiler allocates (it adds the feed-forward layer, also d wide)."""
+    from uatlab.memory_guard import check_memory
+
+    V = len(data.vocabulary()) if isinstance(data, SequenceDataset) else 1
+    C = len(data.label_set()) if isinstance(data, SequenceDataset) else 1
+    item = 4 if dtype == "float32" else 8
+    check_memory(
+        float(d_model) * (item * (V + C) + 3 * 8),
+        f"compile_memorizer(d_model={d_model})",
+        f"at least the {V} × d embedding, the {C} × d readout and three d-vectors",
+    )
+
+
 def compile_memorizer(
     data: SequenceDataset | TokenStore,
     dtype: str = "float64",
@@ -538,7 +563,8 @@ def compile_memorizer(
         certified logit margin.
 
     Raises:
-        TypeError: ``data`` is neither a dataset, a token store nor a path (e.g. a bare list of token lists).
+        TypeError: ``data`` is neither a dataset, a token store nor a path (e.g. a bare list of token lists);
+            ``seed`` or ``d_model`` is not an integer.
         InputError: bad data (naming the file line) or options; ``ff='deep'`` (that is
             `uatlab.compile_seq2seq_deep`).
     """
@@ -557,6 +583,10 @@ def compile_memorizer(
             "SequenceDataset(tokens, labels)), a TokenStore or the path of a CoNLL or JSONL file, "
             f"not a {type(data).__name__}"
         )
+    _check_integer("seed", seed, 0, 2**32 - 1)
+    if d_model is not None:
+        _check_integer("d_model", d_model, 1, None)
+        _check_width_memory(data, int(d_model), dtype)
     if isinstance(data, TokenStore):
         want = "prefix" if causal else "sequence"
         if data.context != want:
