@@ -182,3 +182,17 @@ def test_incontext_gd_guarantee_bounds_the_error_on_unit_data():
         yc = rng.uniform(-1, 1, (16, N))
         err = np.abs(built.detail.predict(xc, yc, xq) - gd_prediction(xc, yc, xq, lr, steps)).max()
         assert 0 < err <= g["sup_error_bound_unit_data"]
+
+
+def test_transformer_refuses_a_size_beyond_memory_before_allocating():
+    from uatlab.memory_guard import set_memory_limit
+
+    cfg = uatlab.TransformerConfig(d_model=10**6, ff_width=10**6, vocab_size=10, num_labels=3)
+    set_memory_limit("1G")
+    try:
+        with pytest.raises(InputError, match=r"Transformer\(d_model=1000000\) would need about 7.3 TB"):
+            uatlab.Transformer(cfg)
+        small = uatlab.TransformerConfig(d_model=8, ff_width=16, vocab_size=10, num_labels=3)
+        assert uatlab.Transformer(small).num_parameters() > 0
+    finally:
+        set_memory_limit(None)

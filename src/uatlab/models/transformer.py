@@ -160,6 +160,22 @@ class Block(nn.Module):
         return self.ff(self.attn(x, attend_mask), max_activations)
 
 
+def _check_size(config: TransformerConfig, init_ff: bool) -> None:
+    """Refuse (InputError, `uatlab.memory_guard`) a config whose largest tensors alone exceed the memory limit:
+    embedding, positional table, readout and (when allocated) the feed-forward weights, 2·d·width each."""
+    from uatlab.memory_guard import check_memory
+
+    d = config.d_model
+    rows = (config.vocab_size or 0) + (config.num_labels or 0) + (config.max_len if config.positional != "none" else 0)
+    ff = sum(config.layer_ff_width(i) for i in range(config.n_layers)) + (config.input_ff_width or 0)
+    numel = d * rows + (2 * d * ff if init_ff else 0)
+    check_memory(
+        float(numel) * torch.finfo(config.torch_dtype).bits / 8,
+        f"Transformer(d_model={d})",
+        f"{numel:.3g} weights in {config.dtype}: embedding, positional table, readout, feed-forward",
+    )
+
+
 class Transformer(nn.Module):
     """Token embedding → [positional encoding] → [F_1^(FF)] → L blocks → [readout].
 
@@ -173,6 +189,7 @@ class Transformer(nn.Module):
         """``init_ff=False`` builds the feed-forward layers on PyTorch's meta device (no memory, no random
         initialisation): only for `from_tensors`, which replaces them."""
         super().__init__()
+        _check_size(config, init_ff)
         ff_device = None if init_ff else "meta"
         self.config = config
         self.encoding = None
