@@ -236,6 +236,6 @@ def relative_error(model: InContextGD, batch: int = 64, seed: int = 0) -> dict[s
         "sup_error": float(np.abs(pred - exact).max()),
         "bound": bound,
         "exact_arithmetic_bound": exact_bound,
-        "rounding_bound": bound - exact_bound,
+        "rounding_bound": bound - exact_bound if math.isfinite(bound) else math.inf,
         "max_abs_prediction": float(np.abs(exact).max()),
     }

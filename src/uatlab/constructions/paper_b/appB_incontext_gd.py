@@ -203,9 +203,10 @@ def float_step_error_bound(
     if not math.isfinite(V):
         return math.inf
     try:
-        return _float_step_error_bound(N, M, eps, S, S_abs, V, lr, d, dtype, exp_ulps)
+        bound = _float_step_error_bound(N, M, eps, S, S_abs, V, lr, d, dtype, exp_ulps)
     except OverflowError:
         return math.inf
+    return bound if not math.isnan(bound) else math.inf  # NaN only from an inf term times 0: still unbounded
 
 
 def _float_step_error_bound(
