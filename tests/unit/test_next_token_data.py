@@ -78,3 +78,17 @@ def test_windows_do_not_cross_streams():
     pairs = [(d.token_vocab[r[0]], d.label_vocab[y]) for r, y in zip(d.tokens, d.labels, strict=True)]
     assert pairs == [("x", "y"), ("y", "z"), ("p", "q")]
     assert np.all(d.tokens < len(d.token_vocab))
+
+
+def test_tokenize_line_reads_one_line_as_a_whole_sequence():
+    from uatlab.data.next_token import tokenize_line
+
+    # the same tokens as the whole-text tokenizer, without the layout tokens it adds at the end of the line
+    assert tokenize_text("a b (d) e,\n", "python") == ["a", "b", "(", "d", ")", "e", ",", "<NEWLINE>"]
+    assert tokenize_line("a b (d) e,\n", "python") == ["a", "b", "(", "d", ")", "e", ","]
+    # a prefix that ends inside a bracket or a string keeps the tokens read before the end of the line
+    assert tokenize_line("print(f(x", "python") == ["print", "(", "f", "(", "x"]
+    assert tokenize_line("x = '''ab", "python") == ["x", "="]
+    assert tokenize_line("a b (d) e,\n", "whitespace") == ["a", "b", "(d)", "e,"]
+    with pytest.raises(InputError, match="unknown tokenizer .pascal."):
+        tokenize_line("x", "pascal", "q.txt:3")

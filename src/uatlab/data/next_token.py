@@ -183,12 +183,15 @@ def tokenize_line(line: str, tokenizer: str, source: str = "<line>") -> list[str
             if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):
                 continue
             out.append(layout.get(tok.type, tok.string))
-    except tokenize.TokenError:  # "EOF in multi-line statement/string": the line ends inside it
-        pass
+    except tokenize.TokenError as exc:
+        if "EOF in multi-line" not in str(exc.args[0]):  # the line ends inside a bracket or a string: kept
+            raise InputError(f"{source}: not tokenizable as Python ({exc.args[0]})") from None
     except (SyntaxError, IndentationError) as exc:
         raise InputError(f"{source}: not tokenizable as Python ({exc})") from None
     while out and out[-1] in LINE_END_LAYOUT:
         out.pop()
+    if not out:
+        raise InputError(f"{source}: no Python tokens on this line")
     return out
 
 
