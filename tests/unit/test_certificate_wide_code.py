@@ -135,3 +135,18 @@ def test_per_code_columns_equal_the_full_rows(wide, which, monkeypatch):
     # two float64 evaluations of the same exact sums (zero products left out), each within its radius of it
     assert (np.abs(y - y0) <= ry + ry0).all()
     np.testing.assert_allclose(ry, ry0, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype, code", [("float64", "binary"), ("float32", "3-hot"), ("float32", "1-hot")])
+def test_gate_analysed_in_row_blocks_is_the_same(dtype, code, monkeypatch):
+    """`_detect_gate` reads W1[:, J] a block of units at a time (a wide code's W1[:, J] is most of W1): the gate
+    it finds does not depend on the block size."""
+    data = synthetic_dataset(120, 9, 60, 4, seed=5)
+    model = compile_dataset(data, dtype=dtype, code=code, run_certificate=False).model
+    whole = _BoundedModel(model).gate
+    assert whole is not None and whole["gated"].all()
+    monkeypatch.setattr(_BoundedModel, "GATE_ROWS", 1)  # one unit per block
+    rows = _BoundedModel(model).gate
+    assert whole.keys() == rows.keys()
+    for key in whole:
+        np.testing.assert_array_equal(rows[key], whole[key], err_msg=key)

@@ -256,16 +256,19 @@ class _Linear:
         """|W[:, sel]| without forming |W|."""
         return self.stored_absW[:, sel] if self.stored_absW is not None else np.abs(self.W[:, sel])
 
-    def abs_matvec(self, v: np.ndarray, block: int = 1 << 16) -> np.ndarray:
-        """|W| @ v without forming |W| when it is not stored: ``block`` rows (a tall W) or columns (a wide W) at a
-        time. The same sums up to the BLAS's summation order: used only where the float64 result carries its
-        own slack (which gated units are proven off) and for the coarse overflow check of ``_may_overflow``."""
+    def abs_matvec(self, v: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+        """|W| @ v without forming |W| when it is not stored: slices of about ``block`` entries (32 MB), whole
+        rows of a tall W or whole columns of a wide W at a time. The same sums up to the BLAS's summation
+        order: used only for the coarse overflow checks (`_stage_may_overflow`, `_overflow_excluded`), whose
+        factor-4 headroom covers float64 rounding."""
         if self.stored_absW is not None:
             return self.stored_absW @ v
         rows, cols = self.W.shape
         if rows >= cols:
-            return np.concatenate([np.abs(self.W[s : s + block]) @ v for s in range(0, rows, block)])
-        return sum(np.abs(self.W[:, s : s + block]) @ v[s : s + block] for s in range(0, cols, block))
+            step = max(1, block // max(cols, 1))
+            return np.concatenate([np.abs(self.W[s : s + step]) @ v for s in range(0, rows, step)])
+        step = max(1, block // max(rows, 1))
+        return sum(np.abs(self.W[:, s : s + step]) @ v[s : s + step] for s in range(0, cols, step))
 
 
 def _linear(layer: torch.nn.Linear | None, out_dim: int, in_dim: int, store_abs: bool = True) -> _Linear:
@@ -573,6 +576,48 @@ def environment_checks() -> dict[str, Any]:
     return checks
 
 
+def _gate_rows(WJ: np.ndarray, m: int) -> tuple[np.ndarray, ...]:
+    """Per unit (row of WJ = W1[:, J], the code coordinates J): is it gated, and its numbers for `ff_gated`.
+
+    ``m = 0``: ±1 codes (another word's code agrees in at most |J| − 1 places). A unit with weights G·σ, σ ∈ {±1}^J,
+    receives at most cap = G (|J| − 2) from another code; its own code is σ (the sign pattern).
+    ``m ≥ 1``: constant-weight {0,1} codes with m ones. A unit with weight G on exactly m coordinates receives
+    at most cap = G (m − 1) from another code (which shares at most m − 1 ones); its code is its ones.
+    *Complement gate*: weight −Gc on the |J| − m coordinates outside an m-subset S. A token whose code c ≠ S
+    (also m ones) has a one outside S, so it receives ≤ cap = −Gc; a token with code S receives exactly 0
+    (every product is 0 · (−Gc)). The unit's code is S, the zero pattern of its row.
+
+    Returns (gated, cap, code_abs = Σ_J |W1|, code_terms, code_mag, G, the unit's code packed by
+    ``np.packbits``). Over any one word's code c (exactly the code in every run) at most code_terms of the
+    products W1[i, j]·c_j are non-zero (c has ``ones`` non-zero coordinates: m, or |J| for ±1 codes; the row
+    min(ones, #{W1[i, J] ≠ 0})), each of size ≤ max_J |W1[i, j]| (|c_j| ≤ 1): code_mag bounds Σ_J |W1[i, j] c_j|.
+    Every value is per row: the same whatever block of rows it is computed in.
+    """
+    nJ = WJ.shape[1]
+    if m == 0:
+        G = np.abs(WJ[:, 0])
+        gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
+        cap = G * (nJ - 2)
+        unit_pattern = WJ > 0
+        ones = nJ  # every code coordinate of every word is ±1: non-zero
+    else:
+        ones = m  # every word's code has exactly m non-zero coordinates
+        G = WJ.max(axis=1)
+        gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
+        cap = G * (m - 1)
+        Gc = -WJ.min(axis=1)
+        comp = ~gated & (Gc > 0) & np.all((WJ == 0.0) | (WJ == -Gc[:, None]), axis=1) & ((WJ < 0).sum(axis=1) == nJ - m)
+        cap = np.where(comp, -Gc, cap)
+        G = np.where(comp, Gc, G)
+        unit_pattern = np.where(comp[:, None], WJ == 0.0, WJ > 0)
+        gated = gated | comp
+    aWJ = np.abs(WJ)
+    code_abs = aWJ.sum(axis=1)  # Σ_J |W1| (for the float64 slack of the bound)
+    code_terms = np.minimum(ones, (WJ != 0.0).sum(axis=1))
+    code_mag = aWJ.max(axis=1, initial=0.0) * code_terms
+    return gated, cap, code_abs, code_terms, code_mag, G, np.packbits(unit_pattern, axis=1)
+
+
 class _BoundedModel:
     """A uatlab Transformer as float64 arrays, evaluated with error radii for runs in its parameters' dtype."""
 
@@ -641,6 +686,8 @@ class _BoundedModel:
         return out
 
     # ---------------------------------------------------------------- gated structure
+    GATE_ROWS = 1 << 22  # entries of W1[:, J] analysed at a time by `_detect_gate` (32 MB of float64)
+
     def _detect_gate(self):
         """Code coordinates J and gated units of the first FF (see module docstring), or None."""
         if self.input_ff is not None or not self.layers:
@@ -654,16 +701,9 @@ class _BoundedModel:
         untouched &= reads
         # a coordinate equal for every word carries no code (it would make every word's code the same)
         untouched &= ~np.all(E == E[:1], axis=0)
-        q = ff1.W.shape[0]
         J = np.flatnonzero(untouched & np.all(np.abs(E) == 1.0, axis=0))
-        if len(J):  # ±1 codes: another word's code agrees in at most |J| − 1 places
-            WJ = _columns(ff1.W, J)  # (q, |J|)
-            G = np.abs(WJ[:, 0])
-            gated = (G > 0) & np.all(np.abs(WJ) == G[:, None], axis=1)
-            cap = G * (len(J) - 2)
-            unit_pattern = WJ > 0
-            ones = len(J)  # every code coordinate of every word is ±1: non-zero
-        else:  # constant-weight {0,1} codes: another word's code shares at most m − 1 ones
+        m = 0  # ±1 codes: another word's code agrees in at most |J| − 1 places
+        if len(J) == 0:  # constant-weight {0,1} codes: another word's code shares at most m − 1 ones
             J = np.flatnonzero(untouched & np.all((E == 0.0) | (E == 1.0), axis=0))
             if len(J) == 0:
                 return None
@@ -671,38 +711,19 @@ class _BoundedModel:
             m = int(weights[0])
             if m < 1 or np.any(weights != m):
                 return None
-            ones = m  # every word's code has exactly m non-zero coordinates
-            WJ = _columns(ff1.W, J)
-            G = WJ.max(axis=1)
-            gated = (G > 0) & np.all((WJ == 0.0) | (WJ == G[:, None]), axis=1) & ((WJ > 0).sum(axis=1) == m)
-            cap = G * (m - 1)
-            # complement gate: weight −Gc on the |J| − m coordinates outside an m-subset S. A token whose code
-            # c ≠ S (also m ones) has a one outside S, so it receives ≤ −Gc; a token with code S receives
-            # exactly 0 (every product is 0 · (−Gc)). The unit's code is S, the zero pattern of its row.
-            Gc = -WJ.min(axis=1)
-            comp = (
-                ~gated
-                & (Gc > 0)
-                & np.all((WJ == 0.0) | (WJ == -Gc[:, None]), axis=1)
-                & ((WJ < 0).sum(axis=1) == len(J) - m)
-            )
-            cap = np.where(comp, -Gc, cap)
-            G = np.where(comp, Gc, G)
-            unit_pattern = np.where(comp[:, None], WJ == 0.0, WJ > 0)
-            gated = gated | comp
+        # the rows of W1[:, J] in blocks of GATE_ROWS units (a wide code's W1[:, J] is most of W1: never copied whole)
+        step = max(1, self.GATE_ROWS // max(len(J), 1))
+        rows = [_gate_rows(_columns(ff1.W[s : s + step], J), m) for s in range(0, ff1.W.shape[0], step)]
+        gated, cap, code_abs, code_terms, code_mag, G, unit_packed = (
+            np.concatenate([blk[i] for blk in rows]) if rows else np.zeros(0) for i in range(7)
+        )
+        del rows
         if not gated.any():
             return None
         cap = np.where(gated, cap, np.inf)
-        code_abs = np.abs(WJ).sum(axis=1)  # Σ_J |W1| (for the float64 slack of the bound)
-        # per unit, over any one word's code c (exactly the code in every run): at most code_terms of the products
-        # W1[i, j]·c_j are non-zero (c has `ones` non-zero coordinates, the row min(ones, #{W1[i, J] ≠ 0})), each
-        # of size ≤ max_J |W1[i, j]| (|c_j| ≤ 1): code_mag bounds Σ_J |W1[i, j] c_j| (see `ff_gated`)
-        code_terms = np.minimum(ones, (WJ != 0.0).sum(axis=1))
-        code_mag = np.abs(WJ).max(axis=1, initial=0.0) * code_terms
-        del q, WJ
         # codes as byte strings → integer ids (vectorised: np.unique over fixed-width void views)
         word_bytes = _row_keys(np.packbits(E[:, J] > 0, axis=1))
-        unit_bytes = _row_keys(np.packbits(unit_pattern, axis=1))
+        unit_bytes = _row_keys(unit_packed)
         uniq, word_cid = np.unique(word_bytes, return_inverse=True)
         pos = np.searchsorted(uniq, unit_bytes)
         pos_c = np.minimum(pos, len(uniq) - 1)
@@ -739,9 +760,9 @@ class _BoundedModel:
             "Wo_nz": (Wo != 0.0).astype(np.float64),  # for exact counts of the non-zero weights per unit
             # coordinates the layer reads (a weight ≠ 0) and writes (a weight or bias ≠ 0)
             "R1": R1,
-            # a token is non-zero on at most `ones` code coordinates and the others of R1: when that is under a
+            # a token is non-zero on at most m (±1: |J|) code coordinates and the others of R1: when that is under a
             # quarter of R1, the batched layer gathers per code only the coordinates its tokens can be non-zero on
-            "sparse_columns": 4 * (ones + len(np.setdiff1d(R1, J))) < len(R1),
+            "sparse_columns": 4 * ((m or len(J)) + len(np.setdiff1d(R1, J))) < len(R1),
             "R2": np.flatnonzero(np.any(ff2.W != 0.0, axis=1) | (ff2.b != 0.0)),
         }
 
