@@ -104,10 +104,56 @@ class ReluNetwork:
 
     @classmethod
     def from_torch(cls, net: nn.Module, n: int, d: int) -> ReluNetwork:
-        """From ``nn.Sequential(nn.Linear(n·d, J), nn.ReLU(), nn.Linear(J, n·d))``."""
-        lin = [m for m in net.modules() if isinstance(m, nn.Linear)]
-        if len(lin) != 2:
-            raise InputError(f"expected a network with exactly two Linear layers, found {len(lin)}")
+        """From ``nn.Sequential(nn.Linear(n·d, J), nn.ReLU(), nn.Linear(J, n·d))`` (paper B, Lemma 3.11's target).
+
+        The construction is exact only for this function, so the module's layers are checked, not just its
+        ``Linear`` weights: after flattening nested ``nn.Sequential`` containers, the layers must be exactly
+        ``Linear → ReLU → Linear``. Layers that compute the identity are skipped: ``nn.Identity``, and
+        ``nn.Dropout`` (any of its variants) in eval mode or with p = 0. Anything else (another activation
+        such as Tanh, Sigmoid or LeakyReLU, no activation, a trailing ReLU, dropout in training mode, a
+        subclass with its own ``forward``, forward hooks) changes the function and is refused.
+
+        Raises:
+            InputError: naming the first unsupported layer and its index (its name in the Sequential), or the
+                input width that does not match n·d.
+        """
+        if type(net).forward is not nn.Sequential.forward or not isinstance(net, nn.Sequential):
+            raise InputError(
+                f"only nn.Sequential(Linear, ReLU, Linear) compiles (paper B, Lemma 3.11); got a "
+                f"{type(net).__name__}, whose forward cannot be read"
+            )
+        if net._forward_hooks or net._forward_pre_hooks:
+            raise InputError("the Sequential has forward hooks, which change the function; remove them to compile")
+        layers = list(_sequential_leaves(net, ""))
+        want = [nn.Linear, nn.ReLU, nn.Linear]
+        kept: list[tuple[str, nn.Module]] = []
+        for name, m in layers:
+            label = f"module {name} ({type(m).__name__})"
+            if m._forward_hooks or m._forward_pre_hooks:
+                raise InputError(f"{label} has forward hooks, which change the function; remove them to compile")
+            if _is_identity_layer(m):
+                continue
+            if isinstance(m, nn.modules.dropout._DropoutNd):
+                raise InputError(
+                    f"{label} is dropout in training mode (p = {m.p}), a random function; call .eval() first"
+                )
+            pos = len(kept)
+            if pos >= len(want):
+                raise InputError(
+                    f"{label} follows the output Linear; only Linear → ReLU → Linear compiles (paper B, Lemma 3.11)"
+                )
+            if type(m) is not want[pos]:
+                raise InputError(
+                    f"{label} is where a {want[pos].__name__} must be; only Linear → ReLU → Linear compiles "
+                    f"(paper B, Lemma 3.11)"
+                )
+            kept.append((name, m))
+        if len(kept) < len(want):
+            raise InputError(
+                f"the network has only {len(kept)} of the layers Linear → ReLU → Linear "
+                f"(missing the {want[len(kept)].__name__}); only that form compiles (paper B, Lemma 3.11)"
+            )
+        lin = [kept[0][1], kept[2][1]]
         if lin[0].in_features != n * d:
             raise InputError(
                 f"the network's input size {lin[0].in_features} does not match flattened sequences of {n}×{d} = {n * d}"
@@ -116,6 +162,23 @@ class ReluNetwork:
         b1 = g(lin[0].bias) if lin[0].bias is not None else np.zeros(lin[0].out_features)
         b2 = g(lin[1].bias) if lin[1].bias is not None else np.zeros(lin[1].out_features)
         return cls(g(lin[0].weight), b1, g(lin[1].weight), b2, n, d)
+
+
+def _sequential_leaves(net: nn.Sequential, prefix: str):
+    """(name, layer) of a Sequential in call order, nested plain Sequentials flattened ("1.0" = child 0 of 1)."""
+    for name, m in net.named_children():
+        full = f"{prefix}{name}"
+        if isinstance(m, nn.Sequential) and type(m).forward is nn.Sequential.forward:
+            yield from _sequential_leaves(m, full + ".")
+        else:
+            yield full, m
+
+
+def _is_identity_layer(m: nn.Module) -> bool:
+    """True for layers that return their input unchanged: Identity, and dropout when off (eval mode or p = 0)."""
+    if type(m) is nn.Identity:
+        return True
+    return isinstance(m, nn.modules.dropout._DropoutNd) and (not m.training or m.p == 0)
 
 
 def random_relu_network(n: int = 20, d: int = 5, hidden: int = 10, seed: int = 0) -> ReluNetwork:
@@ -200,10 +263,20 @@ def live_hidden_units(net: ReluNetwork, lo: float, hi: float) -> tuple[np.ndarra
     return Lw, U, units
 
 
-def _as_relu_network(net: ReluNetwork | nn.Module, n: int | None, d: int | None) -> ReluNetwork:
-    """``net`` itself, or an ``nn.Sequential(Linear, ReLU, Linear)`` read as a `ReluNetwork` of shape (n, d)."""
+def as_relu_network(net: ReluNetwork | nn.Module, n: int | None, d: int | None) -> ReluNetwork:
+    """``net`` itself, or an ``nn.Sequential(Linear, ReLU, Linear)`` read as a `ReluNetwork` of shape (n, d).
+
+    Raises:
+        InputError: ``n`` or ``d`` given and different from the `ReluNetwork`'s shape; a torch module without
+            ``n`` and ``d``, or not of the form Linear → ReLU → Linear (`ReluNetwork.from_torch`).
+    """
     if isinstance(net, ReluNetwork):
+        for name, given, own in (("n", n, net.n), ("d", d, net.d)):
+            if given is not None and given != own:
+                raise InputError(f"{name}={given} was given but the ReLU network is for sequences of {net.n}×{net.d}")
         return net
+    if not isinstance(net, nn.Module):
+        raise InputError(f"expected a ReluNetwork or an nn.Sequential(Linear, ReLU, Linear), got {type(net).__name__}")
     if n is None or d is None:
         raise InputError("compiling a torch module needs the sequence shape: pass n= and d=")
     return ReluNetwork.from_torch(net, n, d)
@@ -245,17 +318,19 @@ def compile_relu_network(
 
     Args:
         net: a `ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
-        n, d: sequence shape (needed for a torch module).
+        n, d: sequence shape (needed for a torch module; for a `ReluNetwork`, if given, they must equal its own).
         domain: inputs X ∈ [lo, hi]^{n×d} (compact box; the hidden ranges are computed on it).
         eps: target sup error per output coordinate; the anchor count is chosen so the proven bound ≤ eps.
         anchors: anchors m on the normalised interval [0, 1] instead of eps.
         dtype: "float64" (default) or "float32".
 
     Raises:
-        InputError: wrong network input size, bad domain, eps ≤ 0, neither/both of eps and anchors.
+        InputError: a torch module that is not Linear → ReLU → Linear (naming the layer), n/d that differ
+            from a `ReluNetwork`'s shape, wrong network input size, bad domain, eps ≤ 0, neither/both of eps
+            and anchors.
         PrecisionError: the temperature overflows / loses the accuracy in ``dtype``.
     """
-    net = _as_relu_network(net, n, d)
+    net = as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     W2 = net.W2.reshape(n, d, J)  # (n, d, J): W2[(i,c), j]
@@ -474,18 +549,19 @@ def compile_relu_network_two_layer(
 
     Args:
         net: a `ReluNetwork`, or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given.
-        n, d: sequence shape (needed for a torch module).
+        n, d: sequence shape (needed for a torch module; for a `ReluNetwork`, if given, they must equal its own).
         domain: inputs X ∈ [lo, hi]^{n×d}.
         eps: target sup error per output coordinate (the anchor count is chosen so the proven bound ≤ eps).
         anchors: layer-1 anchors m on [0, 1] instead of eps.
         dtype: "float64" (default) or "float32".
 
     Raises:
-        InputError: wrong network input size, bad domain, eps ≤ 0, neither/both of eps and anchors,
-            no active hidden unit.
+        InputError: a torch module that is not Linear → ReLU → Linear (naming the layer), n/d that differ
+            from a `ReluNetwork`'s shape, wrong network input size, bad domain, eps ≤ 0, neither/both of eps
+            and anchors, no active hidden unit.
         PrecisionError: the layer-1 temperature overflows / loses the accuracy in ``dtype``.
     """
-    net = _as_relu_network(net, n, d)
+    net = as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     if n < 2:

@@ -58,6 +58,7 @@ from uatlab.constructions.paper_b.lem3_11_relu_network import (
     CompiledModelCalls,
     ReluNetwork,
     _as_construction,
+    as_relu_network,
     check_compile_request,
     live_hidden_units,
 )
@@ -119,19 +120,29 @@ class CompiledStandardRelu(CompiledModelCalls):
 
 
 def compile_relu_network_standard(
-    net: ReluNetwork, *, domain: tuple[float, float] = (0.0, 1.0), anchors: int | None = None, eps: float | None = None
+    net: ReluNetwork | nn.Module,
+    *,
+    n: int | None = None,
+    d: int | None = None,
+    domain: tuple[float, float] = (0.0, 1.0),
+    anchors: int | None = None,
+    eps: float | None = None,
 ) -> Construction:
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 into two standard attention layers (module docstring).
 
     Args:
-        net: the ReLU network (n, d, J).
+        net: the ReLU network (n, d, J), or an ``nn.Sequential(Linear, ReLU, Linear)`` with ``n``, ``d`` given
+            (`ReluNetwork.from_torch`).
+        n, d: sequence shape (needed for a torch module; for a `ReluNetwork`, if given, they must equal its own).
         domain: X ∈ [lo, hi]^{n×d}.
         anchors: total interpolation points m on [0, 1] (rounded up to S(n−1)+1), or
         eps: target sup error (S is grown until the bound ≤ eps).
 
     Raises:
-        InputError: bad domain / eps, neither or both of anchors and eps, n < 2, no active unit.
+        InputError: a module that is not Linear → ReLU → Linear, n/d that differ from the network's, bad domain /
+            eps, neither or both of anchors and eps, n < 2, no active unit.
     """
+    net = as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, anchors)
     n, d, J = net.n, net.d, net.hidden
     if n < 2:

@@ -43,12 +43,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch import nn
 
 from uatlab.constructions.contract import Construction
 from uatlab.constructions.paper_b.lem3_11_relu_network import (
     CompiledModelCalls,
     ReluNetwork,
     _as_construction,
+    as_relu_network,
     check_compile_request,
     live_hidden_units,
 )
@@ -81,8 +83,10 @@ class CompiledTwoTokenRelu(CompiledModelCalls):
 
 
 def compile_relu_network_one_standard_layer_two_tokens(
-    net: ReluNetwork,
+    net: ReluNetwork | nn.Module,
     *,
+    n: int | None = None,
+    d: int | None = None,
     domain: tuple[float, float] = (0.0, 1.0),
     sigmoids: int | None = None,
     eps: float | None = None,
@@ -90,14 +94,17 @@ def compile_relu_network_one_standard_layer_two_tokens(
     """Compile f(X) = W2 ReLU(W1 vec X + b1) + b2 on n = 2 tokens into ONE standard attention layer.
 
     Args:
-        net: the ReLU network, n = 2 tokens of d channels.
+        net: the ReLU network, n = 2 tokens of d channels, or an ``nn.Sequential(Linear, ReLU, Linear)`` with
+            ``n``, ``d`` given (`ReluNetwork.from_torch`).
+        n, d: sequence shape (needed for a torch module; for a `ReluNetwork`, if given, they must equal its own).
         domain: X ∈ [lo, hi]^{2×d}.
         sigmoids: steps m per hidden unit, or
         eps: target sup error (m is the smallest with the proven bound ≤ eps, capped at 10⁵).
 
     Raises:
-        InputError: n ≠ 2, bad domain / eps / sigmoids, neither or both of sigmoids and eps, no active unit.
+        InputError: a module that is not Linear → ReLU → Linear, n/d that differ from the network's, n ≠ 2, bad domain / eps / sigmoids, neither or both of sigmoids and eps, no active unit.
     """
+    net = as_relu_network(net, n, d)
     lo, hi = check_compile_request(domain, eps, sigmoids)
     n, d, J = net.n, net.d, net.hidden
     if n != 2:
