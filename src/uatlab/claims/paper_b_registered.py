@@ -334,8 +334,8 @@ def _standard_layers(ctx: ClaimContext) -> ClaimResult:
     id="B.approx.one-layer-softmax-pooling",
     statement="Paper B v2's 'one attention layer followed by a softmax', with the combination step derived as "
     "Boltzmann pooling Σ_c z_c softmax(βz)_c over affine pieces (difference of two smooth maxima): on the "
-    "benchmark ReLU nets the sup error is within the exact bound (log K_P + log K_N)/β at every β, falls at least "
-    "like 1/β, and is below 1% of the output range at β = 100.",
+    "benchmark ReLU nets the sup error is within the proven bound (log K_P + log K_N)/β plus float64 rounding "
+    "at every β, falls at least like 1/β, and is below 1% of the output range at β = 100.",
     paper=PAPER_B,
     theorem="v2 abstract: one-layer attention followed by a softmax is universal (combination step: our derivation)",
 )
@@ -389,7 +389,7 @@ def _softmax_pooling(ctx: ClaimContext) -> ClaimResult:
                         f"sup error, worst net (slope {slope:.2f})": [
                             max(r["sup_error"] for r in rows if r["beta"] == b) for b in betas
                         ],
-                        "exact bound (log K_P + log K_N)/β": [
+                        "proven bound (log K_P + log K_N)/β + rounding": [
                             max(r["bound"] for r in rows if r["beta"] == b) for b in betas
                         ],
                     },
