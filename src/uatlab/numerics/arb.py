@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import flint
@@ -89,13 +89,20 @@ def to_arb(x: Any) -> arb:
     return arb(str(x))
 
 
-def arb_boltz(values: Sequence[Any]) -> arb:
-    """boltz(a) = Σ a_i e^{a_i} / Σ e^{a_j} as a rigorous ball (shift by the largest midpoint)."""
+def arb_boltz(values: Sequence[Any], progress: Callable[[int], None] | None = None) -> arb:
+    """boltz(a) = Σ a_i e^{a_i} / Σ e^{a_j} as a rigorous ball (shift by the largest midpoint).
+
+    ``progress(1)`` is called after each component's exponential (the expensive part at high precision).
+    """
     xs = [to_arb(v) for v in values]
     if not xs:
         raise InputError("boltz of an empty vector is undefined")
     top = max(xs, key=lambda t: float(t.mid()))
-    w = [(x - top).exp() for x in xs]
+    w = []
+    for x in xs:
+        w.append((x - top).exp())
+        if progress is not None:
+            progress(1)
     return sum((x * wi for x, wi in zip(xs, w, strict=True)), arb(0)) / sum(w, arb(0))
 
 
