@@ -200,7 +200,9 @@ def attention_seq2seq(
     max_seconds: float | None = typer.Option(
         None,
         "--max-seconds",
-        help="Wall-time cap per trained trial (seconds; the best validation epoch is kept).",
+        help="Opt-in wall-time cap per trained trial (seconds; the best validation epoch is kept). Without it "
+        "training stops by epochs or convergence only, so a seed gives the same result on any machine; trials "
+        "the cap stopped are flagged (their results depend on the machine's load).",
         callback=finite(0, 1e7, lo_open=True),
     ),
 ) -> None:
@@ -242,4 +244,9 @@ def attention_seq2seq(
             format_value(s["epochs_run_mean"]),
         )
     console.print(table)
+    if data["wall_cap_fired"]:
+        console.print(
+            f"note: the wall-time cap (--max-seconds) stopped {len(data['wall_cap_fired'])} trial(s) before their "
+            f"epochs or convergence: {', '.join(data['wall_cap_fired'])}; their results depend on the machine's load"
+        )
     console.print(f"CSV: {data['csv']}  figure: {data['figure']}")

@@ -215,10 +215,24 @@ def run_seq2seq(
     ``n_seeds`` / ``max_seconds``: see `uatlab.experiments.paper_b.seq2seq.seq2seq_trials`.
     """
     from uatlab.experiments.paper_b.plots import plot_seq2seq
-    from uatlab.experiments.paper_b.seq2seq import SEQ2SEQ_CSV_COLUMNS, run_seq2seq_any, seq2seq_trials
+    from uatlab.experiments.paper_b.seq2seq import (
+        SEQ2SEQ_CSV_COLUMNS,
+        run_seq2seq_any,
+        seq2seq_trials,
+        stored_trial_conflict,
+    )
     from uatlab.experiments.paper_b.sweeps import summarise_columns
 
     trials = seq2seq_trials(scale, modes, n_seeds=n_seeds, max_seconds=max_seconds)
+    for t in trials:  # stored results stand for a trial only when they were run with its parameters
+        path = Path(out) / "trials" / f"{t.id}.json"
+        try:
+            record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            record = None  # a torn file: the executor recomputes it
+        why = stored_trial_conflict(record, t.params) if record is not None else None
+        if why is not None:
+            raise InputError(f"{out} holds trial {t.id} run with other options ({why}); use another --out")
     rows, res = execute(
         trials, run_seq2seq_any, out, executor, workers, progress, desc="attention-seq2seq", stored_only=stored_only
     )
@@ -244,12 +258,18 @@ def run_seq2seq(
                 "test_mse_std": b["test_mse_std"],
                 "n_params": b["n_params_mean"],
             }
+    capped = [r["run_id"] for r in rows if r.get("wall_cap_fired")]
+    for s in summary:  # trials of the group stopped by the wall-time cap (0 without --max-seconds)
+        s["wall_cap_fired"] = sum(
+            bool(r.get("wall_cap_fired")) for r in rows if r["mode"] == s["mode"] and float(r["value"]) == s["value"]
+        )
     data = {
         "experiment": "attention-seq2seq",
         "scale": scale,
         "csv": str(csv_path),
         "figure": str(fig) if fig else None,
         "finished": len(rows),
+        "wall_cap_fired": capped,  # trials stopped by --max-seconds: their results depend on the machine's load
         "failed": {k: v.splitlines()[-1] if v else "" for k, v in res.failed.items()},
         "summary": summary,
         "best": best,

@@ -19,6 +19,7 @@ All MSEs are reported on the repository's unnormalised scale.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -121,7 +122,9 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
     loss_fn = nn.MSELoss()
     curve, val_curve = [], []
     stop, epoch = PlateauStop(patience, rel_tol=0.01), 0
-    max_seconds = float(params.get("max_seconds", math.inf))
+    cap = params.get("max_seconds")  # opt-in wall-time cap; None: stop by epochs / convergence only
+    max_seconds = math.inf if cap is None else float(cap)
+    cap_fired = False
     for epoch in range(1, int(params["epochs"]) + 1):
         curve.append(train_epoch(model, loader, opt, loss_fn))
         if parity:
@@ -134,7 +137,10 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
             )
         if math.isfinite(val):
             sched.step(val)
-        if stop.update(val, model) or time.perf_counter() - t0 > max_seconds:
+        if stop.update(val, model):
+            break
+        if epoch < int(params["epochs"]) and time.perf_counter() - t0 > max_seconds:
+            cap_fired = True  # the result now depends on the machine's speed and load, not only on the seed
             break
     stop.restore_best(model)
     converged = stop.converged
@@ -152,6 +158,7 @@ def run_seq2seq_trial(params: dict[str, Any]) -> dict[str, Any]:
         **base,
         "epochs_run": epoch,
         "converged": converged,
+        "wall_cap_fired": cap_fired,
         "train_seconds": time.perf_counter() - t0,
         "train_loss_curve": [round(v, 5) for v in curve],
         "val_mse_curve": [round(v, 5) for v in val_curve],
@@ -196,6 +203,7 @@ def run_compiled_trial(params: dict[str, Any]) -> dict[str, Any]:
         "nonstandard": compiled.nonstandard,
         "epochs_run": 0,
         "converged": True,
+        "wall_cap_fired": False,
     }
 
 
@@ -209,12 +217,13 @@ def seq2seq_trials(
 ) -> list[Trial]:
     """The seq2seq trials; ids ``[quick-]<mode>-H=<heads>-seed=<seed>`` (default and full share ids).
 
-    ``n_seeds`` keeps the first that many seeds of the scale; ``max_seconds`` overrides the wall-time cap of
-    the corrected trials (their ids then end in ``-cap=<seconds>``, so capped and uncapped results never mix).
+    ``n_seeds`` keeps the first that many seeds of the scale; ``max_seconds`` sets a wall-time cap on the
+    corrected trials (their ids then end in ``-cap=<seconds>``, so capped and uncapped results never mix).
 
-    Corrected runs (attention-only and feed-forward) stop by the convergence criterion
-    (validation MSE not improved by 1 % for ``patience`` epochs) or at a wall-time cap
-    (``max_seconds``), whichever comes first; the CSV says which (``converged``).
+    Corrected runs (attention-only and feed-forward) stop by the convergence criterion (validation MSE not
+    improved by 1 % for ``patience`` epochs) or after ``epochs`` epochs, so the same seed gives the same
+    result on any machine. Only with ``max_seconds`` may a wall-time cap stop them earlier; a trial records
+    ``wall_cap_fired`` (its result then depends on the machine's load) and ``converged``.
     """
     if scale == "quick":
         compiled_anchors = (5, 9)
@@ -229,7 +238,7 @@ def seq2seq_trials(
             "patience": 6,
             "batch_size": 64,
             "lr": 3e-3,
-            "max_seconds": 20,
+            "max_seconds": None,
             "output_modulation": True,
         }
     elif scale in ("default", "full"):
@@ -249,7 +258,7 @@ def seq2seq_trials(
             "patience": 12,
             "batch_size": 64,
             "lr": 2e-3,
-            "max_seconds": 5400,
+            "max_seconds": None,
             "output_modulation": True,
         }
     else:
@@ -309,6 +318,28 @@ def seq2seq_trials(
     return trials
 
 
+def stored_trial_conflict(record: dict[str, Any], params: dict[str, Any]) -> str | None:
+    """Why a stored trial ``record`` may not stand for a trial with ``params`` (``field: old → new``), or None.
+
+    A record is reused only when every parameter equals the trial's. One exception keeps finished work: a
+    record run under a wall-time cap that did not stop it (it converged or ran all its epochs, or it says
+    ``wall_cap_fired: false``) equals the uncapped run, since the cap changes nothing but where training stops.
+    """
+    for key, new in params.items():
+        old = record.get(key)
+        if json.dumps(old, sort_keys=True, default=str) == json.dumps(new, sort_keys=True, default=str):
+            continue
+        if key == "max_seconds" and new is None:
+            fired = record.get("wall_cap_fired")
+            if fired is None:
+                fired = not record.get("converged") and int(record.get("epochs_run", 0)) < int(params["epochs"])
+            if not fired:
+                continue
+            return f"max_seconds: {old} → none (the wall-time cap stopped that trial)"
+        return f"{key}: {old} → {new}"
+    return None
+
+
 SEQ2SEQ_CSV_COLUMNS = [
     *RUN_COLUMNS,
     "test_mse",
@@ -318,6 +349,7 @@ SEQ2SEQ_CSV_COLUMNS = [
     "least_squares_mse",
     "epochs_run",
     "converged",
+    "wall_cap_fired",
     "n",
     "d",
     "width",
