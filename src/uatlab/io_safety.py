@@ -9,6 +9,9 @@ The rules, applied by every writing command before it does any work:
   complete (`atomic_write`, `atomic_path`): an existing file is either kept intact or replaced
   whole, never truncated.
 * Two jobs never write the same output at once (`OutputLock`).
+* In an output folder the user named, a run replaces a file only if uatlab wrote it there for the same kind of
+  run and it is unchanged since (`OutputFolder`): the folder's record lists each such file's size and SHA-256.
+  A user's file under one of the run's names is refused before any work, and again at the moment of writing.
 * A work directory is deleted only if uatlab created it and can prove it: a marker file holding a random id
   that is also recorded in the directory's manifest (`write_marker`, `owns`), and its removal is not cut in
   half by Ctrl-C or SIGTERM (`interrupts_deferred`): a half-removed folder would be neither resumable nor
@@ -204,6 +207,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     that write by file name (safetensors, torch.save, matplotlib, numpy); `atomic_write` for streams.
     """
     path = Path(path)
+    guard = _guard_for(path)  # an output folder open for this file: refuse a file that is not uatlab's
+    if guard is not None:
+        guard[0].check_file(guard[1])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_beside(path)
     try:
@@ -212,6 +218,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp, mode)  # some writers (safetensors) create their file with mode 0600
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        if guard is not None:  # write-ahead: the record proves the new content before it replaces the old
+            guard[0].record(guard[1], tmp)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -305,6 +313,190 @@ class OutputLock:
                 self.path.unlink()
             self._fh.close()  # closing releases the flock
             self._fh = None
+
+
+# ------------------------------------------------------------------------------------------------ output folders
+OUTPUT_RECORD = ".uatlab-outputs.json"  # in an output folder: which of its files uatlab wrote, for which run
+OUTPUT_RECORD_FORMAT = "uatlab-outputs-v1"
+_OPEN_FOLDERS: list[OutputFolder] = []  # folders whose writes `atomic_path` checks and records
+_OPEN_FOLDERS_LOCK = threading.Lock()
+
+
+def file_identity(path: str | os.PathLike) -> dict[str, Any]:
+    """Size and SHA-256 of a whole file (what an output record holds for each file)."""
+    ident = prefix_identity(path, None)
+    return {"bytes": ident["bytes"], "sha256": ident["sha256"]}
+
+
+class OutputFolder:
+    """The files one kind of run (``kind``: 'train', 'reproduce', ...) writes into a folder the user named.
+
+    The folder may hold the user's own files. A file under one of the run's ``names`` (paths relative to the
+    folder; ``*`` globs allowed, e.g. ``figures/*``) is replaced only if the folder's record
+    (`OUTPUT_RECORD`) lists it as written by uatlab for the same ``kind`` with the size and SHA-256 it has
+    now. Anything else there is refused with one error naming the file: a user's file, a file of another
+    kind of run, a uatlab file edited since, a file the run would read (``inputs``, e.g. a model to start
+    from). `check` does this before any work; while the folder is open (``with``), `atomic_path` does it
+    again for every file it writes under those names, and records the new file's identity before the rename
+    that puts it in place (write-ahead, listing the old content too: a crash between the two leaves a file
+    the record still proves). A folder a run creates starts with an empty record. Callers hold an
+    `OutputLock` on the folder (one writer at a time).
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        kind: str,
+        names: Iterable[str],
+        inputs: Iterable[str | os.PathLike | None] = (),
+        option: str = "--out",
+    ) -> None:
+        self.folder = Path(folder)
+        self.kind = kind
+        self.names = tuple(names)
+        self.inputs = [Path(p) for p in inputs if p is not None]
+        self.option = option
+        self._lock = threading.Lock()
+
+    # ---- which files
+    def _rel(self, path: Path) -> str | None:
+        """``path`` relative to the folder (posix) if it is one of the run's outputs, else None."""
+        import fnmatch
+
+        try:
+            rel = path.resolve().relative_to(self.folder.resolve()).as_posix()
+        except ValueError:
+            return None
+        if rel == OUTPUT_RECORD:
+            return None
+        return rel if any(fnmatch.fnmatch(rel, n) for n in self.names) else None
+
+    def existing(self) -> list[Path]:
+        """The run's output paths that exist now."""
+        if not self.folder.is_dir():
+            return []
+        found: dict[str, Path] = {}
+        for name in self.names:
+            for p in sorted(self.folder.glob(name)) if any(c in name for c in "*?[") else [self.folder / name]:
+                if p.exists() or p.is_symlink():
+                    found[p.as_posix()] = p
+        return list(found.values())
+
+    # ---- the record
+    @property
+    def record_path(self) -> Path:
+        return self.folder / OUTPUT_RECORD
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            text = self.record_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise InputError(f"{self.record_path}: cannot read the output record ({exc.strerror or exc})") from None
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        if (
+            not isinstance(doc, dict)
+            or doc.get("format") != OUTPUT_RECORD_FORMAT
+            or not isinstance(doc.get("files"), dict)
+        ):
+            raise InputError(
+                f"{self.option} {self.folder}: {self.record_path} is not a uatlab output record; "
+                f"choose another {self.option} folder"
+            )
+        return doc["files"]
+
+    def _owner(self, rel: str, files: dict[str, Any], path: Path) -> str | None:
+        """Why ``path`` (existing) may not be replaced by this run, or None if it may."""
+        entry = files.get(rel)
+        if not isinstance(entry, dict):
+            return f"is not a file uatlab {self.kind} wrote there"
+        if entry.get("kind") != self.kind:
+            return f"was written by uatlab {entry.get('kind')}, not by uatlab {self.kind}"
+        if file_identity(path) not in entry.get("identities", []):
+            return f"was changed after uatlab {self.kind} wrote it"
+        return None
+
+    # ---- checks
+    def _check_inputs(self, path: Path) -> None:
+        for src in self.inputs:
+            if same_file(path, src) if path.exists() else path.resolve() == src.resolve():
+                also = "" if str(src) == str(path) else f" (as {path})"
+                raise InputError(
+                    f"{self.option} {self.folder}: this run reads {src} and would replace it{also}; "
+                    f"copy it elsewhere or choose another {self.option} folder"
+                )
+
+    def check_file(self, rel: str) -> None:
+        """Refuse (InputError naming the file) replacing ``folder/rel`` unless this kind of uatlab run wrote it."""
+        path = self.folder / rel
+        self._check_inputs(path)
+        if not (path.exists() or path.is_symlink()):
+            return
+        kind = describe_special(path) if not path.is_symlink() else "a symbolic link"
+        if kind is not None:
+            raise InputError(
+                f"{self.option} {self.folder}: {path} is {kind}, where this run writes a file: "
+                f"move it away or choose another {self.option} folder"
+            )
+        with self._lock:
+            why = self._owner(rel, self._load(), path)
+        if why is not None:
+            raise InputError(
+                f"{self.option} {self.folder}: {path} exists and {why}; this run would replace it: "
+                f"move it away or choose another {self.option} folder"
+            )
+
+    def check(self) -> OutputFolder:
+        """Before any work: every output the run would replace is uatlab's for this kind of run, none is an input."""
+        for name in self.names:
+            if not any(c in name for c in "*?["):
+                self._check_inputs(self.folder / name)
+        if self.folder.is_dir() and self.existing():
+            self._load()  # a damaged record is named once, not per file
+        for path in self.existing():
+            self.check_file(path.relative_to(self.folder).as_posix())
+        return self
+
+    def record(self, rel: str, new: Path) -> None:
+        """Record that the content of ``new`` (about to be renamed to ``folder/rel``) is this run's."""
+        path = self.folder / rel
+        with self._lock:
+            files = dict(self._load()) if self.record_path.exists() else {}
+            ids = [file_identity(path)] if path.is_file() else []  # checked as ours when the write began
+            ids.append(file_identity(new))
+            files[rel] = {"kind": self.kind, "identities": ids}
+            doc = {"format": OUTPUT_RECORD_FORMAT, "files": files}
+            write_text_atomic(self.record_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+    # ---- open: writes through atomic_path are checked and recorded
+    def __enter__(self) -> OutputFolder:
+        self.check()
+        with _OPEN_FOLDERS_LOCK:
+            _OPEN_FOLDERS.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with _OPEN_FOLDERS_LOCK:
+            if self in _OPEN_FOLDERS:
+                _OPEN_FOLDERS.remove(self)
+
+
+def _guard_for(path: Path) -> tuple[OutputFolder, str] | None:
+    """The innermost open output folder that ``path`` is one of the outputs of, with its relative name."""
+    if not _OPEN_FOLDERS:
+        return None
+    with _OPEN_FOLDERS_LOCK:
+        folders = list(_OPEN_FOLDERS)
+    best: tuple[OutputFolder, str] | None = None
+    for f in folders:
+        rel = f._rel(path)
+        if rel is not None and (best is None or len(rel) < len(best[1])):
+            best = (f, rel)
+    return best
 
 
 # ------------------------------------------------------------------------------------------------ work dirs

@@ -204,6 +204,7 @@ DATA_LOSS = [
     Case("synth-vocab-float", ["synth", "notes.md", "-V", "1e20"], "--vocab"),
     Case("synth-into-dir", ["synth", "adir"], "existing directory", setup=_mkdir("adir")),
     Case("synth-out-is-dash", ["synth", "-"], "standard output"),
+    Case("synth-over-a-user-file", ["synth", "notes.md", "-N", "2"], "notes.md exists and is not synthetic data"),
     Case(
         "compile-surrogate-then-resume-other",
         ["compile", "surrogate.jsonl", "--out", "m.safetensors"],
@@ -635,10 +636,11 @@ def test_ctrl_c_while_torch_loads(case_dir: Path, delay: float) -> None:
 
 
 def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
-    """Ctrl-C while synth writes over an existing file: exit 130, the old file intact, no temporary file left."""
+    """Ctrl-C while synth writes over its own earlier file: exit 130, the old file intact, no temporary file left."""
+    assert main(["synth", "old.jsonl", "-N", "5", "--json"]) == 0
     before = _snapshot(case_dir)
     code, err = _interrupt(
-        ["synth", "notes.md", "-N", "100000000", "-n", "64", "--json"],
+        ["synth", "old.jsonl", "-N", "100000000", "-n", "64", "--json"],
         case_dir,
         0.5,
         when=lambda: any(p.name.endswith(".tmp") for p in case_dir.iterdir()),
@@ -705,11 +707,14 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
+    assert main(["synth", "old.jsonl", "-N", "3", "--json"]) == 0
+    old = (case_dir / "old.jsonl").read_bytes()
+    capsys.readouterr()
     monkeypatch.setattr(os, "replace", full)
-    assert main(["synth", "notes.md", "-N", "5"]) == 2
+    assert main(["synth", "old.jsonl", "-N", "5"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "no space left on device" in err and "Traceback" not in err
-    assert (case_dir / "notes.md").read_bytes() == FILES["notes.md"]
+    assert (case_dir / "old.jsonl").read_bytes() == old
     assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -13,7 +13,10 @@ from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claim
 from uatlab.cli.app import app, console, err_console, format_value, print_json
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
-from uatlab.io_safety import check_output_dir
+from uatlab.io_safety import OutputFolder, OutputLock, check_output_dir
+
+# what a run writes into --out (figures: ``figures/<claim id>__<name>``); replaced only if a reproduce run wrote it
+REPRODUCE_OUTPUTS = ("claims.json", "report.md", "report.html", "figures/*__*")
 
 
 @app.command()
@@ -43,6 +46,12 @@ def reproduce(
             raise InputError(f"--only {pattern!r} matches no claim (ids look like {ids}, …)")
     select = (lambda c: any(fnmatch.fnmatch(c.id, p) for p in patterns)) if patterns else None
     check_output_dir(out)
+    folder = OutputFolder(out, "reproduce", REPRODUCE_OUTPUTS).check()  # a user's report.md is never replaced
+    with OutputLock(out, hint="use another --out"), folder:
+        _reproduce(out, quick, seed, data_dir, select, json_out)
+
+
+def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select, json_out: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     ctx = ClaimContext(quick=quick, out_dir=out, seed=seed, data_dir=data_dir)
     t0 = time.perf_counter()

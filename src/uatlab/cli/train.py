@@ -237,6 +237,9 @@ def train_command(
         if extra is not None:
             check_input_file(extra, name)
     check_output_dir(out, [data, valid, init])
+    from uatlab.training.trainer import train_output_folder
+
+    train_output_folder(out, (data, valid, init)).check()  # a user's file of the run's names, or the init model
     if init is not None:  # the model's shape comes from the init model
         asked = {"dim": dim, "layers": layers, "rank": _parse_rank(rank), "heads": heads, "head_dim": head_dim}
         asked |= {"ff_width": ff_width, "ff_mult": ff_mult, "dtype": dtype}

@@ -6,12 +6,14 @@ sequence has n distinct tokens (paper A's no-duplicate hypothesis; needs n ≤ V
 
 Token strings are ``t0 … t{V−1}``, labels ``c0 … c{C−1}``. `write_synthetic` streams the JSONL format
 of `uatlab.data.jsonl` (``{"tokens": [...], "labels": [...]}`` per line) without holding the data.
+It replaces an existing file only if that file is one it wrote (or empty): `check_synthetic_target`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +28,43 @@ def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
         raise InputError(f"N, n, V and C must be positive, got N={N}, n={n}, V={V}, C={C}")
     if not repeats and n > V:
         raise InputError(f"sequences of n={n} distinct tokens need a vocabulary V ≥ n, got V={V}")
+
+
+_TOKEN = re.compile(r"t\d+")
+_LABEL = re.compile(r"c\d+")
+
+
+def is_synthetic_file(path: str | os.PathLike) -> bool:
+    """True if the first line of ``path`` is a record `write_synthetic` writes: exactly ``tokens`` and
+    ``labels``, equally long, non-empty, tokens ``t<int>`` and labels ``c<int>``."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+        rec = json.loads(first)
+    except (OSError, ValueError):
+        return False
+    if not isinstance(rec, dict) or set(rec) != {"tokens", "labels"}:
+        return False
+    toks, labs = rec["tokens"], rec["labels"]
+    return (
+        isinstance(toks, list)
+        and isinstance(labs, list)
+        and 0 < len(toks) == len(labs)
+        and all(isinstance(t, str) and _TOKEN.fullmatch(t) for t in toks)
+        and all(isinstance(y, str) and _LABEL.fullmatch(y) for y in labs)
+    )
+
+
+def check_synthetic_target(path: str | os.PathLike) -> None:
+    """Refuse to write over an existing non-empty file that is not synthetic data written by `write_synthetic`
+    (a model, a CoNLL file, the user's own JSONL): synthetic data is regenerated from its options and seed,
+    anything else would be lost."""
+    p = Path(path)
+    if p.is_file() and p.stat().st_size > 0 and not is_synthetic_file(p):
+        raise InputError(
+            f"{p} exists and is not synthetic data written by uatlab synth (its first line is not a "
+            '{"tokens": ["t…"], "labels": ["c…"]} record); move it away or choose another path'
+        )
 
 
 def iter_synthetic(
@@ -74,6 +113,7 @@ def write_synthetic(
     _check(N, n, V, C, repeats)  # before the file is touched
     if seed < 0:
         raise InputError(f"seed must be ≥ 0, got {seed}")
+    check_synthetic_target(path)
     with atomic_write(path) as fh:  # an existing file is replaced only once the new one is complete
         for t, y in iter_synthetic(N, n, V, C, repeats, seed):
             fh.write(json.dumps({"tokens": t, "labels": y}) + "\n")

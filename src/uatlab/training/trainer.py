@@ -13,7 +13,9 @@ machine and thread count; CPU kernels are deterministic for a fixed thread count
 
 Files in ``out_dir``: ``checkpoint.pt`` (after every epoch and on SIGINT/SIGTERM/time budget),
 ``metrics.csv`` and ``metrics.jsonl`` (one row per epoch, rewritten atomically),
-``model.safetensors`` (final weights + vocabulary), ``summary.json``.
+``model.safetensors`` (final weights + vocabulary), ``summary.json``. The folder may hold the user's
+own files: a file of those four names is replaced only if an earlier ``train`` run wrote it there
+(`uatlab.io_safety.OutputFolder`), and ``checkpoint.pt`` only by ``resume``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from tqdm.auto import tqdm
 from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
-from uatlab.io_safety import write_text_atomic
+from uatlab.io_safety import OutputFolder, write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
@@ -55,6 +57,13 @@ from uatlab.training.metrics import evaluate
 
 PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epochs
 DEFAULT_TARGETS = (PAPER_ACCURACY, 0.999, 0.9995)
+# the files a run writes into its folder besides checkpoint.pt (which only --resume continues)
+TRAIN_OUTPUTS = ("model.safetensors", "summary.json", "metrics.csv", "metrics.jsonl")
+
+
+def train_output_folder(out_dir: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> OutputFolder:
+    """The guard of a training run's folder: its files are replaced only if an earlier run wrote them."""
+    return OutputFolder(out_dir, "train", TRAIN_OUTPUTS, inputs=inputs)
 
 
 class TrainingError(UatlabError):
@@ -392,8 +401,45 @@ def train(
     Raises:
         CheckpointError: unreadable checkpoint, or one for another model/config/data.
         TrainingError: non-finite loss (names epoch, batch and its first sentence).
-        InputError: labels of ``valid_data`` unseen in training, bad init model.
+        InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
+            the run would replace and that an earlier run did not write (or the init model itself).
     """
+    with train_output_folder(out_dir, (cfg.init,)):
+        return _train_in(
+            train_data,
+            cfg,
+            out_dir,
+            valid_data,
+            resume,
+            max_minutes,
+            targets,
+            progress,
+            with_f1,
+            log,
+            stop_after_steps,
+            stop_at_ceiling,
+            checkpoint_every,
+            eval_every,
+        )
+
+
+def _train_in(
+    train_data: SequenceDataset,
+    cfg: TrainConfig,
+    out_dir: str | os.PathLike,
+    valid_data: SequenceDataset | None,
+    resume: bool,
+    max_minutes: float | None,
+    targets: tuple[float, ...],
+    progress: bool,
+    with_f1: bool,
+    log: Callable[[str], None] | None,
+    stop_after_steps: int | None,
+    stop_at_ceiling: bool,
+    checkpoint_every: int,
+    eval_every: int,
+) -> TrainResult:
+    """`train` once its folder is checked and open (every write into it is checked and recorded)."""
     say = log or (lambda _msg: None)
     for name, part in (("train_data", train_data), ("valid_data", valid_data)):
         if part is not None and not isinstance(part, SequenceDataset):

@@ -1,0 +1,178 @@
+"""A run never replaces a user's file in its output: ``train --out``, ``reproduce --out`` and ``synth OUT``.
+
+Each refusal is one ``error:`` line naming the file, exit code 2, and the user's file byte-identical after it;
+the run's own files from an earlier run of the same kind (``train --resume``, ``reproduce`` again into its
+folder, ``synth`` over its own file) are still replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from uatlab.cli import main
+
+SYNTH = ["-N", "12", "-n", "4", "-V", "10", "-C", "3"]
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch, capsys) -> Path:
+    """A folder with token data ``s.jsonl`` and a compiled model ``s.safetensors`` made from it."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", "s.jsonl", *SYNTH, "--seed", "1", "--json"]) == 0
+    assert main(["compile", "s.jsonl", "--out", "s.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    return tmp_path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _refused(capsys, argv: list[str], *names: str) -> str:
+    """Run ``argv``: exit 2, exactly one ``error:`` line naming every one of ``names``, nothing on stdout."""
+    code = main(argv)
+    cap = capsys.readouterr()
+    lines = [ln for ln in cap.err.splitlines() if ln.strip()]
+    assert code == 2, (code, cap.err)
+    assert len(lines) == 1 and lines[0].startswith("error: "), cap.err
+    assert "Traceback" not in cap.err and cap.out == ""
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+TRAIN = ["train", "s.jsonl", "--epochs", "1", "--dim", "8", "--warmup-steps", "0", "--no-f1"]
+
+
+# ------------------------------------------------------------------------------------------------ train
+def test_train_refuses_a_compiled_model_in_its_folder(work: Path, capsys) -> None:
+    (work / "cm").mkdir()
+    model = work / "cm" / "model.safetensors"
+    model.write_bytes((work / "s.safetensors").read_bytes())
+    before = _digest(model)
+    line = _refused(capsys, [*TRAIN, "--out", "cm"], "cm/model.safetensors")
+    assert "not a file uatlab train wrote" in line
+    assert _digest(model) == before
+    assert sorted(p.name for p in (work / "cm").iterdir()) == ["model.safetensors"]  # nothing else written
+
+
+@pytest.mark.parametrize("name", ["summary.json", "metrics.csv", "metrics.jsonl"])
+def test_train_refuses_any_user_file_of_its_names(work: Path, capsys, name: str) -> None:
+    (work / "u").mkdir()
+    (work / "u" / name).write_text("mine\n")
+    _refused(capsys, [*TRAIN, "--out", "u"], f"u/{name}")
+    assert (work / "u" / name).read_text() == "mine\n"
+
+
+def test_train_refuses_an_init_model_it_would_replace(work: Path, capsys) -> None:
+    (work / "cm2").mkdir()
+    model = work / "cm2" / "model.safetensors"
+    model.write_bytes((work / "s.safetensors").read_bytes())
+    before = _digest(model)
+    argv = ["train", "s.jsonl", "--epochs", "1", "--lr", "0.5", "--out", "cm2", "--init", "cm2/model.safetensors"]
+    line = _refused(capsys, argv, "cm2/model.safetensors")
+    assert "reads" in line
+    assert _digest(model) == before
+    # another spelling of the same file is the same file
+    _refused(capsys, [*argv[:-1], str(model.resolve())], "model.safetensors")
+    assert _digest(model) == before
+
+
+def test_train_refuses_its_own_model_as_init_into_the_same_folder(work: Path, capsys) -> None:
+    assert main([*TRAIN, "--out", "run", "--json"]) == 0
+    capsys.readouterr()
+    model = work / "run" / "model.safetensors"
+    before = _digest(model)
+    _refused(capsys, [*TRAIN, "--out", "run", "--resume", "--init", "run/model.safetensors"], "run/model.safetensors")
+    assert _digest(model) == before
+
+
+def test_train_resume_replaces_its_own_files_but_not_edited_ones(work: Path, capsys) -> None:
+    from uatlab.data import read_jsonl
+    from uatlab.training.trainer import TrainConfig, train
+
+    data = read_jsonl(work / "s.jsonl")
+    cfg = TrainConfig(dim=8, epochs=2, batch_size=4, warmup_steps=0)
+    # interrupted in epoch 2 (3 batches an epoch): checkpoint, metrics of epoch 1 and summary written
+    part = train(data, cfg, work / "run", progress=False, with_f1=False, stop_after_steps=4)
+    assert part.status == "interrupted" and not (work / "run" / "model.safetensors").exists()
+    first_metrics = (work / "run" / "metrics.jsonl").read_text()
+    done = train(data, cfg, work / "run", resume=True, progress=False, with_f1=False)
+    assert done.status == "completed" and done.epochs == 2
+    assert (work / "run" / "metrics.jsonl").read_text() != first_metrics
+    assert len((work / "run" / "metrics.jsonl").read_text().splitlines()) == 2
+    assert json.loads((work / "run" / "summary.json").read_text())["status"] == "completed"
+    # and a finished run resumed again from the command line (same options) writes its files again
+    assert main([*TRAIN, "--out", "cli", "--json"]) == 0
+    assert main([*TRAIN, "--out", "cli", "--resume", "--json"]) == 0
+    capsys.readouterr()
+    # a metrics file edited by the user since is not the run's any more
+    (work / "cli" / "metrics.csv").write_text("my notes\n")
+    line = _refused(capsys, [*TRAIN, "--out", "cli", "--resume"], "cli/metrics.csv")
+    assert "changed after uatlab train wrote it" in line
+    assert (work / "cli" / "metrics.csv").read_text() == "my notes\n"
+
+
+def test_train_keeps_unrelated_user_files(work: Path, capsys) -> None:
+    (work / "mix").mkdir()
+    (work / "mix" / "notes.txt").write_text("keep\n")
+    assert main([*TRAIN, "--out", "mix", "--json"]) == 0
+    capsys.readouterr()
+    assert (work / "mix" / "notes.txt").read_text() == "keep\n"
+    assert (work / "mix" / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------------------------------------ reproduce
+REPRODUCE = ["reproduce", "--quick", "--only", "A.lemma1*"]
+
+
+@pytest.mark.parametrize("name", ["report.md", "claims.json"])
+def test_reproduce_refuses_a_user_report(work: Path, capsys, name: str) -> None:
+    (work / "ud2").mkdir()
+    (work / "ud2" / name).write_text("mine\n")
+    _refused(capsys, [*REPRODUCE, "--out", "ud2"], f"ud2/{name}")
+    assert (work / "ud2" / name).read_text() == "mine\n"
+    assert sorted(p.name for p in (work / "ud2").iterdir()) == [name]
+
+
+def test_reproduce_again_into_its_own_folder(work: Path, capsys) -> None:
+    assert main([*REPRODUCE, "--out", "rep", "--json"]) == 0
+    capsys.readouterr()
+    first = (work / "rep" / "claims.json").read_text()
+    assert main([*REPRODUCE, "--out", "rep", "--json"]) == 0
+    capsys.readouterr()
+    assert json.loads((work / "rep" / "claims.json").read_text())["generated"] >= json.loads(first)["generated"]
+    # a report the user edited since is theirs
+    (work / "rep" / "report.md").write_text("edited\n")
+    _refused(capsys, [*REPRODUCE, "--out", "rep"], "rep/report.md")
+    assert (work / "rep" / "report.md").read_text() == "edited\n"
+
+
+# ------------------------------------------------------------------------------------------------ synth
+def test_synth_refuses_a_model_and_a_conll_file(work: Path, capsys) -> None:
+    victim = work / "victim.safetensors"
+    victim.write_bytes((work / "s.safetensors").read_bytes())
+    before = _digest(victim)
+    _refused(capsys, ["synth", "victim.safetensors", "-N", "2"], "victim.safetensors")
+    assert _digest(victim) == before
+    conll = work / "c.txt"
+    conll.write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n")
+    _refused(capsys, ["synth", "c.txt", "-N", "2"], "c.txt")
+    assert conll.read_text() == "EU B-ORG\nrejects O\n\nPeter B-PER\n"
+    own = work / "own.jsonl"  # the user's JSONL data of another shape
+    own.write_text('{"tokens": ["EU", "rejects"], "labels": ["B-ORG", "O"]}\n')
+    _refused(capsys, ["synth", "own.jsonl", "-N", "2"], "own.jsonl")
+
+
+def test_synth_replaces_its_own_file_and_an_empty_one(work: Path, capsys) -> None:
+    before = (work / "s.jsonl").read_text()
+    assert main(["synth", "s.jsonl", *SYNTH, "--seed", "2", "--json"]) == 0
+    assert (work / "s.jsonl").read_text() != before
+    (work / "empty.jsonl").write_text("")
+    assert main(["synth", "empty.jsonl", "-N", "3", "--json"]) == 0
+    capsys.readouterr()
+    assert len((work / "empty.jsonl").read_text().splitlines()) == 3

@@ -1,0 +1,97 @@
+"""`uatlab.io_safety.OutputFolder`: which files in a user's output folder a run may replace."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from uatlab.errors import InputError
+from uatlab.io_safety import OUTPUT_RECORD, OutputFolder, write_text_atomic
+
+
+def _write(folder: OutputFolder, name: str, text: str) -> None:
+    with folder:
+        write_text_atomic(folder.folder / name, text)
+
+
+def test_own_files_are_replaced_others_refused(tmp_path: Path) -> None:
+    a = OutputFolder(tmp_path, "approx heads", ["heads.csv", "figures/*"])
+    _write(a, "heads.csv", "one\n")
+    _write(a, "heads.csv", "two\n")  # its own file: replaced
+    assert (tmp_path / "heads.csv").read_text() == "two\n"
+    # the same name written by another kind of run is not this run's
+    b = OutputFolder(tmp_path, "reproduce", ["heads.csv"])
+    with pytest.raises(InputError, match="written by uatlab approx heads, not by uatlab reproduce"):
+        b.check()
+    # a user's file under a glob name
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "mine.png").write_bytes(b"\x89PNG user")
+    with pytest.raises(InputError, match="mine.png exists and is not a file uatlab approx heads wrote"):
+        a.check()
+    assert (tmp_path / "figures" / "mine.png").read_bytes() == b"\x89PNG user"
+
+
+def test_a_file_dropped_in_after_the_check_is_refused_when_written(tmp_path: Path) -> None:
+    folder = OutputFolder(tmp_path, "train", ["summary.json"])
+    with folder:
+        (tmp_path / "summary.json").write_text("user\n")
+        with pytest.raises(InputError, match="summary.json exists and is not a file uatlab train wrote"):
+            write_text_atomic(tmp_path / "summary.json", "run\n")
+    assert (tmp_path / "summary.json").read_text() == "user\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_crash_between_record_and_rename_leaves_a_proven_file(tmp_path: Path, monkeypatch) -> None:
+    folder = OutputFolder(tmp_path, "train", ["metrics.csv"])
+    _write(folder, "metrics.csv", "epoch 1\n")
+    real_replace = os.replace
+
+    def crash(src, dst):
+        if Path(dst).name == "metrics.csv":
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        _write(folder, "metrics.csv", "epoch 2\n")
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert (tmp_path / "metrics.csv").read_text() == "epoch 1\n"  # the old content, still the run's
+    folder.check()
+    _write(folder, "metrics.csv", "epoch 2\n")
+    assert (tmp_path / "metrics.csv").read_text() == "epoch 2\n"
+
+
+def test_files_outside_the_names_are_neither_checked_nor_recorded(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("keep\n")
+    folder = OutputFolder(tmp_path, "train", ["summary.json"])
+    with folder:
+        write_text_atomic(tmp_path / "other.json", "{}")  # not one of the run's names
+        write_text_atomic(tmp_path / "summary.json", "{}")
+    record = json.loads((tmp_path / OUTPUT_RECORD).read_text())
+    assert set(record["files"]) == {"summary.json"} and record["files"]["summary.json"]["kind"] == "train"
+    assert (tmp_path / "notes.txt").read_text() == "keep\n"
+
+
+def test_a_damaged_record_and_a_symlink_are_refused(tmp_path: Path) -> None:
+    folder = OutputFolder(tmp_path, "train", ["summary.json"])
+    _write(folder, "summary.json", "{}")
+    (tmp_path / OUTPUT_RECORD).write_text("not json")
+    with pytest.raises(InputError, match="is not a uatlab output record"):
+        folder.check()
+    assert (tmp_path / OUTPUT_RECORD).read_text() == "not json"
+    other = tmp_path / "link"
+    other.mkdir()
+    (tmp_path / "target.json").write_text("user\n")
+    (other / "summary.json").symlink_to(tmp_path / "target.json")
+    with pytest.raises(InputError, match="is a symbolic link"):
+        OutputFolder(other, "train", ["summary.json"]).check()
+    assert (tmp_path / "target.json").read_text() == "user\n"
+
+
+def test_an_input_among_the_outputs_is_refused_before_it_exists(tmp_path: Path) -> None:
+    folder = OutputFolder(tmp_path / "new", "train", ["model.safetensors"], inputs=[tmp_path / "new/model.safetensors"])
+    with pytest.raises(InputError, match="this run reads"):
+        folder.check()
