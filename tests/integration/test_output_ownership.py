@@ -176,3 +176,38 @@ def test_synth_replaces_its_own_file_and_an_empty_one(work: Path, capsys) -> Non
     assert main(["synth", "empty.jsonl", "-N", "3", "--json"]) == 0
     capsys.readouterr()
     assert len((work / "empty.jsonl").read_text().splitlines()) == 3
+
+
+# ------------------------------------------------------------------------------------------------ approx, experiment
+HEADS = ["approx", "heads", "--heads", "1,2", "--points", "201", "--out", "ao", "--json"]
+
+
+def test_approx_refuses_a_user_csv_and_replaces_its_own(work: Path, capsys) -> None:
+    (work / "ao").mkdir()
+    (work / "ao" / "heads.csv").write_text("my table\n")
+    _refused(capsys, HEADS, "ao/heads.csv")
+    assert (work / "ao" / "heads.csv").read_text() == "my table\n"
+    assert sorted(p.name for p in (work / "ao").iterdir()) == ["heads.csv"]
+    (work / "ao" / "heads.csv").unlink()
+    assert main(HEADS) == 0
+    assert main(HEADS) == 0  # its own files: replaced
+    capsys.readouterr()
+    assert (work / "ao" / "heads.csv").read_text().startswith("anchors,heads")
+    assert (work / "ao" / "heads.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "argv,name",
+    [
+        (["experiment", "depth-ablation", "s.jsonl", "--layers", "1", "--epochs", "1", "--dim", "8"], "summary.json"),
+        (["experiment", "rank-ablation", "s.jsonl", "--ranks", "1", "--epochs", "1", "--dim", "8"], "rank_table.csv"),
+        (["experiment", "capacity", "--ns", "8", "--max-steps", "5"], "capacity.csv"),
+        (["experiment", "attention-heatmap", "--quick"], "attention-heatmap.png"),
+    ],
+)
+def test_experiments_refuse_a_user_file_before_any_work(work: Path, capsys, argv: list[str], name: str) -> None:
+    (work / "eo").mkdir()
+    (work / "eo" / name).write_text("mine\n")
+    _refused(capsys, [*argv, "--out", "eo"], f"eo/{name}")
+    assert (work / "eo" / name).read_text() == "mine\n"
+    assert sorted(p.name for p in (work / "eo").iterdir()) == [name]  # no trial started

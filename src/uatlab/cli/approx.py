@@ -17,7 +17,7 @@ from rich.table import Table
 from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
 from uatlab.cli.options import SEED_MAX, finite, one_of, refuse_given, reject_overridden
 from uatlab.errors import InputError
-from uatlab.io_safety import check_output_dir
+from uatlab.io_safety import OutputFolder, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 
 approx = command_group(
@@ -53,6 +53,13 @@ def _floats(text: str, name: str) -> list[float]:
     if not vals or any(not (v > 0 and math.isfinite(v)) for v in vals):
         raise InputError(f"--{name} needs positive numbers, got {text!r}")
     return vals
+
+
+def _open_out(ctx: typer.Context, out: Path, stem: str) -> None:
+    """Check ``--out`` before any work and keep it open as the `OutputFolder` of this subcommand until it ends:
+    its ``STEM.csv`` / ``STEM.png`` replace a file only if an earlier run of the same subcommand wrote it."""
+    check_output_dir(out)
+    ctx.with_resource(OutputFolder(out, f"approx {ctx.info_name}", (f"{stem}.csv", f"{stem}.png")))
 
 
 def _progress(json_out: bool):
@@ -122,7 +129,7 @@ def truncated_linear_cmd(
             "(narrower intervals lose the anchors to rounding and overflow the inverse temperature x/Δ²)"
         )
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
-    check_output_dir(out)
+    _open_out(ctx, out, "truncated-linear-*")
     s = sw.sweep_truncated_linear(
         ms,
         mode=mode,
@@ -171,7 +178,7 @@ def heads_cmd(
     torch.set_num_threads(1)
     reject_overridden(ctx, quick, "points")
     _ints(heads, "heads")
-    check_output_dir(out)
+    _open_out(ctx, out, "heads")
     s = sw.sweep_heads(
         _ints(heads, "heads"), anchors=anchors, points=4001 if quick else points, progress=_progress(json_out)
     )
@@ -232,7 +239,7 @@ def relu_cmd(
         refuse_given(ctx, "--layers 1 --standard (lower bounds, nothing is compiled)", ("anchors", "samples"))
     else:
         refuse_given(ctx, "compilation", ("pairs",))
-    check_output_dir(out)
+    _open_out(ctx, out, "relu-network*")
     if bounds_only:
         _finish_bounds(
             sw.sweep_one_standard_layer_bounds(
@@ -359,7 +366,7 @@ def universal_cmd(
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
         return
     gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
-    check_output_dir(out)
+    _open_out(ctx, out, "universal-*")
     s = sw.sweep_universal(
         gs, target=target, d=d, n=n, samples=2000 if quick else samples, progress=_progress(json_out)
     )
@@ -450,7 +457,7 @@ def gd_cmd(
         f"attention over N = {max(ns)} context pairs for {batch} tasks, k = {max(_ints(steps, 'steps'))} layer(s) "
         f"at d = {d}",
     )
-    check_output_dir(out)
+    _open_out(ctx, out, "gd-in-context")
     s = sw.sweep_gd(
         ns,
         [1e-1, 1e-2, 1e-3, 1e-4] if quick else _floats(eps, "eps"),
@@ -506,7 +513,7 @@ def incontext_cmd(
 
     reject_overridden(ctx, quick, "steps", "train_steps", "test_tasks")
     ks = _ints(steps, "steps")
-    check_output_dir(out)
+    _open_out(ctx, out, "incontext")
     if quick:
         ks, train_steps, test_tasks = [20, 100], 800, 64
     specs = [TaskSpec(t, d=d, context=context, noise=noise) for t in (TASKS if task == "all" else (task,))]

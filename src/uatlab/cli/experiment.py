@@ -7,23 +7,36 @@ commands to it with ``@experiment.command(...)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import typer
 
 from uatlab.cli.app import command_group, err_console
-from uatlab.io_safety import OutputLock
+from uatlab.io_safety import OutputFolder, OutputLock
 
 experiment = command_group(
     "experiment", "Long-running experiments (depth ablation, capacity sweep, ...): CSV, figures, summary."
 )
 
 
-def out_lock(out: Path) -> OutputLock:
-    """The lock `compile` and `train` take on their output, here on an experiment's ``--out`` folder: a second
-    job on the same folder stops with an error naming the first job's pid instead of writing the same trials."""
-    return OutputLock(out, hint="use another --out")
+# what every experiment with stored trials writes into its --out (besides its own CSV and figures)
+EXPERIMENT_FILES = ("summary.json", "sweep_options.json", "trials/*.json")
+
+
+@contextlib.contextmanager
+def out_lock(
+    out: Path, kind: str, names: Iterable[str], inputs: Iterable[Path | None] = (), trials: bool = True
+) -> Iterator[None]:
+    """The lock `compile` and `train` take on their output, here on an experiment's ``--out`` folder (a second
+    job on the same folder stops with an error naming the first job's pid instead of writing the same trials),
+    and the folder opened as an `OutputFolder` of ``experiment KIND``: a file of ``names`` (and of
+    `EXPERIMENT_FILES` when the experiment stores ``trials``) that an earlier run of the same experiment did
+    not write there is refused before any work, never replaced."""
+    files = (*names, *EXPERIMENT_FILES) if trials else tuple(names)
+    with OutputLock(out, hint="use another --out"), OutputFolder(out, f"experiment {kind}", files, inputs):
+        yield
 
 
 def exit_if_all_failed(failed: Mapping[str, str], finished: int) -> None:

@@ -65,7 +65,7 @@ def _sweep_command(
     check_workers(executor, workers)
     check_output_dir(out)
     err_console.print(f"attention-{sweep} ({scale}) → {out}", highlight=False)
-    with out_lock(out):
+    with out_lock(out, f"attention-{sweep}", (f"attention-{sweep}.csv", f"attention-{sweep}.png")):
         data = run_truncated_sweep(
             sweep, scale, out, _modes(mode), executor, workers, progress=True, stored_only=stored_only
         )
@@ -151,7 +151,7 @@ def attention_heatmap(
     scale = _scale(quick, full)
     check_workers(executor, workers)
     check_output_dir(out)
-    with out_lock(out):
+    with out_lock(out, "attention-heatmap", ("attention-heatmap.csv", "attention-heatmap.png")):
         data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
     if json_out:
         print_json(data)
@@ -215,7 +215,7 @@ def attention_seq2seq(
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")
     check_workers(executor, workers)
     check_output_dir(out)
-    with out_lock(out):
+    with out_lock(out, "attention-seq2seq", ("attention-seq2seq.csv", "attention-seq2seq.png")):
         data = run_seq2seq(
             scale,
             out,

@@ -407,7 +407,12 @@ def depth_ablation_command(
         sentences, dim, epochs, batch_size, lr = sentences or 200, 64, 20, 8, 5e-3
     cfg = {"dim": dim, "ff_mult": ff_mult, "lr": lr, "batch_size": batch_size, "embed_std": embed_std}
     cfg |= {"epochs": epochs, "seed": seed, "warmup_steps": 50 if quick else 200}
-    with out_lock(out):
+    with out_lock(
+        out,
+        "depth-ablation",
+        ("depth_ablation.csv", "depth_table.csv", "depth_ablation.png", "depth_ablation.svg"),
+        [data],
+    ):
         summary = run_depth_ablation(
             data,
             out,
@@ -536,7 +541,9 @@ def capacity_command(
             refuse_given(ctx, "--task next-token --quick (it runs only the blocks experiment)", ("ns", "grid"))
         nt_ns = ns if _given(ctx, "ns") else "100,1000,10000"
         check_output_dir(out)
-        with out_lock(out):
+        with out_lock(
+            out, "capacity-next-token", ("next_token_capacity.json", "checkpoints/N*_width*.pt"), trials=False
+        ):
             capacity_next_token_command(
                 nt_ns,
                 quick,
@@ -563,7 +570,7 @@ def capacity_command(
     if quick:
         kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)
         max_steps, lr = 800, 2e-2
-    with out_lock(out):
+    with out_lock(out, "capacity", ("capacity.csv", "capacity_trials.csv", "capacity.png", "capacity.svg"), [data]):
         summary = run_capacity(
             out,
             kind=kind,
