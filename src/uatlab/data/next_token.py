@@ -144,21 +144,23 @@ def tokenize_text(text: str, tokenizer: str, source: str = "<text>") -> list[str
         return text.split()
     if tokenizer == "python":
         out: list[str] = []
-        layout = {
-            tokenize.NEWLINE: "<NEWLINE>",
-            tokenize.NL: "<NL>",
-            tokenize.INDENT: "<INDENT>",
-            tokenize.DEDENT: "<DEDENT>",
-        }
         try:
-            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-                if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):
-                    continue
-                out.append(layout.get(tok.type, tok.string))
+            _python_tokens(text, out)
         except (tokenize.TokenError, SyntaxError, IndentationError) as exc:
             raise InputError(f"{source}: not tokenizable as Python ({exc})") from None
         return out
     raise InputError(f"unknown tokenizer {tokenizer!r}: use 'whitespace' or 'python'")
+
+
+_LAYOUT = {tokenize.NEWLINE: "<NEWLINE>", tokenize.NL: "<NL>", tokenize.INDENT: "<INDENT>", tokenize.DEDENT: "<DEDENT>"}
+
+
+def _python_tokens(text: str, out: list[str]) -> None:
+    """Append the tokens of ``text`` by the ``tokenize`` module to ``out`` (layout tokens as ``<NEWLINE>`` …;
+    no ENCODING/ENDMARKER); raises what ``tokenize`` raises, with the tokens read before it already in ``out``."""
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type not in (tokenize.ENCODING, tokenize.ENDMARKER):
+            out.append(_LAYOUT.get(tok.type, tok.string))
 
 
 LINE_END_LAYOUT = ("<NEWLINE>", "<NL>", "<DEDENT>")  # what `tokenize` adds at the end of a line of Python
@@ -172,17 +174,8 @@ def tokenize_line(line: str, tokenizer: str, source: str = "<line>") -> list[str
     if tokenizer != "python":
         return tokenize_text(line, tokenizer, source)
     out: list[str] = []
-    layout = {
-        tokenize.NEWLINE: "<NEWLINE>",
-        tokenize.NL: "<NL>",
-        tokenize.INDENT: "<INDENT>",
-        tokenize.DEDENT: "<DEDENT>",
-    }
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(line.rstrip("\r\n")).readline):
-            if tok.type in (tokenize.ENCODING, tokenize.ENDMARKER):
-                continue
-            out.append(layout.get(tok.type, tok.string))
+        _python_tokens(line.rstrip("\r\n"), out)
     except tokenize.TokenError as exc:
         if "EOF in multi-line" not in str(exc.args[0]):  # the line ends inside a bracket or a string: kept
             raise InputError(f"{source}: not tokenizable as Python ({exc.args[0]})") from None
