@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from ff_per_code import per_code as _per_code
 
 from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 from uatlab.data.synthetic import synthetic_dataset
@@ -96,18 +97,6 @@ def test_proven_off_units_are_off_in_torch_float32(wide):
     counters: dict[str, int] = {}
     bm.forward_bounds_groups([ids], counters)
     assert counters["dense_units"] == 0
-
-
-def _per_code(bm, x, r, ids, hid, out):
-    """Reference: one `_ff_units` call per code with that code's own units (every coordinate of the layer)."""
-    g = bm.gate
-    cid = g["word_cid"][ids]
-    y, ry = np.full_like(x, np.nan), np.full_like(r, np.nan)
-    for c in np.unique(cid):
-        toks = np.flatnonzero(cid == c)
-        lo, hi = np.searchsorted(g["sorted_cid"], c, "left"), np.searchsorted(g["sorted_cid"], c, "right")
-        y[toks], ry[toks] = bm._ff_units(x[toks], r[toks], g["order"][lo:hi], hid, out)
-    return y, ry
 
 
 @pytest.mark.parametrize("which", ["wide 1-hot", "3-hot forced sparse"])
