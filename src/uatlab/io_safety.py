@@ -430,25 +430,50 @@ class OutputFolder:
                     f"copy it elsewhere or choose another {self.option} folder"
                 )
 
+    def refusal(self, rel: str) -> str | None:
+        """Why this run may not replace ``folder/rel`` (``is a FIFO, where this run writes a file``, ``exists and
+        is not a file uatlab KIND wrote there; this run would replace it``, ...), or None when there is no such
+        file or this kind of run wrote it and it is unchanged since."""
+        path = self.folder / rel
+        if not (path.exists() or path.is_symlink()):
+            return None
+        kind = describe_special(path) if not path.is_symlink() else "a symbolic link"
+        if kind is not None:
+            return f"is {kind}, where this run writes a file"
+        with self._lock:
+            why = self._owner(rel, self._load(), path)
+        return None if why is None else f"exists and {why}; this run would replace it"
+
+    def holds(self, rel: str) -> bool:
+        """True if ``folder/rel`` exists and this kind of run wrote it there, unchanged since."""
+        path = self.folder / rel
+        return (path.exists() or path.is_symlink()) and self.refusal(rel) is None
+
     def check_file(self, rel: str) -> None:
         """Refuse (InputError naming the file) replacing ``folder/rel`` unless this kind of uatlab run wrote it."""
         path = self.folder / rel
         self._check_inputs(path)
-        if not (path.exists() or path.is_symlink()):
-            return
-        kind = describe_special(path) if not path.is_symlink() else "a symbolic link"
-        if kind is not None:
-            raise InputError(
-                f"{self.option} {self.folder}: {path} is {kind}, where this run writes a file: "
-                f"move it away or choose another {self.option} folder"
-            )
-        with self._lock:
-            why = self._owner(rel, self._load(), path)
+        why = self.refusal(rel)
         if why is not None:
             raise InputError(
-                f"{self.option} {self.folder}: {path} exists and {why}; this run would replace it: "
-                f"move it away or choose another {self.option} folder"
+                f"{self.option} {self.folder}: {path} {why}: move it away or choose another {self.option} folder"
             )
+
+    def remove(self, rel: str) -> bool:
+        """Delete ``folder/rel`` if this kind of run wrote it and it is unchanged since, then drop it from the
+        record; False if there is no such file. Any other file there is never deleted (InputError naming it)."""
+        path = self.folder / rel
+        why = self.refusal(rel)
+        if why is not None:
+            raise InputError(f"{path} {why.split(';')[0]}: it is kept; move it away or choose another folder")
+        if not (path.exists() or path.is_symlink()):
+            return False
+        with self._lock:
+            path.unlink()  # first: a crash before the record is rewritten leaves an entry for a missing file
+            files = {k: v for k, v in self._load().items() if k != rel}
+            doc = {"format": OUTPUT_RECORD_FORMAT, "files": files}
+            write_text_atomic(self.record_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return True
 
     def check(self) -> OutputFolder:
         """Before any work: every output the run would replace is uatlab's for this kind of run, none is an input."""

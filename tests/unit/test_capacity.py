@@ -10,6 +10,7 @@ import pytest
 
 from uatlab.data import from_lists
 from uatlab.data.report import bit_budgets, data_report
+from uatlab.errors import InputError
 from uatlab.experiments.capacity import fit_slope, information_bits, run_capacity, synthetic_random_labels
 
 
@@ -69,3 +70,65 @@ def test_tiny_capacity_sweep_writes_results_and_never_recomputes(tmp_path):
     assert {p: (tmp_path / "trials" / p).stat().st_mtime_ns for p in trials} == stamps  # nothing recomputed
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["rows"] == json.loads(json.dumps(s["rows"]))
+
+
+KW = dict(kind="synthetic", ns=(8,), grid=(4,), max_steps=40, length=4, vocab=6, labels=2, lr=2e-2)
+TRIAL = "synthetic-N=8-d=4-ff=16-seed=0"  # the one trial of KW
+
+
+def _interrupt_first_trial(monkeypatch, steps=3):
+    """The sweep's first training stops after ``steps`` steps as if Ctrl-C came (checkpoint saved)."""
+    import uatlab.experiments.capacity as capacity
+
+    real, calls = capacity.train, []
+
+    def once(*args, **kw):
+        calls.append(1)
+        return real(*args, **kw, stop_after_steps=steps if len(calls) == 1 else None)
+
+    monkeypatch.setattr(capacity, "train", once)
+
+
+def test_an_interrupted_capacity_sweep_resumes_its_own_checkpoint(tmp_path, monkeypatch):
+    whole = run_capacity(tmp_path / "whole", **KW)
+    _interrupt_first_trial(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_capacity(tmp_path / "cut", **KW)
+    ckpt = tmp_path / "cut" / "runs" / TRIAL / "checkpoint.pt"
+    assert ckpt.is_file() and not (tmp_path / "cut" / "trials").exists()
+    resumed = run_capacity(tmp_path / "cut", **KW)
+    assert resumed["rows"] == whole["rows"]  # resumed to the numbers of an uninterrupted sweep
+    assert not ckpt.exists()  # the sweep's own checkpoint: removed once the result is stored
+
+
+def test_capacity_never_resumes_or_deletes_a_checkpoint_it_did_not_write(tmp_path, monkeypatch):
+    _interrupt_first_trial(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        run_capacity(tmp_path / "other", **KW)
+    good = (tmp_path / "other" / "runs" / TRIAL / "checkpoint.pt").read_bytes()  # a valid checkpoint, same config
+    run_capacity(tmp_path / "new", **(KW | {"ns": (4,)}))  # a store of these options, without the trial N=8
+    before = sorted(p.name for p in (tmp_path / "new" / "trials").iterdir())
+    for content in (good, b"my own file\n"):
+        (tmp_path / "new" / "runs" / TRIAL).mkdir(parents=True, exist_ok=True)
+        mine = tmp_path / "new" / "runs" / TRIAL / "checkpoint.pt"
+        mine.write_bytes(content)  # copied from another sweep, or a user's file: not this sweep's
+        with pytest.raises(InputError, match=f"{mine} exists and is not a file uatlab experiment trial wrote there"):
+            run_capacity(tmp_path / "new", **KW)
+        assert mine.read_bytes() == content
+        assert sorted(p.name for p in (tmp_path / "new" / "trials").iterdir()) == before  # nothing trained
+    # and a trial that meets one anyway (placed after the sweep began) fails, keeping the file
+    from uatlab.experiments.capacity import capacity_trial
+
+    t = {"kind": "synthetic", "N": 8, "length": 4, "vocab": 6, "labels": 2, "data_seed": 0, "out_dir": str(mine.parent)}
+    t["config"] = {"dim": 4, "ff_width": 16, "epochs": 40, "batch_size": 32}
+    with pytest.raises(InputError, match="a trial resumes only a checkpoint the sweep wrote for it"):
+        capacity_trial(t)
+    assert mine.read_bytes() == b"my own file\n"
+
+
+def test_a_users_runs_folder_is_not_a_trial_store(tmp_path):
+    (tmp_path / "runs" / "notes").mkdir(parents=True)
+    (tmp_path / "runs" / "notes" / "todo.txt").write_text("mine\n")
+    s = run_capacity(tmp_path, **KW)
+    assert s["trials"] == 1 and not s["failed"]
+    assert (tmp_path / "runs" / "notes" / "todo.txt").read_text() == "mine\n"

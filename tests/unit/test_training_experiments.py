@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+from pathlib import Path
 
 from uatlab.data import from_lists, write_jsonl
 from uatlab.experiments.depth_ablation import run_depth_ablation
@@ -34,3 +35,25 @@ def test_depth_ablation_tiny(tmp_path):
     assert rep["table"][1]["status"] == "partial (1 of 2 epochs)" and rep["table"][1]["epochs_run"] == 1
     assert not (tmp_path / "out" / "trials" / "layers=2.json").exists()
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["table"][1]["epochs_run"] == 1
+
+
+def test_depth_ablation_resumes_only_checkpoints_it_wrote(tmp_path):
+    import shutil
+
+    import pytest
+
+    from uatlab.errors import InputError
+
+    data = tmp_path / "d.jsonl"
+    write_jsonl(from_lists([["a", "b"], ["b", "c"], ["c"]], [["O", "B-PER"], ["O", "O"], ["B-LOC"]]), data)
+    cfg = {"dim": 8, "epochs": 1, "batch_size": 2, "warmup_steps": 0}
+    run_depth_ablation(data, tmp_path / "a", layers=(1,), config=cfg)
+    run_depth_ablation(data, tmp_path / "b", layers=(2,), config=cfg)  # a store of the same options
+    (tmp_path / "b" / "runs" / "layers=1").mkdir()
+    copied = Path(
+        shutil.copy(tmp_path / "a" / "runs" / "layers=1" / "checkpoint.pt", tmp_path / "b" / "runs" / "layers=1")
+    )
+    with pytest.raises(InputError, match=r"layers=1/checkpoint.pt exists and is not a file uatlab experiment trial"):
+        run_depth_ablation(data, tmp_path / "b", layers=(1, 2), config=cfg)
+    assert not (tmp_path / "b" / "trials" / "layers=1.json").exists()  # another sweep's run is not this one's result
+    assert copied.read_bytes() == (tmp_path / "a" / "runs" / "layers=1" / "checkpoint.pt").read_bytes()

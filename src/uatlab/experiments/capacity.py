@@ -38,10 +38,17 @@ from uatlab.data import read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.data.report import bit_budgets
 from uatlab.errors import InputError
-from uatlab.experiments.executor import Trial, check_store_options, run_trials
+from uatlab.experiments.executor import (
+    TRIAL_CHECKPOINT,
+    Trial,
+    check_store_options,
+    resume_trial,
+    run_trials,
+    trial_checkpoint,
+)
 from uatlab.experiments.plots import save_figure
 from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
-from uatlab.training.trainer import TrainConfig, train
+from uatlab.training.trainer import TrainConfig, train, train_output_folder
 
 DIM_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 FF_GRID = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -91,22 +98,24 @@ def capacity_trial(params: dict[str, Any]) -> dict[str, Any]:
     cfg = TrainConfig(**params["config"])
     out = Path(params["out_dir"])
     every = max(1, 25 // math.ceil(len(data) / cfg.batch_size))  # evaluate about every 25 steps
-    result = train(
-        data,
-        cfg,
-        out,
-        resume=(out / "checkpoint.pt").is_file(),
-        targets=(),
-        progress=False,
-        with_f1=False,
-        stop_at_ceiling=True,
-        eval_every=every,
-        checkpoint_every=20 * every,
-    )
-    if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
-        raise KeyboardInterrupt
-    (out / "checkpoint.pt").unlink(missing_ok=True)  # the JSON result is what the sweep keeps
-    (out / "model.safetensors").unlink(missing_ok=True)
+    resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
+    with trial_checkpoint(out) as own:
+        result = train(
+            data,
+            cfg,
+            out,
+            resume=resume,
+            targets=(),
+            progress=False,
+            with_f1=False,
+            stop_at_ceiling=True,
+            eval_every=every,
+            checkpoint_every=20 * every,
+        )
+        if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
+            raise KeyboardInterrupt
+        own.remove(TRIAL_CHECKPOINT)  # the JSON result is what the sweep keeps
+    train_output_folder(out).remove("model.safetensors")
     last = result.history[-1]
     return {
         "reached": result.status == "ceiling",
@@ -183,8 +192,6 @@ def run_capacity(
             raise InputError(f"--ns {max(ns)} is larger than the {available} sequences of {data}")
     recipe = {"layers": 1, "rank": 1, "warmup_steps": 50, "embed_std": 0.1}
     recipe |= {"axis": axis, "fixed": fixed, "max_steps": max_steps, "lr": lr, "batch_size": batch_size, "seed": seed}
-    check_store_options(out, {"data": data_fp, "config": recipe})
-    out.mkdir(parents=True, exist_ok=True)
 
     def trial(n: int, size: int) -> Trial:
         dim, ff = (size, fixed * size) if axis == "dim" else (fixed, size)
@@ -209,6 +216,12 @@ def run_capacity(
             "size": size,
         }
         return Trial(tid, params)
+
+    for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write
+        for size in grid:
+            resume_trial(trial(n, size).params["out_dir"])
+    check_store_options(out, {"data": data_fp, "config": recipe})
+    out.mkdir(parents=True, exist_ok=True)
 
     # Binary search per N, all N advancing together (one run_trials call per round):
     # lo = index of the largest size known to fail, hi = index of the smallest known to succeed.

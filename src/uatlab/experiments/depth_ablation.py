@@ -24,7 +24,7 @@ import torch
 from uatlab.data import baselines, ceiling_report, read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
-from uatlab.experiments.executor import Trial, check_store_options, run_trials
+from uatlab.experiments.executor import Trial, check_store_options, resume_trial, run_trials, trial_checkpoint
 from uatlab.experiments.plots import hline, save_figure
 from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
 from uatlab.training.batching import fit_encoding
@@ -60,8 +60,9 @@ def depth_trial(params: dict[str, Any]) -> dict[str, Any]:
     data = load_subset(params["data"], params.get("sentences"))
     cfg = TrainConfig(**params["config"])
     out = Path(params["out_dir"])
-    resume = (out / "checkpoint.pt").is_file()
-    result = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False)
+    resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
+    with trial_checkpoint(out):
+        result = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False)
     if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
         raise KeyboardInterrupt
     s = result.summary()
@@ -129,6 +130,8 @@ def run_depth_ablation(
         )
         for L in layers
     ]
+    for t in trials if not report_only else ():  # before any work: a checkpoint the sweep did not write
+        resume_trial(t.params["out_dir"])
     if report_only:
         results, failed, reused = {}, {}, []
         for t in trials:

@@ -34,7 +34,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from uatlab.errors import InputError, UatlabError
-from uatlab.io_safety import write_text_atomic
+from uatlab.io_safety import OutputFolder, write_text_atomic
 
 OPTIONS_FILE = "sweep_options.json"  # the options every stored trial of a store was run with
 
@@ -101,8 +101,38 @@ def refuse_other_options(where: str | os.PathLike, old: Any, new: Any, what: str
         raise InputError(f"{where} holds {what} for other options ({diff}); use another --out")
 
 
+TRIAL_CHECKPOINT = "checkpoint.pt"  # a trial's training checkpoint, in its folder ``store/runs/<trial>``
+TRIAL_KIND = "experiment trial"  # the kind its record entry names (`uatlab.io_safety.OutputFolder`)
+
+
+def trial_checkpoint(run_dir: str | os.PathLike) -> OutputFolder:
+    """The guard of a trial's training checkpoint ``run_dir/checkpoint.pt``: open (``with``) around the training,
+    every checkpoint written is recorded (size and SHA-256) in ``run_dir``'s output record, so a later trial
+    resumes, replaces or deletes only a checkpoint the sweep wrote there (`resume_trial`)."""
+    return OutputFolder(run_dir, TRIAL_KIND, (TRIAL_CHECKPOINT,))
+
+
+def resume_trial(run_dir: str | os.PathLike) -> bool:
+    """True if ``run_dir`` holds a checkpoint this sweep's trial wrote there (unchanged since), False if it
+    holds none; an InputError naming any other file there (a user's checkpoint, one of ``uatlab train`` or of
+    an edited copy): the trial would resume from it and replace it."""
+    guard = trial_checkpoint(run_dir)
+    why = guard.refusal(TRIAL_CHECKPOINT)
+    if why is not None:
+        raise InputError(
+            f"{guard.folder / TRIAL_CHECKPOINT} {why}: a trial resumes only a checkpoint the sweep wrote for it; "
+            "move it away or use another --out"
+        )
+    return guard.holds(TRIAL_CHECKPOINT)
+
+
 def _holds_trials(store: Path) -> bool:
-    return any((store / "trials").glob("*.json")) or ((store / "runs").is_dir() and any((store / "runs").iterdir()))
+    """Finished trials (``trials/*.json``) or partial ones (a checkpoint a trial wrote in ``runs/<trial>``);
+    other files under ``runs/`` are not the sweep's."""
+    if any((store / "trials").glob("*.json")):
+        return True
+    runs = store / "runs"
+    return runs.is_dir() and any(trial_checkpoint(d).holds(TRIAL_CHECKPOINT) for d in runs.iterdir() if d.is_dir())
 
 
 def check_store_options(store: str | os.PathLike, options: dict[str, Any], record: bool = True) -> bool:

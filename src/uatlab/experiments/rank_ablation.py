@@ -21,7 +21,7 @@ import torch
 from uatlab.data import baselines
 from uatlab.errors import InputError
 from uatlab.experiments.depth_ablation import claim_store, data_fingerprint, load_subset
-from uatlab.experiments.executor import Trial, run_trials
+from uatlab.experiments.executor import Trial, resume_trial, run_trials, trial_checkpoint
 from uatlab.io_safety import atomic_write, save_figure, write_text_atomic
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, train
 
@@ -40,8 +40,9 @@ def rank_trial(params: dict[str, Any]) -> dict[str, Any]:
     data = load_subset(params["data"], params.get("sentences"))
     cfg = TrainConfig(**params["config"])
     out = Path(params["out_dir"])
-    resume = (out / "checkpoint.pt").is_file()
-    r = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False, stop_at_ceiling=True)
+    resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
+    with trial_checkpoint(out):
+        r = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False, stop_at_ceiling=True)
     if r.status == "interrupted":
         raise KeyboardInterrupt
     s = r.summary()
@@ -87,6 +88,8 @@ def run_rank_ablation(
         )
         for r in ranks
     ]
+    for t in trials:  # before any work: a checkpoint the sweep did not write
+        resume_trial(t.params["out_dir"])
     sweep = run_trials(trials, rank_trial, out, workers=1, retries=1, progress=progress, desc="ranks")
     table = []
     for r in ranks:
