@@ -95,3 +95,23 @@ def test_an_input_among_the_outputs_is_refused_before_it_exists(tmp_path: Path) 
     folder = OutputFolder(tmp_path / "new", "train", ["model.safetensors"], inputs=[tmp_path / "new/model.safetensors"])
     with pytest.raises(InputError, match="this run reads"):
         folder.check()
+
+
+def test_remove_deletes_only_its_own_unchanged_file(tmp_path: Path) -> None:
+    folder = OutputFolder(tmp_path, "experiment trial", ["checkpoint.pt"])
+    assert folder.remove("checkpoint.pt") is False  # nothing there
+    (tmp_path / "checkpoint.pt").write_text("user\n")
+    with pytest.raises(InputError, match="checkpoint.pt exists and is not a file uatlab experiment trial wrote there"):
+        folder.remove("checkpoint.pt")
+    assert (tmp_path / "checkpoint.pt").read_text() == "user\n" and not folder.holds("checkpoint.pt")
+    (tmp_path / "checkpoint.pt").unlink()
+    _write(folder, "checkpoint.pt", "ours\n")
+    assert folder.holds("checkpoint.pt")
+    (tmp_path / "checkpoint.pt").write_text("edited\n")  # changed since: no longer provably ours
+    with pytest.raises(InputError, match="was changed after uatlab experiment trial wrote it"):
+        folder.remove("checkpoint.pt")
+    assert (tmp_path / "checkpoint.pt").read_text() == "edited\n"
+    (tmp_path / "checkpoint.pt").unlink()
+    _write(folder, "checkpoint.pt", "ours\n")
+    assert folder.remove("checkpoint.pt") is True and not (tmp_path / "checkpoint.pt").exists()
+    assert "checkpoint.pt" not in json.loads((tmp_path / OUTPUT_RECORD).read_text())["files"]
