@@ -152,6 +152,23 @@ def test_bad_checkpoints_are_clear_errors(tmp_path):
         train(data, cfg, tmp_path / "none", progress=False, resume=True)
 
 
+def test_a_checkpoint_with_a_non_finite_weight_is_refused_naming_the_tensor(tmp_path):
+    from uatlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+    data = tiny_ner(12)
+    cfg = TrainConfig(epochs=2, **SMALL)
+    part = train(data, cfg, tmp_path / "run", progress=False, stop_after_steps=1)
+    assert part.status == "interrupted"
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    state = load_checkpoint(ckpt)
+    name = sorted(state["model"])[1]
+    state["model"][name].view(-1)[0] = math.nan
+    state["model"][name].view(-1)[-1] = math.inf
+    save_checkpoint({k: v for k, v in state.items() if k != "format"}, ckpt)
+    with pytest.raises(CheckpointError, match=rf"checkpoint.pt: tensor {name} has 2 non-finite entries \(NaN"):
+        train(data, cfg, tmp_path / "run", progress=False, resume=True)
+
+
 def test_nan_loss_stops_naming_the_batch_and_keeps_the_checkpoint(tmp_path):
     data = tiny_ner(16)
     run = tmp_path / "run"

@@ -19,6 +19,7 @@ import torch
 
 from uatlab.errors import ModelFileError
 from uatlab.io_safety import atomic_path
+from uatlab.models.io import check_finite
 
 CHECKPOINT_FORMAT = "uatlab-train-checkpoint-v1"
 
@@ -39,7 +40,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Read a checkpoint written by `save_checkpoint`.
 
     Raises:
-        CheckpointError: if the file is missing, truncated or corrupt, or not a uatlab checkpoint.
+        CheckpointError: if the file is missing, truncated or corrupt, or not a uatlab checkpoint, or if a weight
+            of its model is NaN or ±inf (naming the tensor, as `uatlab.models.io.check_finite` does for models).
     """
     path = Path(path)
     if not path.is_file():
@@ -56,6 +58,11 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         ) from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a uatlab training checkpoint (no '{CHECKPOINT_FORMAT}' tag)")
+    if isinstance(state.get("model"), dict):  # training never saves a non-finite weight (a NaN loss stops it)
+        try:
+            check_finite(path, state["model"])
+        except ModelFileError as exc:
+            raise CheckpointError(str(exc)) from None
     return state
 
 
