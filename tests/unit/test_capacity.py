@@ -132,3 +132,19 @@ def test_a_users_runs_folder_is_not_a_trial_store(tmp_path):
     s = run_capacity(tmp_path, **KW)
     assert s["trials"] == 1 and not s["failed"]
     assert (tmp_path / "runs" / "notes" / "todo.txt").read_text() == "mine\n"
+
+
+def test_a_file_sweep_reads_the_file_once_in_the_parent(tmp_path, monkeypatch):
+    """The parent reads the data file once (the count of sequences and the compiled sizes); each trial, run in
+    this process here, reads it once more."""
+    import uatlab.experiments.capacity as capacity
+    from uatlab.data import write_jsonl
+
+    rng = np.random.default_rng(0)
+    toks = [[f"w{t}" for t in rng.integers(0, 6, 3)] for _ in range(8)]
+    write_jsonl(from_lists(toks, [["O", "B-PER", "O"]] * 8), tmp_path / "d.jsonl")
+    real, reads = capacity.read_sequences, []
+    monkeypatch.setattr(capacity, "read_sequences", lambda *a, **k: reads.append(a) or real(*a, **k))
+    s = run_capacity(tmp_path / "out", kind="conll", data=str(tmp_path / "d.jsonl"), ns=(4, 8), grid=(4,), max_steps=4)
+    assert s["trials"] == 2 and s["compiled"]["available"]
+    assert len(reads) == 1 + s["trials"]

@@ -71,12 +71,13 @@ def synthetic_random_labels(
     )
 
 
-def capacity_dataset(params: dict[str, Any]) -> SequenceDataset:
-    """The data of one trial: a nested random subset of a file, or synthetic random labels."""
+def capacity_dataset(params: dict[str, Any], parsed: SequenceDataset | None = None) -> SequenceDataset:
+    """The data of one trial: a nested random subset of a file (``parsed``: the file already read), or
+    synthetic random labels."""
     n = int(params["N"])
     if params["kind"] == "synthetic":
         return synthetic_random_labels(n, params["length"], params["vocab"], params["labels"], params["data_seed"])
-    data = read_sequences(params["data"])
+    data = parsed if parsed is not None else read_sequences(params["data"])
     if n > len(data):
         raise InputError(f"N={n} is larger than the {len(data)} sequences of {params['data']}")
     perm = np.random.default_rng(params["data_seed"]).permutation(len(data))  # nested: first N of one permutation
@@ -183,13 +184,14 @@ def run_capacity(
         raise InputError(f"axis must be 'dim' or 'ff', got {axis!r}")
     grid = tuple(grid or (DIM_GRID if axis == "dim" else FF_GRID))
     out = Path(out)
+    parsed = None  # the data file, read once here (each trial's worker reads it again)
     if kind == "synthetic":  # the generator's parameters fix the data
         data_fp: dict[str, Any] = {"kind": kind, "length": length, "vocab": vocab, "labels": labels, "seed": seed}
     else:
         data_fp = {"kind": kind, "sha256": prefix_identity(data, None)["sha256"], "seed": seed}
-        available = len(read_sequences(data))
-        if max(ns) > available:  # every trial's data, before any is trained
-            raise InputError(f"--ns {max(ns)} is larger than the {available} sequences of {data}")
+        parsed = read_sequences(data)
+        if max(ns) > len(parsed):  # every trial's data, before any is trained
+            raise InputError(f"--ns {max(ns)} is larger than the {len(parsed)} sequences of {data}")
     recipe = {"layers": 1, "rank": 1, "warmup_steps": 50, "embed_std": 0.1}
     recipe |= {"axis": axis, "fixed": fixed, "max_steps": max_steps, "lr": lr, "batch_size": batch_size, "seed": seed}
 
@@ -271,7 +273,7 @@ def run_capacity(
         "non_embedding": fit_slope([r["N"] for r in ok], [r["parameters_non_embedding"] for r in ok]),
         "total": fit_slope([r["N"] for r in ok], [r["parameters_total"] for r in ok]),
     }
-    compiled = compiled_sizes(kind, ns, data, length, vocab, labels, seed)
+    compiled = compiled_sizes(kind, ns, data, length, vocab, labels, seed, parsed)
     _write_csv(out / "capacity.csv", rows)
     _write_csv(out / "capacity_trials.csv", [_flat(k, v) for k, v in all_results.items()])
     figures = plot_capacity(ok, fits, compiled, kind, out / "capacity")
@@ -300,15 +302,16 @@ def data_params(kind, n, data, length, vocab, labels, seed) -> dict[str, Any]:
     return {"kind": kind, "N": n, "data": data, "length": length, "vocab": vocab, "labels": labels, "data_seed": seed}
 
 
-def compiled_sizes(kind, ns, data, length, vocab, labels, seed) -> dict[str, Any]:
-    """Parameter counts of the closed-form memorizer of ``uatlab compile`` on the same data sets."""
+def compiled_sizes(kind, ns, data, length, vocab, labels, seed, parsed=None) -> dict[str, Any]:
+    """Parameter counts of the closed-form memorizer of ``uatlab compile`` on the same data sets (``parsed``:
+    the data file already read)."""
     from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
 
     sizes = {}
     for n in ns:
         params = data_params(kind, n, data, length, vocab, labels, seed)
         try:
-            model = compile_dataset(capacity_dataset(params), run_certificate=False).model
+            model = compile_dataset(capacity_dataset(params, parsed), run_certificate=False).model
             sizes[n] = {"total": model.num_parameters(), "non_embedding": model.num_parameters(non_embedding=True)}
         except Exception as exc:  # an optional comparison must never break the sweep
             return {"available": False, "note": f"compile_dataset failed: {type(exc).__name__}: {exc}"}
