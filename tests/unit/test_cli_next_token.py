@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,18 @@ def test_cli_bad_input_one_error_line_exit_2_no_file(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and re.search(message, err[0]), err
     assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_one_format_guess_for_compile_certify_and_predict():
+    from uatlab.cli.next_token import data_format
+
+    for name, fmt, plain, read in [
+        ("d.jsonl", "auto", "text", "jsonl"),
+        ("d.json", "auto", "lines", "jsonl"),
+        ("d.txt", "auto", "text", "text"),  # compile, certify: windows cut from the text
+        ("d.txt", "auto", "lines", "lines"),  # predict: one sequence per line
+        ("d.jsonl", "text", "lines", "lines"),  # --format wins over the name
+        ("d.txt", "jsonl", "lines", "jsonl"),
+        ("d.txt", "conll", "text", "conll"),  # left for the command to refuse
+    ]:
+        assert data_format(Path(name), fmt, plain) == read, (name, fmt, plain)

@@ -242,17 +242,15 @@ def compile_cmd(
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
     if task == "next-token":
         refuse_given(ctx, "--task next-token", NEXT_TOKEN_REFUSES)
-        from uatlab.cli.next_token import compile_next_token_command
+        from uatlab.cli.next_token import compile_next_token_file, print_next_token_compile
 
-        fmt_nt = {"auto": "auto", "jsonl": "jsonl", "text": "text"}.get(fmt, fmt)
         check_input_file(data)
         check_output_file(out, [data])
         _refuse_existing_default_out(ctx, out)
         with OutputLock(out):
             thread_settings = _threads(threads)
-            return compile_next_token_command(
-                data, fmt_nt, window, tokenizer, dtype, out, seed, json_out, not no_certify, thread_settings
-            )
+            fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
+            return print_next_token_compile(fig, json_out, thread_settings)
     refuse_given(ctx, "--task token", ("window", "tokenizer"))
     if ff == "deep":
         refuse_given(ctx, "--ff deep", DEEP_REFUSES)

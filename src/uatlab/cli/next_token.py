@@ -20,6 +20,16 @@ from uatlab.io_safety import write_text_atomic
 NEXT_TOKEN_REGIMES = ("float64", "float32", "exact")
 
 
+def data_format(data: Path, fmt: str, plain: str = "text") -> str:
+    """How DATA is read for ``--format fmt``: ``auto`` is JSONL for a .jsonl/.json file (`is_jsonl_path`) and
+    plain text otherwise; plain text (``auto`` or ``text``) is read as ``plain``: ``text`` (windows cut from a
+    text, to compile or certify) or ``lines`` (one sequence per line, to predict). Other formats are returned
+    as given (each command checks the ones it reads)."""
+    if fmt == "auto":
+        fmt = "jsonl" if is_jsonl_path(data) else "text"
+    return plain if fmt == "text" else fmt
+
+
 def compile_next_token_file(
     data: Path,
     fmt: str,
@@ -38,8 +48,7 @@ def compile_next_token_file(
 
     if dtype not in NEXT_TOKEN_REGIMES:
         raise InputError(f"--dtype {dtype!r}: the next-token task takes one of {', '.join(NEXT_TOKEN_REGIMES)}")
-    if fmt == "auto":
-        fmt = "jsonl" if is_jsonl_path(data) else "text"
+    fmt = data_format(data, fmt)
     if fmt not in ("jsonl", "text"):
         raise InputError(f"--format {fmt!r}: the next-token task reads 'jsonl' or 'text'")
     if fmt == "text" and window is None:
@@ -93,27 +102,15 @@ def compile_next_token_file(
     return fig
 
 
-def compile_next_token_command(
-    data: Path,
-    fmt: str,
-    window: int | None,
-    tokenizer: str,
-    dtype: str,
-    out: Path,
-    seed: int,
-    json_out: bool,
-    certify: bool = True,
-    threads: dict[str, Any] | None = None,
-) -> None:
+def print_next_token_compile(fig: dict[str, Any], json_out: bool, threads: dict[str, Any] | None = None) -> None:
     """Print the figures of `compile_next_token_file` (JSON or a table); a stderr warning if not certified."""
     from uatlab.cli.app import console, key_value_table, print_json
     from uatlab.cli.compile import warn_not_certified
 
-    fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, certify)
     if threads is not None:
         fig["threads"] = threads
     if fig["certified"] is False:
-        warn_not_certified(None, fig["ceiling_examples"], dtype, out, "examples")
+        warn_not_certified(None, fig["ceiling_examples"], fig["regime"], Path(fig["out"]), "examples")
     if json_out:
         print_json(fig)
     else:
@@ -360,19 +357,21 @@ def is_next_token_model(path: Path) -> bool:
     return file_format(path) == NEXT_TOKEN_FORMAT
 
 
-def read_model_sequences(model: Any, data: Path, fmt: str) -> tuple[list[list[str]], list[str | None], list[str]]:
+def read_model_sequences(
+    model: Any, data: Path, fmt: str, plain: str = "text"
+) -> tuple[list[list[str]], list[str | None], list[str]]:
     """Sequences of token strings, their labels (None when the input has none) and where each comes from.
 
     ``jsonl``: ``{"tokens": [...], "label": ...}`` lines (the label may be missing for prediction);
-    ``text``: with ``--format text`` for certify, windows of the model's length cut from the text with the
-    tokenizer the model was compiled with, each labelled by the next token; for predict, one sequence per
-    non-empty line (``lines``), split by that same tokenizer (`uatlab.data.next_token.tokenize_line`).
+    plain text (`data_format`; ``plain``): ``text`` (certify) cuts windows of the model's length from the
+    text with the tokenizer the model was compiled with, each labelled by the next token; ``lines`` (predict)
+    reads one sequence per non-empty line, split by that same tokenizer
+    (`uatlab.data.next_token.tokenize_line`).
     """
     from uatlab.data.next_token import iter_example_objects, read_sequence_lines
 
     tokenizer = ((model.saved_extra or {}).get("source") or {}).get("tokenizer") or "whitespace"
-    if fmt == "auto":
-        fmt = "jsonl" if is_jsonl_path(data) else "text"
+    fmt = data_format(data, fmt, plain)
     if fmt == "jsonl":
         seqs, labels, where = [], [], []
         for _, at, obj in iter_example_objects(data):
@@ -458,13 +457,9 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
             f"--unknown unk: {model_path} is a next-token model, which has no unknown-word token "
             "(every token must be in its vocabulary)"
         )
-    if fmt == "auto":
-        fmt = "jsonl" if is_jsonl_path(data) else "lines"
-    elif fmt == "text":
-        fmt = "lines"
     t0 = time.perf_counter()
     model = load(model_path)
-    seqs, _, where = read_model_sequences(model, data, fmt)
+    seqs, _, where = read_model_sequences(model, data, fmt, plain="lines")
     nxt = predict_next(model, seqs, where)
     if json_out:
         print_json(
