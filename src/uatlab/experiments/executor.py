@@ -7,6 +7,9 @@ function ``fn(params) -> dict`` (picklable: defined at module level). `run_trial
   recomputes** a trial whose file exists (so a killed sweep resumes where it stopped); a sweep that
   calls `check_store_options` first reuses them only when its options and data fingerprint equal the
   ones recorded in ``store/sweep_options.json``;
+* a trial that trains (capacity, depth and rank ablations) resumes, replaces or deletes only a checkpoint
+  ``store/runs/<id>/checkpoint.pt`` that one of the sweep's trials wrote there (`trial_checkpoint`,
+  `resume_trial`: its identity is recorded in the trial folder's `uatlab.io_safety.OutputFolder` record);
 * retries a trial that raised or whose worker died (``retries`` times), then reports it as failed
   without losing the others;
 * runs trials in-process (``workers=1``), in a local process pool, or on Ray (``executor="ray"``,
