@@ -43,3 +43,21 @@ def test_bad_trial_ids():
         Trial("a/b")
     with pytest.raises(UatlabError, match="duplicate trial ids"):
         run_trials([Trial("a"), Trial("a")], square, "/tmp/never", progress=False)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"my notes, not JSON\n", b"\xff\xfe binary", b'["a", "list"]', b'{"trial_id": "x=9", "y": 81}'],
+    ids=["text", "not-utf8", "json-list", "other-trial"],
+)
+def test_a_file_the_sweep_did_not_write_is_refused_and_kept(tmp_path, content):
+    """Results are written atomically, so a file in the trial's place that is not its JSON record is someone
+    else's: refused, naming it, and left as it was (never deleted, never taken as the trial's result)."""
+    CALLS.clear()
+    (tmp_path / "trials").mkdir()
+    foreign = tmp_path / "trials" / "x=2.json"
+    foreign.write_bytes(content)
+    with pytest.raises(UatlabError, match=r"x=2\.json.*not a result of trial 'x=2'"):
+        run_trials([Trial(f"x={x}", {"x": x}) for x in (1, 2)], square, tmp_path, workers=1, progress=False)
+    assert foreign.read_bytes() == content
+    assert CALLS == []  # refused before any trial ran

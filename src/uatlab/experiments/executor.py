@@ -167,6 +167,15 @@ def _result_path(store: Path, trial: Trial) -> Path:
     return store / "trials" / f"{trial.id}.json"
 
 
+def _stored_result(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, or None when it holds none (invalid JSON, not UTF-8, not an object)."""
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
 def _write_atomic(path: Path, data: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, default=str))
 
@@ -199,13 +208,16 @@ def run_trials(
     todo: list[Trial] = []
     for t in trials:
         path = _result_path(store, t)
-        if path.is_file():
-            try:
-                results[t.id] = json.loads(path.read_text())
-                reused.append(t.id)
-                continue
-            except json.JSONDecodeError:
-                path.unlink()  # a torn file from a killed run: recompute
+        if path.is_file():  # results are written atomically: a file this sweep wrote is whole and names its trial
+            stored = _stored_result(path)
+            if stored is None or stored.get("trial_id") != t.id:
+                raise InputError(
+                    f"{path}: not a result of trial {t.id!r} of this sweep (not its JSON record); it was left "
+                    "untouched: move it away or use another --out"
+                )
+            results[t.id] = stored
+            reused.append(t.id)
+            continue
         todo.append(t)
     failed: dict[str, str] = {}
     computed: list[str] = []

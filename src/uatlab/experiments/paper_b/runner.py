@@ -229,7 +229,7 @@ def run_seq2seq(
         try:
             record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
         except (json.JSONDecodeError, UnicodeDecodeError):
-            record = None  # a torn file: the executor recomputes it
+            record = None  # not a JSON record: the executor refuses it, naming the file
         why = stored_trial_conflict(record, t.params) if record is not None else None
         if why is not None:
             raise InputError(f"{out} holds trial {t.id} run with other options ({why}); use another --out")
