@@ -21,6 +21,7 @@ import pytest
 from conll_fixture import CONLL
 
 from uatlab.cli import main
+from uatlab.errors import InputError
 
 JSONL = (
     "\n".join(
@@ -749,3 +750,21 @@ def test_next_token_out_is_input_refused(case_dir: Path, capsys) -> None:
     assert main(["compile", "nt.jsonl", "--task", "next-token", "--out", "nt.jsonl"]) == 2
     assert "is the input file" in capsys.readouterr().err
     assert _snapshot(case_dir) == before
+
+
+@pytest.mark.parametrize("error", [ValueError, OSError, InputError])
+def test_ctrl_c_inside_a_librarys_clean_up_is_an_interrupt(monkeypatch, capsys, error) -> None:
+    """Ctrl-C that lands in a library's clean-up (numpy's savez: zipfile's close raises "Can't close the ZIP file
+    while there is an open writing handle" while the interrupt unwinds): exit 130 with the one line, not the
+    clean-up's traceback or error."""
+    import uatlab.cli as cli
+
+    def interrupted_then_clean_up_fails() -> None:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            raise error("clean-up failed while the interrupt unwound")
+
+    monkeypatch.setattr(cli, "_load_commands", interrupted_then_clean_up_fails)
+    assert main(["compile", "data.txt"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted (partial results, if any, were kept)"

@@ -130,17 +130,17 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except BaseException as exc:  # noqa: BLE001 - sorted below; anything unexpected keeps its traceback
-        if "uatlab.errors" not in sys.modules:
+        if "uatlab.errors" not in sys.modules and not _raised_while_interrupted(exc):
             raise
         from uatlab.errors import UatlabError
 
         # click's exception classes (typer may vendor its own copy of click): matched by name
         kinds = {cls.__name__ for cls in type(exc).__mro__}
-        if isinstance(exc, UatlabError):
-            return _error(str(exc))
-        if "Abort" in kinds:
+        if "Abort" in kinds or _raised_while_interrupted(exc):
             sys.stderr.write(f"{INTERRUPTED}\n")
             return 130
+        if isinstance(exc, UatlabError):
+            return _error(str(exc))
         if "NoArgsIsHelpError" in kinds:  # ``uatlab`` alone (or a group alone) prints its help
             sys.stdout.write(exc.format_message() + "\n")
             return 2
@@ -157,6 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:
             _quiet_after_main()
     return code if isinstance(code, int) else 0
+
+
+def _raised_while_interrupted(exc: BaseException) -> bool:
+    """True when ``exc`` was raised while a KeyboardInterrupt was being handled (Ctrl-C landed inside a library's
+    own clean-up, e.g. a zip file closed with an entry still open): the interrupt is what happened."""
+    seen: set[int] = set()
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__
+    return False
 
 
 def _quiet_after_main() -> None:
