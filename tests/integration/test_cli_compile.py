@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 
 import pytest
 import torch
@@ -170,3 +172,33 @@ def test_the_default_out_is_never_written_over(tmp_path, capsys, monkeypatch):
         assert (tmp_path / "model.safetensors").read_bytes() == before
     _run(capsys, ["compile", "d.jsonl", "--out", "model.safetensors", "--ff", "deep", "--json"])
     assert (tmp_path / "model.safetensors").read_bytes() != before  # named: replaced
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_causal_ceiling_counts_identical_prefixes_once(capsys, tmp_path, dtype):
+    # prefixes of 12 base sentences cut at random lengths, random labels: one prefix occurs inside sequences of
+    # several lengths with different labels, where float h of the copies can differ in the last bits
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(6)]
+    base = [[rng.choice(words) for _ in range(8)] for _ in range(12)]
+    records = []
+    for _ in range(150):
+        toks = rng.choice(base)[: rng.randint(2, 8)]
+        records.append((toks, [rng.choice(["O", "B-X", "I-X"]) for _ in toks]))
+    data = tmp_path / "prefixes.conll"
+    data.write_text("".join("".join(f"{t} {y}\n" for t, y in zip(*r, strict=True)) + "\n" for r in records))
+    labels_of: dict[tuple[str, ...], Counter] = {}
+    lengths_of: dict[tuple[str, ...], set] = {}
+    for toks, labs in records:
+        for k in range(len(toks)):
+            labels_of.setdefault(tuple(toks[: k + 1]), Counter())[labs[k]] += 1
+            lengths_of.setdefault(tuple(toks[: k + 1]), set()).add(len(toks))
+    ceiling = sum(max(c.values()) for c in labels_of.values())
+    # the data holds what the test is about: a prefix with conflicting labels in sequences of different lengths
+    assert any(len(c) > 1 and len(lengths_of[p]) > 1 for p, c in labels_of.items())
+    out = tmp_path / "m.safetensors"
+    fig = _json(capsys, ["compile", str(data), "--causal", "--dtype", dtype, "--out", str(out)])
+    cert = _json(capsys, ["certify", str(out), str(data)])
+    assert fig["ceiling_tokens"] == cert["ceiling_tokens"] == ceiling
+    assert fig["conflict_tokens"] == cert["conflict_tokens"] == fig["tokens"] - ceiling
+    assert fig["certified"] is True and fig["certified_tokens"] == ceiling

@@ -26,6 +26,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     Occurrences,
     context_columns,
     group_occurrences,
+    identical_inputs_share_columns,
     merge_occurrences,
     reduce_occurrences,
 )
@@ -148,6 +149,11 @@ def _compile_tables(
     by_position = max_len if group == "word-pos" else None
     scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
     query_choice = None
+    source_tables = tables
+
+    def tables() -> Iterator[TokenTable]:  # every consumer sees one h per identical input
+        return (identical_inputs_share_columns(table) for table in source_tables())
+
     info_parts = []  # label information per table (tables hold disjoint word sets: the parts add up)
     if by_position and len(pool) > 1:
         risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)
@@ -211,13 +217,15 @@ def _compile_tables(
         progress("feed-forward assembly", 1, 1)
     model.encoding = vocab
     times["feed-forward construction"] = time.perf_counter() - t
+    information = merge_label_information(info_parts)
     report = {
         "sequences": sequences,
         "tokens": occ.tokens,
         "distinct_contexts": int(occ.distinct),
-        # the true ceiling also counts collision tokens as winnable (only conflicts are inherent)
-        "ceiling_tokens": occ.ceiling_tokens + occ.collision_tokens,
-        "conflict_tokens": occ.tokens - occ.ceiling_tokens - occ.collision_tokens,
+        # the ceiling per identical input (by key, as the certificate counts it): tokens whose different inputs
+        # share an h (collisions) are winnable, only conflicts are inherent
+        "ceiling_tokens": information.ceiling_tokens,
+        "conflict_tokens": occ.tokens - information.ceiling_tokens,
         "conflicts": occ.conflicts,
         "collision_tokens": occ.collision_tokens,
         "vocabulary": V,
@@ -229,7 +237,7 @@ def _compile_tables(
         "causal": causal,
         "dtype": dtype,
         **info,
-        "label_information": merge_label_information(info_parts).to_json(),
+        "label_information": information.to_json(),
         "stage_seconds": times,
     }
     return model, report

@@ -9,6 +9,7 @@ label (ties: first seen) is assigned and the losers are counted and listed as co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,26 @@ def _context_columns(
     alpha: np.ndarray, pi: np.ndarray, scales: list[np.ndarray], causal: bool, words: list[np.ndarray]
 ) -> np.ndarray:
     return _boltzmann_columns(words, alpha, pi, scales, causal)
+
+
+def identical_inputs_share_columns(table: TokenTable) -> TokenTable:
+    """The table with every token's columns replaced by those of the first token with its input key.
+
+    h is a function of the input (the whole sequence and the position; the prefix for a causal model), so
+    identical inputs have one h in exact arithmetic. Computed in float64 it can differ in the last bits
+    between two copies of one prefix inside sequences of different lengths (the causal softmax sums run over
+    rows of different lengths), and the grouping would then see two points where there is one input: it
+    could give them different majority labels and miss the ceiling (the most frequent label per identical
+    input, counted by key as the certificate counts it). Identical keys lie in one table (one word bucket:
+    the same word at the same position). A no-op where copies already agree bit for bit.
+    """
+    if len(table) == 0:
+        return table
+    _, first, inverse = np.unique(table.key, return_index=True, return_inverse=True)
+    h = table.h[first[inverse]]  # (T, K)
+    if np.array_equal(h, table.h):
+        return table
+    return dataclasses.replace(table, h=h)
 
 
 @dataclass
