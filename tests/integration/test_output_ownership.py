@@ -178,6 +178,34 @@ def test_synth_replaces_its_own_file_and_an_empty_one(work: Path, capsys) -> Non
     assert len((work / "empty.jsonl").read_text().splitlines()) == 3
 
 
+def _relabel_line_7(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    lines[6] = lines[6].replace('"c', '"B-PER', 1)
+    return "".join(lines)
+
+
+@pytest.mark.parametrize(
+    "change,bad_line",
+    [
+        pytest.param(
+            lambda text: text + '{"tokens": ["EU", "rejects"], "labels": ["B-ORG", "O"]}\n', 13, id="appended"
+        ),
+        pytest.param(_relabel_line_7, 7, id="relabelled"),
+        pytest.param(lambda text: text + '{"tokens": ["t1"], "labels": ["c0"]}\n', 13, id="other-length"),
+        pytest.param(lambda text: text.rstrip("\n"), 12, id="no-final-newline"),
+    ],
+)
+def test_synth_refuses_its_own_file_changed_after_the_first_line(work: Path, capsys, change, bad_line) -> None:
+    # synthetic data the user extended or edited below line 1 is theirs: the whole file is checked
+    data = work / "s.jsonl"
+    assert len(data.read_text().splitlines()) == 12  # SYNTH's -N
+    data.write_text(change(data.read_text()))
+    before = _digest(data)
+    msg = _refused(capsys, ["synth", "s.jsonl", *SYNTH], "s.jsonl")
+    assert f"line {bad_line} " in msg
+    assert _digest(data) == before
+
+
 # ------------------------------------------------------------------------------------------------ approx, experiment
 HEADS = ["approx", "heads", "--heads", "1,2", "--points", "201", "--out", "ao", "--json"]
 

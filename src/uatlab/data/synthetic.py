@@ -30,40 +30,43 @@ def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
         raise InputError(f"sequences of n={n} distinct tokens need a vocabulary V ≥ n, got V={V}")
 
 
-_TOKEN = re.compile(r"t\d+")
-_LABEL = re.compile(r"c\d+")
+_RECORD = re.compile(rb'\{"tokens": \[("t\d+"(?:, "t\d+")*)\], "labels": \[("c\d+"(?:, "c\d+")*)\]\}\n')
 
 
-def is_synthetic_file(path: str | os.PathLike) -> bool:
-    """True if the first line of ``path`` is a record `write_synthetic` writes: exactly ``tokens`` and
-    ``labels``, equally long, non-empty, tokens ``t<int>`` and labels ``c<int>``."""
-    try:
-        with open(path, "rb") as fh:
-            first = fh.readline(1 << 20)
-        rec = json.loads(first)
-    except (OSError, ValueError):
-        return False
-    if not isinstance(rec, dict) or set(rec) != {"tokens", "labels"}:
-        return False
-    toks, labs = rec["tokens"], rec["labels"]
-    return (
-        isinstance(toks, list)
-        and isinstance(labs, list)
-        and 0 < len(toks) == len(labs)
-        and all(isinstance(t, str) and _TOKEN.fullmatch(t) for t in toks)
-        and all(isinstance(y, str) and _LABEL.fullmatch(y) for y in labs)
-    )
+def first_non_synthetic_line(path: str | os.PathLike) -> int | None:
+    """The number (from 1) of the first line of ``path`` that is not a record as `write_synthetic` writes it,
+    or None if every line is one: exactly ``{"tokens": ["t<int>", …], "labels": ["c<int>", …]}`` in
+    `json.dumps`'s spacing, equally many tokens and labels, as many as on the first line, and a final newline.
+    Every line is read (a file that merely starts like synthetic data is not synthetic data)."""
+    n = None
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            m = _RECORD.fullmatch(line)
+            if m is None:
+                return number
+            toks, labs = m.group(1).count(b","), m.group(2).count(b",")
+            if toks != labs or (n is not None and toks != n):
+                return number
+            n = toks
+    return None
 
 
 def check_synthetic_target(path: str | os.PathLike) -> None:
     """Refuse to write over an existing non-empty file that is not synthetic data written by `write_synthetic`
-    (a model, a CoNLL file, the user's own JSONL): synthetic data is regenerated from its options and seed,
-    anything else would be lost."""
+    (a model, a CoNLL file, the user's own JSONL, synthetic data the user extended or edited by hand):
+    synthetic data is regenerated from its options and seed, anything else would be lost."""
     p = Path(path)
-    if p.is_file() and p.stat().st_size > 0 and not is_synthetic_file(p):
+    if not (p.is_file() and p.stat().st_size > 0):
+        return
+    try:
+        line = first_non_synthetic_line(p)
+    except OSError as e:
+        raise InputError(f"{p} exists and cannot be read to check that synth wrote it: {e}") from e
+    if line is not None:
         raise InputError(
-            f"{p} exists and is not synthetic data written by uatlab synth (its first line is not a "
-            '{"tokens": ["t…"], "labels": ["c…"]} record); move it away or choose another path'
+            f"{p} exists and is not synthetic data written by uatlab synth (line {line} is not a "
+            '{"tokens": ["t…"], "labels": ["c…"]} record of the same length as line 1); move it away or '
+            "choose another path"
         )
 
 
