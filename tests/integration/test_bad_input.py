@@ -636,14 +636,17 @@ def test_ctrl_c_while_torch_loads(case_dir: Path, delay: float) -> None:
     assert err.strip().endswith("interrupted (partial results, if any, were kept)")
 
 
-def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path) -> None:
-    """Ctrl-C while synth writes over its own earlier file: exit 130, the old file intact, no temporary file left."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path, sig: int) -> None:
+    """Ctrl-C or SIGTERM while synth writes over its own earlier file: exit 130, the old file intact, no temporary
+    file left."""
     assert main(["synth", "old.jsonl", "-N", "5", "--json"]) == 0
     before = _snapshot(case_dir)
     code, err = _interrupt(
         ["synth", "old.jsonl", "-N", "100000000", "-n", "64", "--json"],
         case_dir,
         0.5,
+        sig,
         when=lambda: any(p.name.endswith(".tmp") for p in case_dir.iterdir()),
     )
     assert "Traceback" not in err, err

@@ -83,8 +83,8 @@ def _os_error(exc: OSError) -> str:
 
 def _defer_interrupts_during_torch_import() -> None:
     """Ctrl-C while torch initialises its C++ extension aborts the process ("terminate called after throwing
-    ... KeyboardInterrupt"); an interrupt that arrives while a torch module is being imported is held back
-    and raised (as KeyboardInterrupt) as soon as that import is done."""
+    ... KeyboardInterrupt"); an interrupt (SIGINT or SIGTERM) that arrives while a torch module is being
+    imported is held back and raised (as KeyboardInterrupt) as soon as that import is done."""
     import threading
 
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
@@ -107,6 +107,9 @@ def _defer_interrupts_during_torch_import() -> None:
 
     signal.signal(signal.SIGALRM, on_interrupt)
     signal.signal(signal.SIGINT, on_interrupt)
+    # SIGTERM (kill, a scheduler's stop) ends the command as Ctrl-C does: temporary files removed, finished work
+    # kept, exit 130 with the one line; its default action would end the process with no clean-up at all
+    signal.signal(signal.SIGTERM, on_interrupt)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,6 +187,7 @@ def _quiet_after_main() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command has ended: nothing is left to clean up
     _forget_handled_interrupt()
 
 
