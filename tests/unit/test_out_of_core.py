@@ -149,3 +149,41 @@ def test_reduction_keeps_every_label_boundary_and_first_point(points):
     assert full == kept and red.distinct == len(pts)
     first = lambda o: {(w, o.label[i]) for i, w in enumerate(o.word) if i == 0 or o.word[i - 1] != w}  # noqa: E731
     assert first(occ) == first(red)
+
+
+def test_every_pass_reads_each_chunk_file_once(tmp_path, monkeypatch):
+    """Each pass over the store (the vocabulary rebuild of a resume, chunks, chunk_arrays, the bucket pass) opens
+    each chunk file once: its size, digest and arrays come from one read, not a digest read and then a load."""
+    import builtins
+    import io
+    import os
+    from pathlib import Path
+
+    data = synthetic_dataset(40, 6, 30, 3, seed=1)
+    source = tmp_path / "data.txt"
+    source.write_text("".join(" ".join(t) + "\n" for t, _ in data))
+    work = tmp_path / "w"
+    store = TokenStore(work, str(source), "sequence", chunk_tokens=50)
+    store.read(_records(data), input_keys)
+    names = [c["file"] for c in store.m["chunks"]]
+    assert len(names) > 1
+    opened: dict[str, int] = {}
+    real_open = builtins.open
+
+    def counting_open(file, *a, **k):
+        if isinstance(file, str | os.PathLike) and Path(file).parent == work and Path(file).name in names:
+            opened[Path(file).name] = opened.get(Path(file).name, 0) + 1
+        return real_open(file, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    monkeypatch.setattr(io, "open", counting_open)  # Path.open and Path.read_bytes call io.open
+    passes = {
+        "resume": lambda: TokenStore(work, str(source), "sequence", chunk_tokens=50, resume=True),
+        "chunks": lambda: list(store.chunks()),
+        "chunk_arrays": lambda: list(store.chunk_arrays(with_lines=True)),
+        "bucketize": lambda: store.bucketize(lambda w: np.zeros((sum(map(len, w)), 1)), 1, {"x": 1}),
+    }
+    for what, run in passes.items():
+        opened.clear()
+        run()
+        assert opened == dict.fromkeys(names, 1), what

@@ -254,18 +254,21 @@ def _ids_equal(names: list[str], to_id: dict[str, int], stored: np.ndarray) -> b
     return len(names) == len(stored) and all(to_id.get(x, -1) == y for x, y in zip(names, stored.tolist(), strict=True))
 
 
-def load_chunk(path: Path, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+def load_chunk(
+    path: Path, names: tuple[str, ...] | None = None, raw: bytes | bytearray | None = None
+) -> dict[str, np.ndarray]:
     """The arrays ``names`` of a stored chunk (default: every one), read eagerly, so a damaged file is found
-    here, not mid-pass.
+    here, not mid-pass; from ``raw`` (the file's bytes, already read) if given, else from ``path``.
 
     A truncated or otherwise damaged file is an InputError naming it; a missing one stays an OSError (the
     CLI names the file).
     """
+    import io
     import zipfile
     import zlib
 
     try:
-        with open(path, "rb") as fh, np.load(fh) as z:  # our own handle: closed even when np.load fails
+        with open(path, "rb") if raw is None else io.BytesIO(raw) as fh, np.load(fh) as z:  # closed even on error
             return {k: z[k] for k in (z.files if names is None else names)}
     except FileNotFoundError:
         raise
@@ -447,10 +450,13 @@ class TokenStore:
 
     def _read_chunk(self, c: dict[str, Any], names: tuple[str, ...]) -> dict[str, np.ndarray]:
         """The arrays ``names`` of the chunk of manifest entry ``c``, after checking its size and digest;
-        its sequence and token counts are re-derived from the arrays read and compared with the entry."""
+        its sequence and token counts are re-derived from the arrays read and compared with the entry. The file
+        is read once: the digest is of the bytes the arrays are loaded from."""
         path = self.dir / c["file"]
-        check_stored_file(path, c, self.dir)
-        z = load_chunk(path, names)
+        raw = read_stored_file(path, c, self.dir, 1)
+        if raw is None:  # a chunk file is never empty: an entry of 0 bytes is not one the store wrote
+            raise stored_file_error(path, "missing or empty (a chunk file never is)", self.dir)
+        z = load_chunk(path, names, raw)
         recorded = {"sequences": int(c["sequences"]), "tokens": int(c["tokens"])}
         found = []  # (what, count re-derived from an array read)
         if "lengths" in z:
