@@ -32,6 +32,7 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import EllipsisType
 from typing import IO, Any
 
 from uatlab.errors import InputError, UatlabError
@@ -208,8 +209,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     guard = _guard_for(path)  # an output folder open for this file: refuse a file that is not uatlab's
-    if guard is not None:
-        guard[0].check_file(guard[1])
+    old = guard[0].check_file(guard[1]) if guard is not None else None  # the identity `record` lists
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_beside(path)
     try:
@@ -219,7 +219,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         if guard is not None:  # write-ahead: the record proves the new content before it replaces the old
-            guard[0].record(guard[1], tmp)
+            guard[0].record(guard[1], tmp, old)
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -409,16 +409,18 @@ class OutputFolder:
             )
         return doc["files"]
 
-    def _owner(self, rel: str, files: dict[str, Any], path: Path) -> str | None:
-        """Why ``path`` (existing) may not be replaced by this run, or None if it may."""
+    def _owner(self, rel: str, files: dict[str, Any], path: Path) -> tuple[str | None, dict[str, Any] | None]:
+        """Why ``path`` (existing) may not be replaced by this run (None if it may), with its identity if it
+        was hashed."""
         entry = files.get(rel)
         if not isinstance(entry, dict):
-            return f"is not a file uatlab {self.kind} wrote there"
+            return f"is not a file uatlab {self.kind} wrote there", None
         if entry.get("kind") != self.kind:
-            return f"was written by uatlab {entry.get('kind')}, not by uatlab {self.kind}"
-        if file_identity(path) not in entry.get("identities", []):
-            return f"was changed after uatlab {self.kind} wrote it"
-        return None
+            return f"was written by uatlab {entry.get('kind')}, not by uatlab {self.kind}", None
+        ident = file_identity(path)
+        if ident not in entry.get("identities", []):
+            return f"was changed after uatlab {self.kind} wrote it", ident
+        return None, ident
 
     # ---- checks
     def _check_inputs(self, path: Path) -> None:
@@ -434,30 +436,36 @@ class OutputFolder:
         """Why this run may not replace ``folder/rel`` (``is a FIFO, where this run writes a file``, ``exists and
         is not a file uatlab KIND wrote there; this run would replace it``, ...), or None when there is no such
         file or this kind of run wrote it and it is unchanged since."""
+        return self._refusal(rel)[0]
+
+    def _refusal(self, rel: str) -> tuple[str | None, dict[str, Any] | None]:
+        """`refusal`, with the identity of the file there if it was hashed (None: no file, or not hashed)."""
         path = self.folder / rel
         if not (path.exists() or path.is_symlink()):
-            return None
+            return None, None
         kind = describe_special(path) if not path.is_symlink() else "a symbolic link"
         if kind is not None:
-            return f"is {kind}, where this run writes a file"
+            return f"is {kind}, where this run writes a file", None
         with self._lock:
-            why = self._owner(rel, self._load(), path)
-        return None if why is None else f"exists and {why}; this run would replace it"
+            why, ident = self._owner(rel, self._load(), path)
+        return (None if why is None else f"exists and {why}; this run would replace it"), ident
 
     def holds(self, rel: str) -> bool:
         """True if ``folder/rel`` exists and this kind of run wrote it there, unchanged since."""
         path = self.folder / rel
         return (path.exists() or path.is_symlink()) and self.refusal(rel) is None
 
-    def check_file(self, rel: str) -> None:
-        """Refuse (InputError naming the file) replacing ``folder/rel`` unless this kind of uatlab run wrote it."""
+    def check_file(self, rel: str) -> dict[str, Any] | None:
+        """Refuse (InputError naming the file) replacing ``folder/rel`` unless this kind of uatlab run wrote it.
+        Returns the identity of the file there as checked (None if there is none), for `record`."""
         path = self.folder / rel
         self._check_inputs(path)
-        why = self.refusal(rel)
+        why, ident = self._refusal(rel)
         if why is not None:
             raise InputError(
                 f"{self.option} {self.folder}: {path} {why}: move it away or choose another {self.option} folder"
             )
+        return ident
 
     def remove(self, rel: str) -> bool:
         """Delete ``folder/rel`` if this kind of run wrote it and it is unchanged since, then drop it from the
@@ -486,12 +494,16 @@ class OutputFolder:
             self.check_file(path.relative_to(self.folder).as_posix())
         return self
 
-    def record(self, rel: str, new: Path) -> None:
-        """Record that the content of ``new`` (about to be renamed to ``folder/rel``) is this run's."""
+    def record(self, rel: str, new: Path, old: dict[str, Any] | None | EllipsisType = ...) -> None:
+        """Record that the content of ``new`` (about to be renamed to ``folder/rel``) is this run's, with the old
+        content of ``folder/rel``: ``old``, its identity as `check_file` returned it when the write began (None:
+        there was no file), else hashed now."""
         path = self.folder / rel
+        if old is ...:
+            old = file_identity(path) if path.is_file() else None
         with self._lock:
             files = dict(self._load()) if self.record_path.exists() else {}
-            ids = [file_identity(path)] if path.is_file() else []  # checked as ours when the write began
+            ids = [old] if old is not None else []
             ids.append(file_identity(new))
             files[rel] = {"kind": self.kind, "identities": ids}
             doc = {"format": OUTPUT_RECORD_FORMAT, "files": files}

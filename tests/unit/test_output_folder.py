@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -115,3 +116,33 @@ def test_remove_deletes_only_its_own_unchanged_file(tmp_path: Path) -> None:
     _write(folder, "checkpoint.pt", "ours\n")
     assert folder.remove("checkpoint.pt") is True and not (tmp_path / "checkpoint.pt").exists()
     assert "checkpoint.pt" not in json.loads((tmp_path / OUTPUT_RECORD).read_text())["files"]
+
+
+def test_a_replaced_file_is_hashed_once_per_write(tmp_path: Path, monkeypatch) -> None:
+    """Writing over the run's own file hashes the old file once: the identity `check_file` computed is the one
+    the record lists, not a second hash of the same file."""
+    import uatlab.io_safety as io_safety
+
+    target = tmp_path / "heads.csv"
+    folder = OutputFolder(tmp_path, "approx heads", ["heads.csv"])
+    _write(folder, "heads.csv", "one\n")
+    hashed: list[Path] = []
+    real = io_safety.prefix_identity
+
+    def counting(path, lines):
+        hashed.append(Path(path))
+        return real(path, lines)
+
+    monkeypatch.setattr(io_safety, "prefix_identity", counting)
+    with folder:
+        hashed.clear()  # the check on entering the folder is its own pass, before any work
+        write_text_atomic(target, "two\n")
+    assert hashed.count(target) == 1
+    assert len(hashed) == 2  # the old file and the new content, once each
+    entry = json.loads((tmp_path / OUTPUT_RECORD).read_text())["files"]["heads.csv"]
+    assert entry["identities"] == [
+        {"bytes": 4, "sha256": hashlib.sha256(b"one\n").hexdigest()},
+        {"bytes": 4, "sha256": hashlib.sha256(b"two\n").hexdigest()},
+    ]
+    _write(folder, "heads.csv", "three\n")  # the record still proves the file: it is replaced again
+    assert target.read_text() == "three\n"
