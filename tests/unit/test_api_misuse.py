@@ -196,3 +196,25 @@ def test_transformer_refuses_a_size_beyond_memory_before_allocating():
         assert uatlab.Transformer(small).num_parameters() > 0
     finally:
         set_memory_limit(None)
+
+
+def test_load_checks_each_tensor_for_nan_once(tmp_path, monkeypatch):
+    """Loading checks each tensor for NaN/±inf once; a second time only a tensor cast to the config's dtype."""
+    import uatlab.models.io as model_io
+
+    cfg = uatlab.TransformerConfig(d_model=4, vocab_size=3, num_labels=2, dtype="float32")
+    path = uatlab.save(uatlab.Transformer(cfg), tmp_path / "m.safetensors")
+    cast = _tampered(path, tmp_path / "cast.safetensors", "embed.weight", 0.5, dtype=torch.float64)
+    checked: list[str] = []
+    real = model_io.check_finite
+
+    def counting(path, tensors, cast_to=None):
+        checked.extend(tensors)
+        return real(path, tensors, cast_to)
+
+    monkeypatch.setattr(model_io, "check_finite", counting)
+    for file, twice in ((path, set()), (cast, {"embed.weight"})):
+        checked.clear()
+        model = uatlab.load(file)
+        names = set(model.state_dict())
+        assert sorted(checked) == sorted([*names, *twice]), file

@@ -111,6 +111,7 @@ def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:
 
 
 def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any]) -> tuple[Transformer, dict[str, Any]]:
+    """The model of a file's metadata and tensors as `_read` returns them (each already checked finite)."""
     try:
         config = TransformerConfig.from_json(meta["uatlab_config"])
     except (KeyError, json.JSONDecodeError, InputError, TypeError) as exc:
@@ -128,7 +129,11 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
     # the file's tensors (copied: the model must not depend on the file staying as it is), no random
     # initialisation of weights that are overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
-    check_finite(path, model.state_dict(), cast_to=config.dtype)  # a finite float64 weight may overflow float32
+    # `_read` checked the file's tensors; a tensor cast to the config's dtype is checked again (a finite float64
+    # weight may overflow float32)
+    state = model.state_dict()
+    cast = {k: v for k, v in state.items() if v.dtype != tensors[k].dtype}
+    check_finite(path, cast, cast_to=config.dtype)
     model.eval()
     extra = json.loads(meta["uatlab_extra"]) if "uatlab_extra" in meta else {}
     return model, extra
