@@ -147,3 +147,37 @@ def test_relu_network_refuses_options_it_would_ignore(capsys, tmp_path, extra, m
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and f"error: {message}" in err, err
     assert not out.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    "command,sweep",
+    [
+        ("truncated-linear", "sweep_truncated_linear"),
+        ("heads", "sweep_heads"),
+        ("relu-network", "sweep_relu_network"),
+        ("universal", "sweep_universal"),
+        ("gd-in-context", "sweep_gd"),
+    ],
+)
+def test_a_failing_sweep_restores_torch_thread_count(tmp_path, monkeypatch, command, sweep):
+    """Each sweep runs torch on one thread; the caller's count comes back even when the sweep raises."""
+    import torch
+
+    from uatlab.experiments import approximation_sweeps as sw
+
+    seen = []
+
+    def failing(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        raise RuntimeError("sweep failed")
+
+    monkeypatch.setattr(sw, sweep, failing)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="sweep failed"):
+            main(["approx", command, "--quick", "--out", str(tmp_path / "out"), "--json"])
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -19,6 +19,7 @@ from uatlab.cli.options import SEED_MAX, finite, one_of, refuse_given, reject_ov
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
+from uatlab.threads import single_torch_thread
 
 approx = command_group(
     "approx", "Closed-form approximators (paper A FF∘SA∘FF, paper B attention-only) swept by size, with proven bounds."
@@ -93,6 +94,7 @@ MAX_GD_EPS = 1.0  # gd-in-context: largest score scale ε (the bound is already 
 
 
 @approx.command("truncated-linear")
+@single_torch_thread()
 def truncated_linear_cmd(
     ctx: typer.Context,
     anchors: str = typer.Option("11,21,41,81,161", "--anchors", help="Anchor counts m to sweep."),
@@ -115,11 +117,8 @@ def truncated_linear_cmd(
     In float32 the sweep stops at the first m whose scores the dtype cannot round accurately enough (m = 41
     on [−1, 1]), keeps the rows before it and says so (a warning, and ``stopped_at_anchors`` in the JSON).
     """
-    import torch
-
     from uatlab.experiments import approximation_sweeps as sw
 
-    torch.set_num_threads(1)
     reject_overridden(ctx, quick, "anchors", "points")
     if not a < b:
         raise InputError(f"--a must be smaller than --b, got a={a}, b={b}")
@@ -161,6 +160,7 @@ def truncated_linear_cmd(
 
 
 @approx.command("heads")
+@single_torch_thread()
 def heads_cmd(
     ctx: typer.Context,
     heads: str = typer.Option("1,2,4,8,16", "--heads", help="Head counts H to sweep."),
@@ -171,11 +171,8 @@ def heads_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Paper B: multi-head telescoping split of [−1,1]; sup error vs heads H, with the proven bound."""
-    import torch
-
     from uatlab.experiments import approximation_sweeps as sw
 
-    torch.set_num_threads(1)
     reject_overridden(ctx, quick, "points")
     _ints(heads, "heads")
     _open_out(ctx, out, "heads")
@@ -195,6 +192,7 @@ def heads_cmd(
 
 
 @approx.command("relu-network")
+@single_torch_thread()
 def relu_cmd(
     ctx: typer.Context,
     nets: int = typer.Option(5, "--nets", min=1, max=10_000, help="Number of random ReLU networks (paper B's shape)."),
@@ -225,11 +223,8 @@ def relu_cmd(
     json_out: bool = JSON,
 ) -> None:
     """Paper B: compile random one-hidden-layer ReLU networks into attention; sup error vs anchors."""
-    import torch
-
     from uatlab.experiments import approximation_sweeps as sw
 
-    torch.set_num_threads(1)
     reject_overridden(ctx, quick, "anchors", "nets", "samples", "pairs")
     _ints(anchors, "anchors")
     if layers not in (1, 2):
@@ -335,6 +330,7 @@ def _finish_bounds(sweep: sw.Sweep, out: Path, json_out: bool) -> None:
 
 
 @approx.command("universal")
+@single_torch_thread()
 def universal_cmd(
     ctx: typer.Context,
     target: str = typer.Option(
@@ -356,11 +352,8 @@ def universal_cmd(
     ``--target first-token-product`` is the non-equivariant f(X)_k = x_k·x_1 with the positional encoding
     z_k = x_k + k (d = 1); ``--grids`` are then cells per unit interval.
     """
-    import torch
-
     from uatlab.experiments import approximation_sweeps as sw
 
-    torch.set_num_threads(1)
     reject_overridden(ctx, quick, "grids", "samples")
     if target == "first-token-product":
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
@@ -418,6 +411,7 @@ def _positional_universal(d: int, n: int, cells: list[int], samples: int, json_o
 
 
 @approx.command("gd-in-context")
+@single_torch_thread()
 def gd_cmd(
     ctx: typer.Context,
     contexts: str = typer.Option("8,16,32,64,128", "--contexts", help="Context lengths N."),
@@ -436,11 +430,8 @@ def gd_cmd(
     rounding part (∝ 1/ε), the rest is the exact-arithmetic bound. A bound beyond the float64 range (large
     ε·d) is reported as inf: true, but vacuous.
     """
-    import torch
-
     from uatlab.experiments import approximation_sweeps as sw
 
-    torch.set_num_threads(1)
     reject_overridden(ctx, quick, "contexts", "eps")
     _ints(contexts, "contexts"), _floats(eps, "eps"), _ints(steps, "steps")
     too_big = [e for e in _floats(eps, "eps") if e > MAX_GD_EPS]
