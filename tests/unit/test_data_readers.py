@@ -130,3 +130,37 @@ def test_read_conll_scheme_is_validated_and_iob1_kept_unless_asked(tmp_path) -> 
     for bad in ("x", "IOB2", ""):
         with pytest.raises(InputError, match="scheme must be 'keep' or 'iob2'"):
             read_conll(p, scheme=bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("bad_utf8.txt", b"the cat\n\n\xffsat\n"),
+        ("empty.txt", b""),
+        ("blank.txt", b"\n  \t\r\n"),
+        ("fine.txt", b"\xef\xbb\xbfthe cat\n\n  \t\nsat  on\tthe mat\r\nlast"),
+    ],
+)
+def test_both_one_sequence_per_line_readers_agree(tmp_path, name, raw):
+    """`read_token_lines` (predict's text files) and `read_sequence_lines` (a next-token model's lines): the same
+    rows for the same file, and the same error (naming file and line) for the same bad one."""
+    from uatlab.data.next_token import read_sequence_lines
+    from uatlab.data.text_file import read_token_lines
+
+    path = tmp_path / name
+    path.write_bytes(raw)
+
+    def outcome(read):
+        try:
+            return read(path)
+        except InputError as exc:
+            return f"InputError: {exc}"
+
+    a, b = outcome(read_token_lines), outcome(read_sequence_lines)
+    assert a == b
+    if name == "bad_utf8.txt":
+        assert a.startswith(f"InputError: {path}:3: not UTF-8 text")
+    elif name == "fine.txt":
+        assert a == [(1, ["the", "cat"]), (4, ["sat", "on", "the", "mat"]), (5, ["last"])]
+    else:
+        assert a == f"InputError: {path}: no sequences found (the file is empty or blank)"

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from uatlab.data.jsonl import check_words
-from uatlab.data.text_file import iter_lines, read_text
+from uatlab.data.text_file import iter_lines, read_text, read_token_lines
 from uatlab.errors import InputError
 
 PAD = "<pad>"
@@ -190,15 +190,8 @@ def tokenize_line(line: str, tokenizer: str, source: str = "<line>") -> list[str
 
 def read_sequence_lines(path: str | os.PathLike, tokenizer: str = "whitespace") -> list[tuple[int, list[str]]]:
     """(line number, tokens by `tokenize_line`) of every non-blank line of ``path``: one sequence per line;
-    InputError when there is none."""
-    rows = [
-        (lineno, tokenize_line(line, tokenizer, f"{path}:{lineno}"))
-        for lineno, line in iter_lines(path)
-        if line.strip()
-    ]
-    if not rows:
-        raise InputError(f"{path}: no sequences found (the file is empty or blank)")
-    return rows
+    InputError when there is none (`read_token_lines` with this tokenizer)."""
+    return read_token_lines(path, "sequences", lambda line, where: tokenize_line(line, tokenizer, where))
 
 
 def windows_from_tokens(

@@ -8,7 +8,7 @@ binary or mis-encoded file gives the same one-line error everywhere:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from uatlab.errors import InputError
@@ -51,10 +51,18 @@ def read_text(path: str | os.PathLike) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def read_token_lines(path: str | os.PathLike, what: str = "sequences") -> list[tuple[int, list[str]]]:
-    """(line number, whitespace tokens) of every non-blank line of ``path``: one sequence per line;
-    InputError ``"PATH: no WHAT found (the file is empty or blank)"`` when there is none."""
-    rows = [(lineno, line.split()) for lineno, line in iter_lines(path) if line.strip()]
+def read_token_lines(
+    path: str | os.PathLike, what: str = "sequences", tokenize: Callable[[str, str], list[str]] | None = None
+) -> list[tuple[int, list[str]]]:
+    """(line number, tokens) of every non-blank line of ``path``: one sequence per line, the tokens by
+    ``tokenize(line, "PATH:LINE")`` (default: split at whitespace); InputError ``"PATH: no WHAT found (the file
+    is empty or blank)"`` when there is none. The one reader of such files: decoding, blank lines and errors
+    naming the line are the same whatever the tokenizer."""
+    rows = [
+        (lineno, line.split() if tokenize is None else tokenize(line, f"{path}:{lineno}"))
+        for lineno, line in iter_lines(path)
+        if line.strip()
+    ]
     if not rows:
         raise InputError(f"{path}: no {what} found (the file is empty or blank)")
     return rows
