@@ -166,3 +166,23 @@ def test_certify_a_deep_model_shows_progress_and_checks_memory(here: Path, capsy
     (err,) = _error_lines(capsys.readouterr().err)
     assert err.startswith("error: certifying d.conll on m.safetensors would need about") and "n' = 8" in err, err
     assert _listing(here) == before
+
+
+def test_every_command_names_an_empty_data_file_with_the_one_message(here: Path, capsys) -> None:
+    """compile (with and without --ff deep) and certify refuse a data file holding no sequence with the same
+    message (`no_data_error`), naming the file."""
+    from uatlab.cli.options import no_data_error
+
+    assert main(["compile", "d.conll", "--ff", "deep", "--out", "deep.safetensors", "--json"]) == 0
+    (here / "docstart.conll").write_bytes(b"\n-DOCSTART- -X- O O\n\n\n")
+    runs = [
+        (["compile", "docstart.conll", "--ff", "deep", "--out", "m.safetensors"], "no sequences found"),
+        (["compile", "docstart.conll", "--out", "m.safetensors"], "no sequences found"),
+        (["certify", "deep.safetensors", "docstart.conll"], "no tokens to certify"),
+    ]
+    capsys.readouterr()
+    for args, what in runs:
+        assert main(args) == 2, args
+        errors = _error_lines(capsys.readouterr().err)
+        assert errors == [f"error: {no_data_error('docstart.conll', what)}"], args
+    assert not (here / "m.safetensors").exists()

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, check_workers, one_of, refuse_given, thread_count
+from uatlab.cli.options import SEED_MAX, check_workers, no_data_error, one_of, refuse_given, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -533,7 +533,7 @@ def _compile(
         t_read = time.perf_counter() - t0
         if store.sequences == 0:  # nothing was computed: leave no work directory behind
             store.remove()
-            raise InputError(f"{data}: no sequences found (the file is empty, blank or holds only -DOCSTART- lines)")
+            raise no_data_error(data)
         warn_long_outlier_store(store, data)
         _check_after_read(store, data, dim, ff, dtype, code, labels, group)
         if not no_certify:  # refuse now, before compiling, rather than after
@@ -647,7 +647,7 @@ def certify_cmd(
         cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
     fig = cert.to_dict()
     if not fig.get("tokens"):
-        raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
+        raise no_data_error(data, "no tokens to certify")
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0

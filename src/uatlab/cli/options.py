@@ -3,6 +3,7 @@
 Integer ranges use typer's ``min=``/``max=``; the callbacks here add what click does not check (NaN and
 infinity pass its float ranges) and turn a misspelt choice into an error instead of a silent default.
 Every check raises ``typer.BadParameter``, which the CLI prints as one ``error:`` line (exit 2).
+`no_data_error` is the one message of a command whose data file holds nothing to work on.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+
+from uatlab.errors import InputError
 
 SEED_MAX = 2**32 - 1  # numpy and torch both accept seeds in [0, 2^32)
 
@@ -157,3 +160,8 @@ def given_options(ctx: typer.Context, *names: str) -> list[str]:
         if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             given.append(flags.get(name, "--" + name.replace("_", "-")))
     return given
+
+
+def no_data_error(data: object, what: str = "no sequences found") -> InputError:
+    """The error of a command whose data file ``data`` holds no sequence (``what``: what it then lacks)."""
+    return InputError(f"{data}: {what} (the file is empty, blank or holds only -DOCSTART- lines)")

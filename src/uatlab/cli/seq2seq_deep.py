@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from uatlab.cli.options import no_data_error
 from uatlab.errors import InputError
 
 #: the stages `compile_deep_file` reports to its progress callback, in order, and what each counts
@@ -72,7 +73,7 @@ def compile_deep_file(
         if progress is not None:
             progress("reading", len(sents), None)
     if not sents:
-        raise InputError(f"{data}: no sequences found (the file is empty, blank or holds only -DOCSTART- lines)")
+        raise no_data_error(data)
     t_read, c_read = time.perf_counter() - t0, time.process_time() - c0
 
     def where(i: int) -> str:
@@ -186,7 +187,7 @@ def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: b
             lines.append(line)
             bars("reading", len(tokens), None)
         if not tokens:
-            raise InputError(f"{data}: no tokens to certify (the file is empty, blank or holds only -DOCSTART- lines)")
+            raise no_data_error(data, "no tokens to certify")
         n = model.memo.context
         check_memory(  # every sequence is padded to the model's context (`check_deep_memory`)
             DEEP_BYTES_PER_CELL * float(n) * len(tokens),
