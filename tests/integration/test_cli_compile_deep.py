@@ -169,16 +169,18 @@ def test_certify_a_deep_model_shows_progress_and_checks_memory(here: Path, capsy
 
 
 def test_every_command_names_an_empty_data_file_with_the_one_message(here: Path, capsys) -> None:
-    """compile (with and without --ff deep) and certify refuse a data file holding no sequence with the same
+    """compile and certify, with and without --ff deep, refuse a data file holding no sequence with the same
     message (`no_data_error`), naming the file."""
     from uatlab.cli.options import no_data_error
 
     assert main(["compile", "d.conll", "--ff", "deep", "--out", "deep.safetensors", "--json"]) == 0
+    assert main(["compile", "d.conll", "--out", "flat.safetensors", "--no-certify", "--json"]) == 0
     (here / "docstart.conll").write_bytes(b"\n-DOCSTART- -X- O O\n\n\n")
     runs = [
         (["compile", "docstart.conll", "--ff", "deep", "--out", "m.safetensors"], "no sequences found"),
         (["compile", "docstart.conll", "--out", "m.safetensors"], "no sequences found"),
         (["certify", "deep.safetensors", "docstart.conll"], "no tokens to certify"),
+        (["certify", "flat.safetensors", "docstart.conll"], "no tokens to certify"),
     ]
     capsys.readouterr()
     for args, what in runs:

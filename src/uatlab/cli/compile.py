@@ -451,9 +451,12 @@ def check_certify_memory(n: int, where: str) -> None:
 
 def _length_checked(records, data: Path, max_len: int | None = None):
     """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify
-    (the memory is checked at each new longest sequence: a shorter one needs less)."""
+    (the memory is checked at each new longest sequence: a shorter one needs less), and a file holding none
+    (`no_data_error`, naming it: the certificate's own refusal of no tokens cannot)."""
     longest = 0
+    empty = True
     for tokens, labels, line in records:
+        empty = False
         if max_len is not None and len(tokens) > max_len:
             raise InputError(
                 f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}"
@@ -462,6 +465,8 @@ def _length_checked(records, data: Path, max_len: int | None = None):
             check_certify_memory(len(tokens), f"{data}:{line}")
             longest = len(tokens)
         yield tokens, labels, line
+    if empty:
+        raise no_data_error(data, "no tokens to certify")
 
 
 def warn_long_outlier_store(store, data: Path, factor: float = 20.0, minimum: int = 1000) -> None:
@@ -646,8 +651,6 @@ def certify_cmd(
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
     fig = cert.to_dict()
-    if not fig.get("tokens"):
-        raise no_data_error(data, "no tokens to certify")
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0
