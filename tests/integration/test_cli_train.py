@@ -75,3 +75,58 @@ def test_train_focus_dtype_and_stop_at_ceiling_flags(tmp_path, capsys, conll_fil
     assert data["config"]["focus"] == 1.0 and data["model_config"]["dtype"] == "float64"
     code, _, err = run_json(capsys, [*argv, "--out", str(tmp_path / "bad"), "--focus", "-1"])
     assert code == 2 and "--focus" in err and not (tmp_path / "bad").exists()
+
+
+def _swap_two_lines(path):
+    """Swap the first two different lines of a sentence: same size, same tokens and labels, other content."""
+    lines = path.read_text().splitlines(keepends=True)
+    i = next(k for k in range(len(lines) - 1) if lines[k].strip() and lines[k + 1].strip() and lines[k] != lines[k + 1])
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    before = path.stat().st_size
+    path.write_text("".join(lines))
+    assert path.stat().st_size == before
+
+
+@pytest.mark.parametrize("role", ["train", "valid"])
+def test_resume_refuses_a_data_file_whose_content_changed(tmp_path, capsys, conll_file, role):
+    import hashlib
+
+    valid = tmp_path / "valid.conll"
+    valid.write_text(conll_file.read_text())
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--valid", str(valid), "--out", str(out), "--epochs", "1", "--dim", "8"]
+    argv += ["--batch-size", "8", "--warmup-steps", "1", "--no-f1", "--json"]
+    code, data, _ = run_json(capsys, argv)
+    assert code == 0
+    assert data["data"]["data_hash"] == "sha256"
+    assert data["data"]["train_sha256"] == hashlib.sha256(conll_file.read_bytes()).hexdigest()
+    assert data["data"]["valid_sha256"] == hashlib.sha256(valid.read_bytes()).hexdigest()
+    changed = conll_file if role == "train" else valid
+    _swap_two_lines(changed)
+    kept = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, _, err = run_json(capsys, [*argv, "--resume"])
+    assert code == 2
+    assert f"{role} data file {changed}" in err and "written for other data" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == kept  # nothing deleted or rewritten
+
+
+def test_resume_of_a_checkpoint_without_data_hashes_warns_and_goes_on(tmp_path, capsys, conll_file):
+    import hashlib
+
+    from uatlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--out", str(out), "--epochs", "2", "--dim", "8", "--batch-size", "8"]
+    argv += ["--warmup-steps", "1", "--no-f1", "--json"]
+    code, _, _ = run_json(capsys, [*argv[:5], "1", *argv[6:]])  # one epoch now, the second one resumed
+    assert code == 0
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["data"]["train_sha256"] == hashlib.sha256(conll_file.read_bytes()).hexdigest()
+    state = {k: v for k, v in state.items() if k != "format"}
+    state["data"] = {k: v for k, v in state["data"].items() if not k.endswith("sha256") and k != "data_hash"}
+    state["train_config"]["epochs"] = 2  # as if the older run had asked for two epochs and stopped after one
+    save_checkpoint(state, out / "checkpoint.pt")
+    code, data, err = run_json(capsys, [*argv, "--resume"])
+    assert code == 0 and data["epochs"] == 2
+    assert "records no data hashes" in err and "unknown" in err
+    assert data["data"]["train_sha256"] == hashlib.sha256(conll_file.read_bytes()).hexdigest()

@@ -21,7 +21,7 @@ from uatlab.cli.options import (
     thread_count,
 )
 from uatlab.errors import InputError
-from uatlab.io_safety import OutputLock, check_input_file, check_output_dir
+from uatlab.io_safety import OutputLock, check_input_file, check_output_dir, file_identity
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 
 if TYPE_CHECKING:
@@ -247,6 +247,7 @@ def train_command(
     torch.set_num_threads(threads)
     train_data = load_data(data, fmt, scheme)
     valid_data = load_data(valid, fmt, scheme) if valid is not None else None
+    hashes = {"train": file_identity(data)["sha256"], "valid": file_identity(valid)["sha256"] if valid else None}
     need = train_attention_bytes(train_data, layers, heads, batch_size)
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
@@ -278,10 +279,12 @@ def train_command(
         dtype=dtype,
     )
     with OutputLock(out):
-        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling)
+        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling, hashes)
 
 
-def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling=False) -> None:
+def _train(
+    data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling=False, hashes=None
+) -> None:
     from uatlab.training.trainer import DEFAULT_TARGETS, train
 
     result = train(
@@ -296,6 +299,7 @@ def _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, j
         with_f1=not no_f1,
         log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
         stop_at_ceiling=stop_at_ceiling,
+        data_sha256=hashes,
     )
     summary = result.summary()
     if json_out:

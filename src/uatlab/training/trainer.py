@@ -340,6 +340,37 @@ def init_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
     return model
 
 
+_HASH_KEYS = ("data_hash", "train_sha256", "valid_sha256")
+
+
+def _check_data_hashes(
+    ckpt_path: Path,
+    saved: dict[str, Any],
+    hashes: dict[str, Any],
+    sources: dict[str, str | None],
+    say: Callable[[str], None],
+) -> None:
+    """Refuse to resume ``ckpt_path`` when a data file's SHA-256 differs from the one the checkpoint recorded (the
+    same path and sequence count do not make the same data); warn when the checkpoint recorded none."""
+    if not hashes:  # the caller read no files (in-memory data): nothing to compare
+        return
+    if saved.get("data_hash") != "sha256":
+        say(
+            f"warning: {ckpt_path} records no data hashes (written by an older uatlab): whether the train and valid "
+            "files are the ones it was trained on is unknown; resuming anyway"
+        )
+        return
+    for role in ("train", "valid"):
+        key = f"{role}_sha256"
+        had, have = saved.get(key), hashes.get(key)
+        if had is not None and have is not None and had != have:
+            raise CheckpointError(
+                f"{role} data file {sources.get(role)}: its content changed since {ckpt_path} was written (SHA-256 "
+                f"{have[:12]}…; the checkpoint was written for other data, {had[:12]}…); restore that file, or use "
+                "another --out or drop --resume to start again"
+            )
+
+
 class _StopFlag:
     """Set by SIGINT/SIGTERM; the loop checks it between batches and checkpoints."""
 
@@ -376,6 +407,7 @@ def train(
     stop_at_ceiling: bool = False,
     checkpoint_every: int = 1,
     eval_every: int = 1,
+    data_sha256: dict[str, str | None] | None = None,
 ) -> TrainResult:
     """Train (or resume) a model on ``train_data``; see the module docstring for the files written.
 
@@ -397,9 +429,13 @@ def train(
             end, at interruption and at the ceiling); 1 = every epoch.
         eval_every: run the full evaluation pass (and record a history row) every this many epochs
             and after the last; the capacity sweep uses it when an epoch is a single step.
+        data_sha256: SHA-256 of the files the data was read from: ``{"train": hex, "valid": hex or None}``.
+            Recorded in the checkpoint and the summary's ``data`` (``data_hash``, ``train_sha256``,
+            ``valid_sha256``); with ``resume``, a checkpoint recording other hashes is refused, and one recording
+            none (written before hashes were kept) is resumed with a warning that the data is unchecked.
 
     Raises:
-        CheckpointError: unreadable checkpoint, or one for another model/config/data.
+        CheckpointError: unreadable checkpoint, or one for another model/config/data (file contents included).
         TrainingError: non-finite loss (names epoch, batch and its first sentence).
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
             the run would replace and that an earlier run did not write (or the init model itself).
@@ -420,6 +456,7 @@ def train(
             stop_at_ceiling,
             checkpoint_every,
             eval_every,
+            data_sha256,
         )
 
 
@@ -438,6 +475,7 @@ def _train_in(
     stop_at_ceiling: bool,
     checkpoint_every: int,
     eval_every: int,
+    data_sha256: dict[str, str | None] | None = None,
 ) -> TrainResult:
     """`train` once its folder is checked and open (every write into it is checked and recorded)."""
     say = log or (lambda _msg: None)
@@ -527,6 +565,16 @@ def _train_in(
         "train_tokens": train_data.num_tokens,
         "valid_sequences": len(valid_data) if valid_data is not None else None,
     }
+    hashes = (
+        {
+            "data_hash": "sha256",
+            "train_sha256": data_sha256.get("train"),
+            "valid_sha256": data_sha256.get("valid") if valid_data is not None else None,
+        }
+        if data_sha256 is not None
+        else {}
+    )
+    data_info |= hashes
     history: list[dict[str, Any]] = []
     # sequences with an inherent conflict (an identical sequence with another label) are never replayed
     conflicted = {i for c in rep.conflicts for i in c.sequences}
@@ -536,7 +584,10 @@ def _train_in(
         state = load_checkpoint(ckpt_path)
         saved_cfg = {"focus": 0.0, "focus_margin": 1.0, "replay": 0} | state.get("train_config", {})
         diffs = config_differences(saved_cfg, cfg.as_dict())
-        diffs += config_differences(state.get("data", {}), fingerprint)
+        saved_data = state.get("data", {})
+        sources = {"train": train_data.source, "valid": valid_data.source if valid_data is not None else None}
+        _check_data_hashes(ckpt_path, saved_data, hashes, sources, say)
+        diffs += config_differences({k: v for k, v in saved_data.items() if k not in _HASH_KEYS}, fingerprint)
         saved_model_cfg = state.get("model_config")
         if saved_model_cfg != model.config.to_json():
             wanted = model.config.to_json()
@@ -580,7 +631,7 @@ def _train_in(
         save_checkpoint(
             {
                 "train_config": cfg.as_dict(),
-                "data": fingerprint,
+                "data": fingerprint | hashes,
                 "model_config": model.config.to_json(),
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
