@@ -130,3 +130,32 @@ def test_resume_of_a_checkpoint_without_data_hashes_warns_and_goes_on(tmp_path, 
     assert code == 0 and data["epochs"] == 2
     assert "records no data hashes" in err and "unknown" in err
     assert data["data"]["train_sha256"] == hashlib.sha256(conll_file.read_bytes()).hexdigest()
+
+
+def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypatch):
+    import re
+
+    from uatlab.training import trainer
+
+    argv = ["train", str(conll_file), "--epochs", "1", "--dim", "8", "--batch-size", "8", "--warmup-steps", "1"]
+    argv += ["--no-f1", "--json"]
+    returned = {
+        main([*argv, "--out", str(tmp_path / "done")]),
+        main([*argv, "--out", str(tmp_path / "bad"), "--lr", "-1"]),
+        main([*argv, "--out", str(tmp_path / "budget"), "--max-minutes", "1e-9"]),
+    }
+    real_enter = trainer._StopFlag.__enter__
+
+    def interrupted_at_once(self):
+        real_enter(self)
+        self.signal = "SIGINT"
+        return self
+
+    monkeypatch.setattr(trainer._StopFlag, "__enter__", interrupted_at_once)
+    returned.add(main([*argv, "--out", str(tmp_path / "stopped")]))
+    capsys.readouterr()
+    assert main(["train", "--help"]) == 0
+    text = capsys.readouterr().out
+    listed = text[text.index("Exit codes:") :].split("\n\n")[0]
+    named = {int(m) for m in re.findall(r"^\s+(\d+)\s", listed, flags=re.M)}
+    assert returned == {0, 2, 3, 130} and named == returned, listed

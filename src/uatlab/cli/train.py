@@ -228,7 +228,16 @@ def train_command(
     no_f1: bool = typer.Option(False, "--no-f1", help="Skip the per-epoch entity F1 (faster)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Train a rank-r Transformer to memorize token labels; checkpoints, resumes, logs per-epoch metrics."""
+    """Train a rank-r Transformer to memorize token labels; checkpoints, resumes, logs per-epoch metrics.
+
+    \b
+    Exit codes:
+      0    the run completed (all --epochs, or the ceiling with --stop-at-ceiling)
+      2    a user error, one 'error:' line: bad data or option, a checkpoint for
+           another run or other data, a non-finite loss (last checkpoint kept)
+      3    --max-minutes ran out: checkpoint saved; rerun with --resume
+      130  interrupted (Ctrl-C, SIGTERM): checkpoint saved; rerun with --resume
+    """
     import torch
 
     set_memory_limit(max_memory)
