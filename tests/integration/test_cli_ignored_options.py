@@ -200,3 +200,15 @@ def test_predict_refuses_unknown_unk_on_a_next_token_model(tmp_path, capsys, pyt
     assert main(["predict", str(model), str(query), "--unknown", "unk"]) == 2
     one_error_line(capsys, "--unknown unk", "next-token model", "no unknown-word token")
     assert main(["predict", str(model), str(query), "--unknown", "error"]) == 0  # what it does anyway: accepted
+
+
+def test_train_refuses_focus_margin_without_focus(tmp_path, capsys, conll_file):
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--out", str(out), "--epochs", "1", "--dim", "8", "--no-f1", "--json"]
+    for focus in ([], ["--focus", "0"]):
+        assert main([*argv, *focus, "--focus-margin", "2"]) == 2
+        one_error_line(capsys, "--focus-margin", "no effect without --focus")
+        assert not out.exists()
+    assert main([*argv, "--focus", "0.5", "--focus-margin", "2"]) == 0  # with the margin loss on, it is used
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["config"]["focus"], summary["config"]["focus_margin"]) == (0.5, 2.0)

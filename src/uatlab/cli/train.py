@@ -240,6 +240,11 @@ def train_command(
     """
     import torch
 
+    if focus == 0 and given_options(ctx, "focus_margin"):  # the margin only shapes the focus loss
+        raise InputError(
+            "--focus-margin has no effect without --focus (the margin loss is off at --focus 0); give --focus > 0 "
+            "or leave --focus-margin out"
+        )
     set_memory_limit(max_memory)
     check_input_file(data)
     for extra, name in ((valid, "--valid file"), (init, "--init model file")):
