@@ -212,3 +212,14 @@ def test_train_refuses_focus_margin_without_focus(tmp_path, capsys, conll_file):
     assert main([*argv, "--focus", "0.5", "--focus-margin", "2"]) == 0  # with the margin loss on, it is used
     summary = json.loads(capsys.readouterr().out)
     assert (summary["config"]["focus"], summary["config"]["focus_margin"]) == (0.5, 2.0)
+
+
+def test_compile_refuses_exp_ulp_with_no_certify(tmp_path, capsys, token_data):
+    data, _ = token_data
+    out = tmp_path / "m.safetensors"
+    argv = ["compile", str(data), "--out", str(out), "--json"]
+    assert main([*argv, "--no-certify", "--exp-ulp", "3"]) == 2
+    one_error_line(capsys, "--exp-ulp", "no effect with --no-certify")
+    assert not out.exists()
+    assert main([*argv, "--exp-ulp", "3"]) == 0  # with the certificate it is the error the certificate assumes
+    assert json.loads(capsys.readouterr().out)["exp_ulps"] == 3.0

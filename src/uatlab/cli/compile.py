@@ -202,7 +202,7 @@ def compile_cmd(
     ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
-    exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
+    exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP + " Refused with --no-certify."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
     chunk_tokens: int = typer.Option(
         1_000_000,
@@ -254,6 +254,8 @@ def compile_cmd(
     refuse_given(ctx, "--task token", ("window", "tokenizer"))
     if ff == "deep":
         refuse_given(ctx, "--ff deep", DEEP_REFUSES)
+    if no_certify:  # the exp error is an assumption of the certificate, and there is none
+        refuse_given(ctx, "--no-certify (it is an assumption of the certificate)", ("exp_ulp",))
     set_memory_limit(max_memory)
     if dtype not in ("float64", "float32"):
         raise InputError(f"--dtype must be float64 or float32 for --task token, got {dtype!r}")
