@@ -223,3 +223,58 @@ def test_compile_refuses_exp_ulp_with_no_certify(tmp_path, capsys, token_data):
     assert not out.exists()
     assert main([*argv, "--exp-ulp", "3"]) == 0  # with the certificate it is the error the certificate assumes
     assert json.loads(capsys.readouterr().out)["exp_ulps"] == 3.0
+
+
+@pytest.fixture
+def conll_dir(tmp_path, conll_file):
+    folder = tmp_path / "conll"
+    folder.mkdir()
+    (folder / "train.txt").write_text(conll_file.read_text())
+    return folder
+
+
+def test_reproduce_refuses_data_dir_when_no_selected_claim_reads_conll(tmp_path, capsys, conll_dir):
+    from uatlab.claims.registry import all_claims
+
+    claims = all_claims()
+    never = next(c.id for c in claims if c.reads_conll == "never")
+    full_only = next(c.id for c in claims if c.reads_conll == "full")
+    out = tmp_path / "report"
+    argv = ["reproduce", "--data-dir", str(conll_dir), "--out", str(out), "--json"]
+    assert main([*argv, "--only", never]) == 2
+    one_error_line(capsys, "--data-dir", f"no effect with --only {never}", "no selected claim reads CoNLL-2003")
+    assert main([*argv, "--only", full_only, "--quick"]) == 2
+    one_error_line(capsys, "--data-dir", "no effect with --quick", full_only)
+    assert not out.exists()
+
+
+def test_reproduce_passes_data_dir_to_a_claim_that_reads_conll(tmp_path, capsys, conll_dir, monkeypatch):
+    import dataclasses
+
+    from uatlab.claims import registry
+
+    claim = next(c for c in registry.all_claims() if c.reads_conll == "always")
+
+    def where_conll_is(ctx):  # stands in for the (minutes-long) check: reports the file it would read
+        return registry.ClaimResult(verdict="pass", figures={"conll": str(ctx.conll_train())})
+
+    monkeypatch.setitem(registry._REGISTRY, claim.id, dataclasses.replace(claim, check=where_conll_is))
+    out = tmp_path / "report"
+    argv = ["reproduce", "--data-dir", str(conll_dir), "--out", str(out), "--only", claim.id, "--quick", "--json"]
+    assert main(argv) == 0
+    runs = json.loads(capsys.readouterr().out)["claims"]
+    assert [r["measured"]["conll"] for r in runs] == [str(conll_dir / "train.txt")]
+
+
+def test_claims_declare_whether_they_read_conll():
+    """A check that calls `ClaimContext.conll_train` (directly or through `conll_or_synthetic`) declares it."""
+    import inspect
+
+    from uatlab.claims.registry import all_claims
+
+    for claim in all_claims():
+        source = inspect.getsource(claim.check)
+        reads = "conll_train(" in source or "conll_or_synthetic(" in source
+        assert (claim.reads_conll != "never") == reads, claim.id
+        if claim.reads_conll == "full":
+            assert "None if ctx.quick else ctx.conll_train()" in source, claim.id

@@ -154,6 +154,7 @@ def _figures(ctx: ClaimContext, dtype: str, data, res, size: tuple[int, int, int
     "Σ H(label | word) per dense non-embedding parameter.",
     paper="Kajitsuka & Sato, ICLR 2025",
     theorem="sequence-to-sequence memorization with Õ(√(nN)) parameters (one self-attention layer + deep FFN)",
+    reads_conll="full",
 )
 def check_memorization_deep(ctx: ClaimContext) -> ClaimResult:
     import numpy as np

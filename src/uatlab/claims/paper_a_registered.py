@@ -26,6 +26,7 @@ PAPER_A = "Kajitsuka & Sato, ICLR 2024"
     "epochs of the fastest depth.",
     paper=PAPER_A,
     theorem="Section 5 (depth ablation 1 / 3 / 6 layers), Corollary 1",
+    reads_conll="always",
 )
 def _depth_ablation(ctx: ClaimContext) -> ClaimResult:
     data, source = conll_or_synthetic(ctx, 24 if ctx.quick else 500, ctx.seed)
@@ -146,6 +147,7 @@ def _causal_margins_figure(ctx: ClaimContext, cert, N: int):
     "of the fastest rank.",
     paper=PAPER_A,
     theorem="Section 5 (rank-1 experiment), Theorem 2 (rank 1 is enough)",
+    reads_conll="always",
 )
 def _rank_ablation(ctx: ClaimContext) -> ClaimResult:
     from uatlab.data import write_jsonl

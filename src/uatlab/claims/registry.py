@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 Verdict = Literal["pass", "fail", "error", "skipped"]
+#: whether a check reads CoNLL-2003 train when it is given: never, always (quick and full mode), or in full mode only
+ReadsConll = Literal["never", "always", "full"]
+READS_CONLL = ("never", "always", "full")
 
 #: environment variable naming the folder with the CoNLL-2003 files (train.txt, valid.txt)
 CONLL_DIR_ENV = "UATLAB_CONLL_DIR"
@@ -85,6 +88,12 @@ class Claim:
     paper: str
     theorem: str
     check: Callable[[ClaimContext], ClaimResult]
+    reads_conll: ReadsConll = "never"  # whether the check reads `ClaimContext.conll_train` (see `reads_conll_in`)
+
+    def reads_conll_in(self, quick: bool) -> bool:
+        """True when the check reads CoNLL-2003 train (if given) in this mode: ``reads_conll`` is 'always', or
+        'full' and this is not a quick run (a quick run of such a check uses a synthetic stand-in)."""
+        return self.reads_conll == "always" or (self.reads_conll == "full" and not quick)
 
 
 @dataclass
@@ -112,13 +121,19 @@ class ClaimRun:
 _REGISTRY: dict[str, Claim] = {}
 
 
-def register_claim(*, id: str, statement: str, paper: str, theorem: str) -> Callable:
-    """Decorator registering ``check`` under ``id`` (ids are unique)."""
+def register_claim(*, id: str, statement: str, paper: str, theorem: str, reads_conll: ReadsConll = "never") -> Callable:
+    """Decorator registering ``check`` under ``id`` (ids are unique). ``reads_conll``: whether ``check`` reads
+    CoNLL-2003 train when it is given (`ClaimContext.conll_train`): 'never', 'always', or 'full' (in full mode
+    only); ``uatlab reproduce --data-dir`` is refused when no selected claim reads it."""
+    if reads_conll not in READS_CONLL:
+        raise ValueError(f"claim {id!r}: reads_conll must be one of {READS_CONLL}, got {reads_conll!r}")
 
     def wrap(check: Callable[[ClaimContext], ClaimResult]) -> Callable[[ClaimContext], ClaimResult]:
         if id in _REGISTRY and _REGISTRY[id].check is not check:
             raise ValueError(f"claim id {id!r} is registered twice")
-        _REGISTRY[id] = Claim(id=id, statement=statement, paper=paper, theorem=theorem, check=check)
+        _REGISTRY[id] = Claim(
+            id=id, statement=statement, paper=paper, theorem=theorem, check=check, reads_conll=reads_conll
+        )
         return check
 
     return wrap

@@ -64,6 +64,7 @@ def train_to_ceiling(data, cfg):
     ),
     paper="Kajitsuka & Sato, ICLR 2024",
     theorem="Section 5 (experiment), Corollary 1 (memorization)",
+    reads_conll="always",
 )
 def check_trained_memorization(ctx: ClaimContext) -> ClaimResult:
     from uatlab.data import baselines

@@ -30,7 +30,10 @@ def reproduce(
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed passed to every check."),
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic)."
+        None,
+        "--data-dir",
+        help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic). Refused when no "
+        "selected claim reads it (some read it in full mode only, not with --quick).",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
@@ -45,10 +48,31 @@ def reproduce(
             ids = ", ".join(c.id for c in all_claims()[:8])
             raise InputError(f"--only {pattern!r} matches no claim (ids look like {ids}, …)")
     select = (lambda c: any(fnmatch.fnmatch(c.id, p) for p in patterns)) if patterns else None
+    if data_dir is not None:
+        _refuse_unread_data_dir([c for c in all_claims() if select is None or select(c)], quick, patterns)
     check_output_dir(out)
     folder = OutputFolder(out, "reproduce", REPRODUCE_OUTPUTS).check()  # a user's report.md is never replaced
     with OutputLock(out, hint="use another --out"), folder:
         _reproduce(out, quick, seed, data_dir, select, json_out)
+
+
+def _refuse_unread_data_dir(chosen: list, quick: bool, patterns: list[str]) -> None:
+    """``--data-dir`` is refused, naming the option that makes it unused, when none of the ``chosen`` claims reads
+    CoNLL-2003 in this mode (`uatlab.claims.registry.Claim.reads_conll`)."""
+    if any(c.reads_conll_in(quick) for c in chosen):
+        return
+    full_only = [c.id for c in chosen if c.reads_conll == "full"]
+    if quick and full_only:
+        raise InputError(
+            f"--data-dir has no effect with --quick: the selected claims read CoNLL-2003 in full mode only "
+            f"({', '.join(full_only[:4])}); drop --quick or --data-dir"
+        )
+    readers = [c.id for c in all_claims() if c.reads_conll_in(quick)]
+    only = f"--only {','.join(patterns)}" if patterns else ("--quick" if quick else "these options")
+    raise InputError(
+        f"--data-dir has no effect with {only}: no selected claim reads CoNLL-2003"
+        + (f" (those that do{' with --quick' if quick else ''}: {', '.join(readers[:4])})" if readers else "")
+    )
 
 
 def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select, json_out: bool) -> None:
