@@ -159,3 +159,17 @@ def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypat
     listed = text[text.index("Exit codes:") :].split("\n\n")[0]
     named = {int(m) for m in re.findall(r"^\s+(\d+)\s", listed, flags=re.M)}
     assert returned == {0, 2, 3, 130} and named == returned, listed
+
+
+def test_resume_refuses_another_label_scheme(tmp_path, capsys):
+    """IOB1 labels whose IOB2 conversion keeps the label set: only the recorded scheme tells the runs apart."""
+    path = tmp_path / "iob1.conll"
+    path.write_text("a I-PER\nb O\n\nc I-PER\nd B-PER\ne O\n\nf O\na I-PER\na I-PER\n\n")
+    out = tmp_path / "run"
+    argv = ["train", str(path), "--out", str(out), "--epochs", "1", "--dim", "8", "--warmup-steps", "1", "--no-f1"]
+    code, data, _ = run_json(capsys, [*argv, "--json"])
+    assert code == 0 and data["data"]["label_scheme"] == "keep"
+    code, _, err = run_json(capsys, [*argv, "--scheme", "iob2", "--resume", "--json"])
+    assert code == 2 and "label_scheme: checkpoint has 'keep', this run asks for 'iob2'" in err
+    code, _, _ = run_json(capsys, [*argv, "--scheme", "keep", "--resume", "--json"])
+    assert code == 0

@@ -342,3 +342,16 @@ def test_replay_trains_on_the_wrong_sequences_and_resumes_exactly(tmp_path):
         "seconds_eval": 0,
     }  # nothing to replay before the first full pass
     assert plain.history[-1]["train_loss"] != full.history[-1]["train_loss"]
+
+
+def test_resume_refuses_a_checkpoint_for_another_token_vocabulary(tmp_path):
+    """Same source, sequence and token counts and label set, other words: every token id would mean another word."""
+    data = tiny_ner(12)
+    renamed = from_lists([[t.replace("w", "v") for t in s] for s in data.tokens], data.labels, source=data.source)
+    cfg = TrainConfig(epochs=1, **SMALL)
+    train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
+    kept = (tmp_path / "run" / "checkpoint.pt").read_bytes()
+    with pytest.raises(CheckpointError, match=r"different run[\s\S]*tokens vocabulary: checkpoint has \d+ \('w"):
+        train(renamed, cfg, tmp_path / "run", progress=False, with_f1=False, resume=True)
+    assert (tmp_path / "run" / "checkpoint.pt").read_bytes() == kept
+    train(data, cfg, tmp_path / "run", progress=False, with_f1=False, resume=True)  # its own data resumes

@@ -293,11 +293,35 @@ def train_command(
         dtype=dtype,
     )
     with OutputLock(out):
-        _train(data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling, hashes)
+        _train(
+            data,
+            train_data,
+            valid_data,
+            out,
+            cfg,
+            resume,
+            max_minutes,
+            no_f1,
+            json_out,
+            stop_at_ceiling,
+            hashes,
+            scheme,
+        )
 
 
 def _train(
-    data, train_data, valid_data, out, cfg, resume, max_minutes, no_f1, json_out, stop_at_ceiling=False, hashes=None
+    data,
+    train_data,
+    valid_data,
+    out,
+    cfg,
+    resume,
+    max_minutes,
+    no_f1,
+    json_out,
+    stop_at_ceiling=False,
+    hashes=None,
+    scheme=None,
 ) -> None:
     from uatlab.training.trainer import DEFAULT_TARGETS, train
 
@@ -314,6 +338,7 @@ def _train(
         log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
         stop_at_ceiling=stop_at_ceiling,
         data_sha256=hashes,
+        label_scheme=scheme,
     )
     summary = result.summary()
     if json_out:

@@ -341,6 +341,24 @@ def init_model(cfg: TrainConfig, vocab: Encoding, max_len: int) -> Transformer:
 
 
 _HASH_KEYS = ("data_hash", "train_sha256", "valid_sha256")
+_CHECKED_APART = (*_HASH_KEYS, "label_scheme")  # absent from older checkpoints: compared only when both have them
+
+
+def _vocabulary_differences(saved_tokens: Any, saved_labels: Any, vocab: Encoding) -> list[str]:
+    """``what: checkpoint has …, this run has …`` for the token and label vocabularies (id order) that differ from
+    the checkpoint's: the same counts in another order would resume silently with every id meaning another item."""
+    out = []
+    for what, saved, now in (
+        ("labels", saved_labels, vocab.id_to_label),
+        ("tokens", saved_tokens, vocab.id_to_token),
+    ):
+        if saved is None or list(saved) == list(now):
+            continue
+        saved, now = list(saved), list(now)
+        i = next((k for k, (a, b) in enumerate(zip(saved, now, strict=False)) if a != b), min(len(saved), len(now)))
+        had, has = (repr(v[i]) if i < len(v) else "nothing" for v in (saved, now))
+        out.append(f"{what} vocabulary: checkpoint has {len(saved)} ({had} at id {i}), this run has {len(now)} ({has})")
+    return out
 
 
 def _check_data_hashes(
@@ -408,6 +426,7 @@ def train(
     checkpoint_every: int = 1,
     eval_every: int = 1,
     data_sha256: dict[str, str | None] | None = None,
+    label_scheme: str | None = None,
 ) -> TrainResult:
     """Train (or resume) a model on ``train_data``; see the module docstring for the files written.
 
@@ -433,6 +452,9 @@ def train(
             Recorded in the checkpoint and the summary's ``data`` (``data_hash``, ``train_sha256``,
             ``valid_sha256``); with ``resume``, a checkpoint recording other hashes is refused, and one recording
             none (written before hashes were kept) is resumed with a warning that the data is unchecked.
+        label_scheme: how the labels were read (``uatlab train --scheme``: 'keep' or 'iob2'), recorded in the
+            checkpoint and the summary's ``data``; ``resume`` refuses a checkpoint recording another one. ``resume``
+            also refuses a checkpoint whose token or label vocabulary (in id order) is not this run's.
 
     Raises:
         CheckpointError: unreadable checkpoint, or one for another model/config/data (file contents included).
@@ -457,6 +479,7 @@ def train(
             checkpoint_every,
             eval_every,
             data_sha256,
+            label_scheme,
         )
 
 
@@ -476,6 +499,7 @@ def _train_in(
     checkpoint_every: int,
     eval_every: int,
     data_sha256: dict[str, str | None] | None = None,
+    label_scheme: str | None = None,
 ) -> TrainResult:
     """`train` once its folder is checked and open (every write into it is checked and recorded)."""
     say = log or (lambda _msg: None)
@@ -574,7 +598,8 @@ def _train_in(
         if data_sha256 is not None
         else {}
     )
-    data_info |= hashes
+    reading = {"label_scheme": label_scheme} if label_scheme is not None else {}
+    data_info |= hashes | reading
     history: list[dict[str, Any]] = []
     # sequences with an inherent conflict (an identical sequence with another label) are never replayed
     conflicted = {i for c in rep.conflicts for i in c.sequences}
@@ -587,7 +612,12 @@ def _train_in(
         saved_data = state.get("data", {})
         sources = {"train": train_data.source, "valid": valid_data.source if valid_data is not None else None}
         _check_data_hashes(ckpt_path, saved_data, hashes, sources, say)
-        diffs += config_differences({k: v for k, v in saved_data.items() if k not in _HASH_KEYS}, fingerprint)
+        diffs += config_differences({k: v for k, v in saved_data.items() if k not in _CHECKED_APART}, fingerprint)
+        if label_scheme is not None and saved_data.get("label_scheme", label_scheme) != label_scheme:
+            diffs.append(
+                f"label_scheme: checkpoint has {saved_data['label_scheme']!r}, this run asks for {label_scheme!r}"
+            )
+        diffs += _vocabulary_differences(state.get("vocab_tokens"), state.get("vocab_labels"), vocab)
         saved_model_cfg = state.get("model_config")
         if saved_model_cfg != model.config.to_json():
             wanted = model.config.to_json()
@@ -631,7 +661,7 @@ def _train_in(
         save_checkpoint(
             {
                 "train_config": cfg.as_dict(),
-                "data": fingerprint | hashes,
+                "data": fingerprint | hashes | reading,
                 "model_config": model.config.to_json(),
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
