@@ -278,3 +278,30 @@ def test_claims_declare_whether_they_read_conll():
         assert (claim.reads_conll != "never") == reads, claim.id
         if claim.reads_conll == "full":
             assert "None if ctx.quick else ctx.conll_train()" in source, claim.id
+
+
+def test_reproduce_help_names_the_exit_codes_it_returns(tmp_path, capsys, monkeypatch):
+    import dataclasses
+    import re
+
+    from uatlab.claims import registry
+
+    claim = next(c for c in registry.all_claims() if c.reads_conll == "never")
+    verdicts = iter(["pass", "fail"])
+
+    def stand_in(ctx):  # the claim's check, replaced: passes once, then fails
+        return registry.ClaimResult(verdict=next(verdicts), figures={"x": 1.0})
+
+    monkeypatch.setitem(registry._REGISTRY, claim.id, dataclasses.replace(claim, check=stand_in))
+    argv = ["reproduce", "--only", claim.id, "--quick", "--json", "--out"]
+    returned = {main([*argv, str(tmp_path / "passed")])}
+    returned.add(main([*argv, str(tmp_path / "failed")]))
+    assert (tmp_path / "failed" / "claims.json").is_file()  # a failed claim still has its report
+    returned.add(main([*argv, str(tmp_path / "bad"), "--seed", "-1"]))
+    capsys.readouterr()
+    assert main(["reproduce", "--help"]) == 0
+    text = capsys.readouterr().out
+    listed = text[text.index("Exit codes:") :].split("\n\n")[0]
+    named = {int(m) for m in re.findall(r"^\s+(\d+)\s", listed, flags=re.M)}
+    # 130 (interrupted) is produced by the CLI entry for every command (tests/integration/test_bad_input.py)
+    assert returned == {0, 1, 2} and named == returned | {130}, listed

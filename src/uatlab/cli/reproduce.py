@@ -37,7 +37,15 @@ def reproduce(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Run every registered claim of both papers and write claims.json plus a report."""
+    """Run every registered claim of both papers and write claims.json plus a report.
+
+    \b
+    Exit codes:
+      0    every selected claim passed (or was skipped, saying why)
+      1    a claim failed or raised: claims.json and the report are still written
+      2    a user error, one 'error:' line (bad option, a file in --out that is not a report's)
+      130  interrupted (Ctrl-C, SIGTERM)
+    """
     if data_dir is not None and not (data_dir / "train.txt").is_file():
         raise InputError(f"--data-dir {data_dir}: no train.txt there")
     patterns = [p.strip() for opt in only for p in opt.split(",") if p.strip()]
