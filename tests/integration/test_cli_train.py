@@ -110,6 +110,25 @@ def test_resume_refuses_a_data_file_whose_content_changed(tmp_path, capsys, conl
     assert {p.name: p.read_bytes() for p in out.iterdir()} == kept  # nothing deleted or rewritten
 
 
+def test_resume_accepts_the_same_train_file_moved(tmp_path, capsys, conll_file):
+    # the content is proved the same by its SHA-256: a moved or renamed file is the same data
+    out = tmp_path / "run"
+    opts = ["--out", str(out), "--epochs", "2", "--dim", "8", "--batch-size", "8", "--warmup-steps", "1", "--no-f1"]
+    code, first, _ = run_json(capsys, ["train", str(conll_file), *opts, "--max-minutes", "1e-9", "--json"])
+    assert code == 3 and first["epochs"] < 2  # stopped by the time budget, checkpoint saved
+    moved = tmp_path / "elsewhere" / "renamed.conll"
+    moved.parent.mkdir()
+    conll_file.rename(moved)
+    code, data, err = run_json(capsys, ["train", str(moved), *opts, "--resume", "--json"])
+    assert code == 0, err
+    assert "resumed from" in err and data["status"] == "completed" and data["epochs"] == 2
+    # other content at the old path is still refused
+    moved.rename(conll_file)
+    _swap_two_lines(conll_file)
+    code, _, err = run_json(capsys, ["train", str(conll_file), *opts, "--resume", "--json"])
+    assert code == 2 and "written for other data" in err
+
+
 def test_resume_of_a_checkpoint_without_data_hashes_warns_and_goes_on(tmp_path, capsys, conll_file):
     import hashlib
 

@@ -367,17 +367,18 @@ def _check_data_hashes(
     hashes: dict[str, Any],
     sources: dict[str, str | None],
     say: Callable[[str], None],
-) -> None:
+) -> bool:
     """Refuse to resume ``ckpt_path`` when a data file's SHA-256 differs from the one the checkpoint recorded (the
-    same path and sequence count do not make the same data); warn when the checkpoint recorded none."""
+    same path and sequence count do not make the same data); warn when the checkpoint recorded none. True when
+    the train file's content is proved the same (then its path may differ: the file was moved or renamed)."""
     if not hashes:  # the caller read no files (in-memory data): nothing to compare
-        return
+        return False
     if saved.get("data_hash") != "sha256":
         say(
             f"warning: {ckpt_path} records no data hashes (written by an older uatlab): whether the train and valid "
             "files are the ones it was trained on is unknown; resuming anyway"
         )
-        return
+        return False
     for role in ("train", "valid"):
         key = f"{role}_sha256"
         had, have = saved.get(key), hashes.get(key)
@@ -387,6 +388,7 @@ def _check_data_hashes(
                 f"{have[:12]}…; the checkpoint was written for other data, {had[:12]}…); restore that file, or use "
                 "another --out or drop --resume to start again"
             )
+    return saved.get("train_sha256") is not None and saved.get("train_sha256") == hashes.get("train_sha256")
 
 
 class _StopFlag:
@@ -611,8 +613,12 @@ def _train_in(
         diffs = config_differences(saved_cfg, cfg.as_dict())
         saved_data = state.get("data", {})
         sources = {"train": train_data.source, "valid": valid_data.source if valid_data is not None else None}
-        _check_data_hashes(ckpt_path, saved_data, hashes, sources, say)
-        diffs += config_differences({k: v for k, v in saved_data.items() if k not in _CHECKED_APART}, fingerprint)
+        same_train_content = _check_data_hashes(ckpt_path, saved_data, hashes, sources, say)
+        apart = (*_CHECKED_APART, "train_source") if same_train_content else _CHECKED_APART
+        diffs += config_differences(
+            {k: v for k, v in saved_data.items() if k not in apart},
+            {k: v for k, v in fingerprint.items() if k not in apart},
+        )
         if label_scheme is not None and saved_data.get("label_scheme", label_scheme) != label_scheme:
             diffs.append(
                 f"label_scheme: checkpoint has {saved_data['label_scheme']!r}, this run asks for {label_scheme!r}"
