@@ -269,3 +269,28 @@ def test_certify_refuses_options_exact_certificates_ignore(here: Path, capsys) -
             assert f"error: {option[0]} has no effect with {kind} ({model})" in err, err
         assert main(["certify", model, data, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["certified"] is True
+
+
+@pytest.mark.parametrize(
+    ("out", "work", "make"),
+    [
+        ("X", "X", None),
+        ("w/m.safetensors", "w", None),
+        ("./w/sub/m.safetensors", "w", None),
+        ("w/m.safetensors", "./w", "w"),  # an existing folder of the user's
+        ("m.safetensors", "m.safetensors/work", None),
+        ("m.safetensors", "./sub/../m.safetensors", None),
+    ],
+)
+def test_out_and_work_dir_that_overlap_are_refused_first(here: Path, capsys, out: str, work: str, make) -> None:
+    """--out equal to, inside, or around --work-dir: one error naming both options, and no file is touched."""
+    if make:
+        (here / make).mkdir()
+        (here / make / "KEEP.txt").write_text("mine")
+    before = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
+    capsys.readouterr()
+    assert main(["compile", "s.jsonl", "--out", out, "--work-dir", work]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {Path(out)}" in err and f"--work-dir {Path(work)}" in err, err
+    after = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
+    assert after == before

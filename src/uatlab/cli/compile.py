@@ -281,6 +281,7 @@ def compile_cmd(
     check_input_file(data)
     check_output_file(out, [data])
     work = work_dir or out.with_name(out.name + ".work")
+    _check_out_and_work(out, work)
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
     _refuse_existing_default_out(ctx, out)
@@ -408,6 +409,22 @@ def warn_not_certified(certified: int | None, ceiling: int, dtype: str, out: Pat
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _check_out_and_work(out: Path, work: Path) -> None:
+    """Refuse, before any file is touched, a model path and a work directory that overlap: the same path, the
+    model inside the work directory (whose files the run creates and deletes) or the work directory inside the
+    model's path (it would make a folder where the model file goes)."""
+    o, w = out.resolve(), work.resolve()
+    if o == w:
+        why = "are the same path"
+    elif w in o.parents:
+        why = "overlap: the model file would lie inside the work directory, which compile creates and deletes"
+    elif o in w.parents:
+        why = "overlap: the work directory would lie inside the model file's path"
+    else:
+        return
+    raise InputError(f"--out {out} and --work-dir {work} {why}; give --work-dir a folder apart from --out")
 
 
 def _refuse_existing_default_out(ctx: typer.Context, out: Path) -> None:
