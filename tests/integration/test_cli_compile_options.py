@@ -294,3 +294,25 @@ def test_out_and_work_dir_that_overlap_are_refused_first(here: Path, capsys, out
     assert f"--out {Path(out)}" in err and f"--work-dir {Path(work)}" in err, err
     after = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
     assert after == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compile", "s.jsonl", "--out", "newdir/"],
+        ["compile", "s.jsonl", "--out", "newdir/m.safetensors/"],
+        ["synth", "newdir/"],
+        ["synth", "s.jsonl/"],
+    ],
+    ids=["compile", "compile-nested", "synth", "synth-existing-file"],
+)
+def test_output_file_spelt_as_a_folder_is_refused(here: Path, capsys, argv: list[str]) -> None:
+    """An output file path ending in '/' is refused naming it (a file path is needed); nothing is written."""
+    before = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    option = "--out" if argv[0] == "compile" else "out"
+    assert f"'{option}'" in err and repr(argv[-1]) in err and "file path" in err, err
+    after = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
+    assert after == before

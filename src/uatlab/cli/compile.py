@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, check_workers, no_data_error, one_of, refuse_given, thread_count
+from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -174,6 +174,8 @@ def compile_cmd(
     out: Path = typer.Option(
         Path("model.safetensors"),
         "--out",
+        parser=file_path("model file"),
+        metavar="<path>",
         help="Where to save the compiled model. A file named here is replaced (atomically, once the new model is "
         "complete); an existing model.safetensors is never replaced unless --out names it; an input file is "
         "never overwritten.",
@@ -689,7 +691,9 @@ def certify_cmd(
 @app.command("synth")
 def synth_cmd(
     out: Path = typer.Argument(
-        ..., help="JSONL file to write (an existing file is replaced, atomically at the end, only if synth wrote it)."
+        ...,
+        parser=file_path("data file"),
+        help="JSONL file to write (an existing file is replaced, atomically at the end, only if synth wrote it).",
     ),
     sequences: int = typer.Option(1000, "-N", "--sequences", min=1, max=10**12, help="Number of sequences N."),
     length: int = typer.Option(32, "-n", "--length", min=1, max=10**6, help="Tokens per sequence n."),

@@ -9,7 +9,9 @@ Every check raises ``typer.BadParameter``, which the CLI prints as one ``error:`
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -88,6 +90,23 @@ def int_list(lo: int = 1, hi: int | None = None, name: str = "value") -> Callabl
 def float_list(lo: float | None = None, lo_open: bool = False, name: str = "value") -> Callable[[Any], Any]:
     """Callback: a comma-separated list of finite floats (> or ≥ lo), at least one (the text is kept)."""
     return _number_list(float, "numbers", name, finite(lo, lo_open=lo_open))
+
+
+def file_path(what: str = "file") -> Callable[[Any], Path]:
+    """Parser for an option or argument that names a file to write: the text as a Path, refusing one that ends
+    in a path separator ("out/", a folder's spelling: Path would silently drop the slash and write a file named
+    "out"). ``what`` names the file in the message ("model file", "data file")."""
+    seps = {"/", os.sep, os.altsep} - {None}
+
+    def parse(value: Any) -> Path:
+        if isinstance(value, Path):  # a default, already a Path
+            return value
+        text = str(value)
+        if len(text) > 1 and text[-1] in seps:
+            raise typer.BadParameter(f"{text!r} ends in {text[-1]!r}, the spelling of a folder: give a {what} path")
+        return Path(text)
+
+    return parse
 
 
 def reject_overridden(ctx: typer.Context, quick: bool, *names: str) -> None:
