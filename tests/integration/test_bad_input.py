@@ -285,6 +285,45 @@ def test_chunk_atomic_and_resume_checks_identity(case_dir: Path, capsys) -> None
     assert not work.exists()
 
 
+@pytest.mark.parametrize(
+    ("data", "extra"),
+    [
+        ("notlist.jsonl", []),
+        ("nested.jsonl", []),
+        ("onecol.txt", []),
+        ("data.txt", ["--format", "jsonl"]),
+        ("data.txt", ["--format", "text"]),
+    ],
+)
+def test_bad_input_before_any_sequence_leaves_no_work_directory(
+    case_dir: Path, capsys, data: str, extra: list[str]
+) -> None:
+    """Bad input before the first sequence is stored: the work directory compile created is removed, the one
+    the user gave is kept (emptied of compile's files only), and the error does not offer --resume."""
+    argv = ["compile", data, *extra, "--out", "m.safetensors"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--resume" not in err, err
+    assert not (case_dir / "m.safetensors.work").exists() and not (case_dir / "m.safetensors").exists()
+    mine = case_dir / "mine"
+    mine.mkdir()
+    assert main([*argv, "--work-dir", "mine"]) == 2
+    assert "--resume" not in capsys.readouterr().err
+    assert mine.is_dir() and not any(mine.iterdir())
+    (mine / "KEEP.txt").write_text("mine")  # a folder holding the user's files is refused, not touched
+    assert main([*argv, "--work-dir", "mine"]) == 2
+    assert [p.name for p in mine.iterdir()] == ["KEEP.txt"]
+
+
+def test_bad_input_after_stored_sequences_keeps_the_work_for_resume(case_dir: Path, capsys) -> None:
+    """Once a sequence is stored, the work directory is kept and the error says how to resume."""
+    assert main(["compile", "badjson.jsonl", "--out", "m.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert "badjson.jsonl:4" in err and "--resume" in err, err
+    manifest = json.loads((case_dir / "m.safetensors.work" / "manifest.json").read_text())
+    assert manifest["sequences"] == 3
+
+
 def test_two_jobs_cannot_write_one_output(case_dir: Path, capsys) -> None:
     """While one job holds the lock on an output, a second job writing it is refused."""
     from uatlab.io_safety import OutputLock

@@ -551,11 +551,12 @@ def _compile(
     fingerprint = _fingerprint(data)
 
     t0 = time.perf_counter()
+    records = _records(data, fmt)  # before the work directory is made: an unknown format touches nothing
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
     if resume:
         err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
     with StageBars(not json_out) as bars:
-        store.read(_records(data, fmt), input_keys, progress=bars.step("reading"))
+        store.read(records, input_keys, progress=bars.step("reading"))
         t_read = time.perf_counter() - t0
         if store.sequences == 0:  # nothing was computed: leave no work directory behind
             store.remove()

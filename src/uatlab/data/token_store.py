@@ -508,7 +508,9 @@ class TokenStore:
         stored (resume: same tokens, labels and lines, else an InputError naming the first that differs).
 
         Raises InputError naming ``source:line`` on an empty or ragged sequence (or whatever the record
-        iterator raises); the sequences before it are stored first and the message says how to resume.
+        iterator raises); the sequences before it are stored first and the message says how to resume. When
+        none was stored, the store removes its files (and the folder, if it created it) and the error is
+        raised as it came: there is nothing to resume.
         """
         records = iter(records)
         skip = self.sequences
@@ -560,6 +562,9 @@ class TokenStore:
                     flush()
         except InputError as exc:
             flush()
+            if self.sequences == 0:  # nothing to resume: leave no work behind (`remove`: only what is ours)
+                self.remove()
+                raise
             self._record_input(int(self.lines[-1]) if len(self.lines) else 0)
             self._save_manifest()
             done = self.sequences
