@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
-from uatlab.cli.options import SEED_MAX, finite, one_of, refuse_given, reject_overridden
+from uatlab.cli.options import SEED_MAX, finite, list_items, one_of, refuse_given, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -36,10 +36,12 @@ if TYPE_CHECKING:
 
 def _ints(text: str, name: str) -> list[int]:
     try:
-        vals = [int(v) for v in text.split(",") if v.strip()]
+        vals = list_items(text, f"--{name}", int)
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"--{name} must be a comma-separated list of integers, got {text!r}") from exc
-    if not vals or any(v < 1 for v in vals):
+    if any(v < 1 for v in vals):
         raise InputError(f"--{name} needs positive integers, got {text!r}")
     if any(v > LIST_MAX for v in vals):
         raise InputError(f"--{name}: values above {LIST_MAX} are not supported (memory), got {text!r}")
@@ -48,10 +50,12 @@ def _ints(text: str, name: str) -> list[int]:
 
 def _floats(text: str, name: str) -> list[float]:
     try:
-        vals = [float(v) for v in text.split(",") if v.strip()]
+        vals = list_items(text, f"--{name}", float)
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from exc
-    if not vals or any(not (v > 0 and math.isfinite(v)) for v in vals):
+    if any(not (v > 0 and math.isfinite(v)) for v in vals):
         raise InputError(f"--{name} needs positive numbers, got {text!r}")
     return vals
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from uatlab.cli.options import list_items
 from uatlab.data.jsonl import is_jsonl_path
 from uatlab.errors import InputError
 from uatlab.io_safety import write_text_atomic
@@ -148,7 +149,9 @@ def capacity_next_token_command(
     from uatlab.experiments.executor import refuse_other_options
 
     try:
-        n_list = sorted({int(x) for x in ns.split(",") if x.strip()})
+        n_list = sorted(list_items(ns, "--ns", int))
+    except InputError:
+        raise
     except ValueError:
         raise InputError(f"--ns {ns!r}: expected comma-separated integers") from None
     if not n_list or min(n_list) < 2:

@@ -55,20 +55,46 @@ def one_of(*choices: str) -> Callable[[Any], Any]:
     return check
 
 
+def list_items(text: str, option: str, parse: Callable[[str], Any] = str) -> list[Any]:
+    """The items of the comma-separated list ``text`` given to ``option``, stripped and passed through ``parse``
+    (whose ValueError is left to the caller, which knows what an item must be). An empty item ("a,,b", a comma
+    at either end, a blank list) and an item given twice (equal after ``parse``: "1,01" as integers) are
+    refused with an InputError naming the option and the item."""
+    from uatlab.errors import InputError
+
+    items = [part.strip() for part in text.split(",")]
+    if not any(items):
+        raise InputError(f"{option} {text!r}: the list is empty; give comma-separated items")
+    if "" in items:
+        k = items.index("")
+        raise InputError(f"{option} {text!r}: item {k + 1} of {len(items)} is empty (a comma too many)")
+    values = [parse(item) for item in items]
+    seen: dict[Any, str] = {}
+    for item, value in zip(items, values, strict=True):
+        if value in seen:
+            again = f"{item!r}" if item == seen[value] else f"{item!r} (the same as {seen[value]!r})"
+            raise InputError(f"{option} {text!r}: {again} is given twice")
+        seen[value] = item
+    return values
+
+
 def _number_list(
     parse: Callable[[str], Any], kind: str, name: str, check_one: Callable[[Any], None]
 ) -> Callable[[Any], Any]:
-    """Callback: a comma-separated list of ``parse``-able values, at least one, each passing ``check_one``."""
+    """Callback: a comma-separated list of ``parse``-able values, at least one, each passing ``check_one``, none
+    empty or given twice (`list_items`)."""
 
-    def check(text: str | None) -> str | None:
+    def check(param: typer.CallbackParam, text: str | None) -> str | None:
         if text is None or text == "":
             return text
+        from uatlab.errors import InputError
+
         try:
-            values = [parse(v) for v in text.split(",") if v.strip()]
+            values = list_items(text, max(param.opts, key=len), parse)
+        except InputError:
+            raise
         except ValueError:
             raise typer.BadParameter(f"expected comma-separated {kind}, got {text!r}") from None
-        if not values:
-            raise typer.BadParameter(f"expected at least one {name}, got {text!r}")
         for v in values:
             check_one(v)
         return text  # the text is kept

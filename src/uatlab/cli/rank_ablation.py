@@ -8,28 +8,26 @@ import typer
 
 from uatlab.cli.app import console, print_json, rows_table
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
-from uatlab.cli.options import SEED_MAX, finite, reject_overridden, thread_count
+from uatlab.cli.options import SEED_MAX, finite, list_items, reject_overridden, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
 
 
 def parse_ranks(text: str) -> tuple[int | None, ...]:
     """'1,2,4,full' → (1, 2, 4, None)."""
-    out: list[int | None] = []
-    for part in (p.strip() for p in text.split(",")):
+
+    def rank(part: str) -> int | None:
         if part.lower() == "full":
-            out.append(None)
-            continue
+            return None
         try:
             r = int(part)
         except ValueError:
             raise InputError(f"--ranks: {part!r} is neither a positive integer nor 'full'") from None
         if r < 1:
             raise InputError(f"--ranks: {r} is not a positive integer")
-        out.append(r)
-    if not out:
-        raise InputError("--ranks is empty")
-    return tuple(out)
+        return r
+
+    return tuple(list_items(text, "--ranks", rank))
 
 
 @experiment.command("rank-ablation")

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claims
 from uatlab.cli.app import app, console, err_console, format_value, print_json
-from uatlab.cli.options import SEED_MAX
+from uatlab.cli.options import SEED_MAX, list_items
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, OutputLock, check_output_dir
 
@@ -48,9 +48,7 @@ def reproduce(
     """
     if data_dir is not None and not (data_dir / "train.txt").is_file():
         raise InputError(f"--data-dir {data_dir}: no train.txt there")
-    patterns = [p.strip() for opt in only for p in opt.split(",") if p.strip()]
-    if only and not patterns:
-        raise InputError("--only: give at least one glob (e.g. 'A.*')")
+    patterns = list_items(",".join(only), "--only") if only else []
     for pattern in patterns:  # every glob must select something: a typo is not silently dropped
         if not any(fnmatch.fnmatch(c.id, pattern) for c in all_claims()):
             ids = ", ".join(c.id for c in all_claims()[:8])

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, command_group, console, err_console, format_value, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, finite
+from uatlab.cli.options import SEED_MAX, finite, list_items
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory
 
@@ -17,10 +17,12 @@ contextual_app = command_group(
 
 def _parse_heads(text: str) -> list[int]:
     try:
-        heads = [int(part) for part in text.split(",") if part.strip()]
+        heads = list_items(text, "--heads", int)
+    except InputError:
+        raise
     except ValueError:
         raise InputError(f"--heads must be a comma-separated list of positive integers, got {text!r}") from None
-    if not heads or any(h < 1 for h in heads):
+    if any(h < 1 for h in heads):
         raise InputError(f"--heads must be a comma-separated list of positive integers, got {text!r}")
     return heads
 

@@ -15,6 +15,7 @@ from uatlab.cli.options import (
     finite,
     given_options,
     int_list,
+    list_items,
     one_of,
     refuse_given,
     reject_overridden,
@@ -398,9 +399,13 @@ def data_report_command(
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock  # noqa: E402
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    if not text:  # an option left empty: no values
+        return ()
     try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
+        return tuple(list_items(text, option, int))
+    except InputError:
+        raise
     except ValueError:
         raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
 
@@ -459,7 +464,7 @@ def depth_ablation_command(
         summary = run_depth_ablation(
             data,
             out,
-            _ints(layers),
+            _ints(layers, "--layers"),
             sentences,
             cfg,
             executor=executor,
@@ -597,7 +602,7 @@ def capacity_command(
                 lr=lr if _given(ctx, "lr") else None,
                 rank=rank,
                 seed=seed,
-                widths=list(_ints(grid)) or None,
+                widths=list(_ints(grid, "--grid")) or None,
             )
         return
     from uatlab.experiments.capacity import run_capacity
@@ -609,7 +614,7 @@ def capacity_command(
             raise InputError("--kind conll needs --data FILE")
         check_input_file(data)
     check_output_dir(out, [data])
-    n_list, grid_t = _ints(ns), _ints(grid) or None
+    n_list, grid_t = _ints(ns, "--ns"), _ints(grid, "--grid") or None
     if quick:
         kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)
         max_steps, lr = 800, 2e-2

@@ -1,0 +1,81 @@
+"""Comma-separated list options of every command: an empty item or an item given twice is refused before any
+work, with one ``error:`` line naming the option and the item (``uatlab.cli.options.list_items``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from uatlab.cli import main
+
+# (command line before the option, the option, two valid items)
+LIST_OPTIONS = [
+    (["experiment", "depth-ablation", "data.txt"], "--layers", ("1", "3")),
+    (["experiment", "capacity"], "--ns", ("16", "32")),
+    (["experiment", "capacity"], "--grid", ("4", "8")),
+    (["experiment", "rank-ablation", "data.txt"], "--ranks", ("1", "full")),
+    (["hardmax-counterexample"], "--heads", ("1", "2")),
+    (["reproduce"], "--only", ("A.*", "B.*")),
+    (["approx", "truncated-linear"], "--anchors", ("11", "21")),
+    (["approx", "heads"], "--heads", ("1", "2")),
+    (["approx", "relu-network"], "--anchors", ("33", "65")),
+    (["approx", "universal"], "--grids", ("5", "10")),
+    (["approx", "gd-in-context"], "--contexts", ("8", "16")),
+    (["approx", "gd-in-context"], "--eps", ("0.1", "0.01")),
+    (["approx", "gd-in-context"], "--steps", ("1", "2")),
+    (["approx", "incontext"], "--steps", ("20", "100")),
+]
+
+
+def _cases():
+    for argv, option, (a, b) in LIST_OPTIONS:
+        name = f"{' '.join(argv[:2])} {option}"
+        yield pytest.param(argv, option, f"{a},,{b}", "item 2 of 3 is empty", id=f"{name} inner-empty")
+        yield pytest.param(argv, option, f"{a},{b},", "item 3 of 3 is empty", id=f"{name} trailing-comma")
+        yield pytest.param(argv, option, f",{a}", "item 1 of 2 is empty", id=f"{name} leading-comma")
+        yield pytest.param(argv, option, f"{a},{b},{a}", f"'{a}' is given twice", id=f"{name} duplicate")
+
+
+# the same value spelt twice: equal once parsed
+SPELLINGS = [
+    (["hardmax-counterexample"], "--heads", "1,2,01", "'01' (the same as '1') is given twice"),
+    (["approx", "gd-in-context"], "--eps", "0.1,1e-1", "'1e-1' (the same as '0.1') is given twice"),
+    (["experiment", "rank-ablation", "data.txt"], "--ranks", "full,2,FULL", "'FULL' (the same as 'full')"),
+    (["experiment", "capacity"], "--ns", "16,0016", "'0016' (the same as '16')"),
+]
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.txt").write_text("a X\nb Y\n\n")
+    return tmp_path
+
+
+def _run(here: Path, capsys, argv: list[str]) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err and out == "", err
+    assert sorted(p.name for p in here.iterdir()) == ["data.txt"]  # nothing written
+    return lines[0]
+
+
+@pytest.mark.parametrize(("argv", "option", "value", "why"), list(_cases()))
+def test_empty_or_repeated_item_is_refused(here: Path, capsys, argv, option, value, why) -> None:
+    line = _run(here, capsys, [*argv, option, value])
+    assert f"{option} {value!r}" in line and why in line, line
+
+
+@pytest.mark.parametrize(("argv", "option", "value", "why"), SPELLINGS, ids=lambda v: str(v))
+def test_one_value_spelt_twice_is_refused(here: Path, capsys, argv, option, value, why) -> None:
+    line = _run(here, capsys, [*argv, option, value])
+    assert f"{option} {value!r}" in line and why in line, line
+
+
+def test_repeated_only_option_counts_as_one_list(here: Path, capsys) -> None:
+    """``--only`` may be repeated: a glob given in two of them is refused too."""
+    line = _run(here, capsys, ["reproduce", "--only", "A.*", "--only", "B.*,A.*"])
+    assert "--only" in line and "'A.*' is given twice" in line, line
