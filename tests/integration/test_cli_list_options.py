@@ -79,3 +79,17 @@ def test_repeated_only_option_counts_as_one_list(here: Path, capsys) -> None:
     """``--only`` may be repeated: a glob given in two of them is refused too."""
     line = _run(here, capsys, ["reproduce", "--only", "A.*", "--only", "B.*,A.*"])
     assert "--only" in line and "'A.*' is given twice" in line, line
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32), str(2**64), "1.5"])
+def test_export_seed_outside_the_seed_range_is_refused(here: Path, capsys, seed: str) -> None:
+    """``uatlab export --seed`` is an integer in [0, 2^32 - 1] like every other seed: anything else is one error
+    naming --seed, and the export directory is not written."""
+    assert main(["synth", "s.jsonl", "-N", "4", "-n", "3", "-V", "6", "-C", "2", "--json"]) == 0
+    assert main(["compile", "s.jsonl", "--out", "m.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    argv = ["export", "m.safetensors", "tl", "--to", "transformer-lens", "--check", "2", "--seed", seed]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "--seed" in err and "Traceback" not in err, err
+    assert not (here / "tl").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import app, console, key_value_table, print_json
+from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 
 TARGETS = ("transformer-lens",)
@@ -40,7 +41,7 @@ def export_cmd(
     out: Path = typer.Argument(..., help="New directory to write (must not exist)."),
     to: str = typer.Option(..., "--to", help="Target format: transformer-lens."),
     check: int = typer.Option(100, "--check", min=0, help="Random sequences on which logits are compared."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the check sequences."),
+    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the check sequences."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Export a model to TransformerLens (a HookedTransformer with hooks and activation caches)."""
