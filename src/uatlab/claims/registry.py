@@ -167,7 +167,23 @@ def run_claims(
     select: Callable[[Claim], bool] | None = None,
     on_done: Callable[[ClaimRun], None] | None = None,
 ) -> list[ClaimRun]:
-    """Run every registered claim (optionally filtered); ``on_done`` is called after each."""
+    """Run every registered claim (optionally filtered); ``on_done`` is called after each.
+
+    ``ctx`` must be a `ClaimContext`, ``select`` (which claims to run) and ``on_done`` functions of one argument
+    or None: anything else is a TypeError naming the argument before any check runs (a wrong ``ctx`` would
+    otherwise turn every claim into verdict 'error', a wrong ``on_done`` fail only after the first check).
+    """
+    if not isinstance(ctx, ClaimContext):
+        raise TypeError(f"run_claims: ctx must be a ClaimContext, got {type(ctx).__name__}")
+    if select is not None and not callable(select):
+        raise TypeError(
+            f"run_claims: select must be a function Claim -> bool or None, got {type(select).__name__} "
+            "(to select by id: select=lambda claim: fnmatch.fnmatch(claim.id, 'A.*'))"
+        )
+    if on_done is not None and not callable(on_done):
+        raise TypeError(
+            f"run_claims: on_done must be a function ClaimRun -> None or None, got {type(on_done).__name__}"
+        )
     runs = []
     for claim in all_claims():
         if select is not None and not select(claim):
