@@ -60,11 +60,14 @@ def _floats(text: str, name: str) -> list[float]:
     return vals
 
 
-def _open_out(ctx: typer.Context, out: Path, stem: str) -> None:
+def _open_out(ctx: typer.Context, out: Path, stem: str, figure: bool = True) -> None:
     """Check ``--out`` before any work and keep it open as the `OutputFolder` of this subcommand until it ends:
-    its ``STEM.csv`` / ``STEM.png`` replace a file only if an earlier run of the same subcommand wrote it."""
+    the files this run writes, ``STEM.csv`` and (``figure``) ``STEM.png``, replace a file only if an earlier run
+    of the same subcommand wrote it. ``stem`` is the exact name the run writes under (its mode's, not a glob):
+    a file of another mode, or the user's under a similar name, is neither refused nor touched."""
     check_output_dir(out)
-    ctx.with_resource(OutputFolder(out, f"approx {ctx.info_name}", (f"{stem}.csv", f"{stem}.png")))
+    names = (f"{stem}.csv", f"{stem}.png") if figure else (f"{stem}.csv",)
+    ctx.with_resource(OutputFolder(out, f"approx {ctx.info_name}", names))
 
 
 def _progress(json_out: bool):
@@ -132,7 +135,8 @@ def truncated_linear_cmd(
             "(narrower intervals lose the anchors to rounding and overflow the inverse temperature x/Δ²)"
         )
     ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
-    _open_out(ctx, out, "truncated-linear-*")
+    stem = f"truncated-linear-{mode}"
+    _open_out(ctx, out, stem)
     s = sw.sweep_truncated_linear(
         ms,
         mode=mode,
@@ -143,7 +147,7 @@ def truncated_linear_cmd(
         progress=_progress(json_out),
         stop_at_limit=True,
     )
-    s.name = f"truncated-linear-{mode}"
+    s.name = stem
     if "stopped_at_anchors" in s.summary:
         err_console.print(
             f"warning: stopped at m = {s.summary['stopped_at_anchors']} anchors ({dtype} cannot keep the "
@@ -238,22 +242,21 @@ def relu_cmd(
         refuse_given(ctx, "--layers 1 --standard (lower bounds, nothing is compiled)", ("anchors", "samples"))
     else:
         refuse_given(ctx, "compilation", ("pairs",))
-    _open_out(ctx, out, "relu-network*")
+    stem = "relu-network-one-standard-layer" if bounds_only else "relu-network-standard" if standard else "relu-network"
+    _open_out(ctx, out, stem)
     if bounds_only:
-        _finish_bounds(
-            sw.sweep_one_standard_layer_bounds(
-                nets=2 if quick else nets,
-                n=n,
-                d=d,
-                hidden=hidden,
-                pairs=400 if quick else pairs,
-                search=(4, 1500) if quick else (8, 3000),
-                seed=seed,
-                progress=_progress(json_out),
-            ),
-            out,
-            json_out,
+        bounds = sw.sweep_one_standard_layer_bounds(
+            nets=2 if quick else nets,
+            n=n,
+            d=d,
+            hidden=hidden,
+            pairs=400 if quick else pairs,
+            search=(4, 1500) if quick else (8, 3000),
+            seed=seed,
+            progress=_progress(json_out),
         )
+        bounds.name = stem  # the name the output folder was checked for
+        _finish_bounds(bounds, out, json_out)
         return
     s = sw.sweep_relu_network(
         [65, 257] if quick else _ints(anchors, "anchors"),
@@ -267,6 +270,7 @@ def relu_cmd(
         standard=standard,
         progress=_progress(json_out),
     )
+    s.name = stem  # the name the output folder was checked for
     _finish(
         s,
         out,
@@ -363,11 +367,12 @@ def universal_cmd(
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
         return
     gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
-    _open_out(ctx, out, "universal-*")
+    stem = f"universal-{target}-d{d}-n{n}"
+    _open_out(ctx, out, stem)
     s = sw.sweep_universal(
         gs, target=target, d=d, n=n, samples=2000 if quick else samples, progress=_progress(json_out)
     )
-    s.name = f"universal-{target}-d{d}-n{n}"
+    s.name = stem
     _finish(
         s,
         out,
@@ -508,7 +513,7 @@ def incontext_cmd(
 
     reject_overridden(ctx, quick, "steps", "train_steps", "test_tasks")
     ks = _ints(steps, "steps")
-    _open_out(ctx, out, "incontext")
+    _open_out(ctx, out, "incontext", figure=False)  # a table only
     if quick:
         ks, train_steps, test_tasks = [20, 100], 800, 64
     specs = [TaskSpec(t, d=d, context=context, noise=noise) for t in (TASKS if task == "all" else (task,))]
