@@ -292,7 +292,6 @@ def test_chunk_atomic_and_resume_checks_identity(case_dir: Path, capsys) -> None
         ("nested.jsonl", []),
         ("onecol.txt", []),
         ("data.txt", ["--format", "jsonl"]),
-        ("data.txt", ["--format", "text"]),
     ],
 )
 def test_bad_input_before_any_sequence_leaves_no_work_directory(
@@ -313,6 +312,17 @@ def test_bad_input_before_any_sequence_leaves_no_work_directory(
     (mine / "KEEP.txt").write_text("mine")  # a folder holding the user's files is refused, not touched
     assert main([*argv, "--work-dir", "mine"]) == 2
     assert [p.name for p in mine.iterdir()] == ["KEEP.txt"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--ff", "deep"], ["--ff", "ramps"]])
+def test_format_text_is_refused_for_the_token_task_naming_it(case_dir: Path, capsys, extra: list[str]) -> None:
+    """--format text is for --task next-token: with the token task it is refused naming the option and the
+    task, before any file is touched."""
+    before = sorted(p.name for p in case_dir.iterdir())
+    assert main(["compile", "data.txt", "--format", "text", *extra, "--out", "m.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert "--format text" in err and "--task next-token" in err, err
+    assert sorted(p.name for p in case_dir.iterdir()) == before
 
 
 def test_bad_input_after_stored_sequences_keeps_the_work_for_resume(case_dir: Path, capsys) -> None:

@@ -254,6 +254,8 @@ def compile_cmd(
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
             return print_next_token_compile(fig, json_out, thread_settings)
     refuse_given(ctx, "--task token", ("window", "tokenizer"))
+    if fmt == "text":
+        raise InputError("--format text: only --task next-token reads text files; --task token reads conll or jsonl")
     if ff == "deep":
         refuse_given(ctx, "--ff deep", DEEP_REFUSES)
     if no_certify:  # the exp error is an assumption of the certificate, and there is none
