@@ -273,6 +273,8 @@ class OutputLock:
 
     A second job that tries to write the same output gets an InputError naming the first job's pid and
     ``hint`` (what to do instead). Also used on work directories (the lock file sits beside the folder).
+    Folders the lock file needed that did not exist are created, and removed again on exit if still empty
+    (a run that failed before writing leaves none behind; one that wrote its output there keeps them).
     """
 
     def __init__(self, target: str | os.PathLike, hint: str = "choose another output") -> None:
@@ -282,11 +284,16 @@ class OutputLock:
         self.path = resolved.with_name(f".{resolved.name}.lock") if resolved.name else resolved / ".uatlab.lock"
         self.hint = hint
         self._fh: IO[str] | None = None
+        self._made: list[Path] = []  # folders the lock file needed and this lock created, deepest first
 
     def __enter__(self) -> OutputLock:
         import fcntl
 
         try:
+            missing = self.path.parent
+            while not missing.exists() and missing.parent != missing:
+                self._made.append(missing)
+                missing = missing.parent
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fh = open(self.path, "a+")
         except OSError as exc:  # name what the user gave, not the lock file beside it
@@ -313,6 +320,12 @@ class OutputLock:
                 self.path.unlink()
             self._fh.close()  # closing releases the flock
             self._fh = None
+        for folder in self._made:  # a run that wrote nothing there leaves no empty folder of its own making
+            try:
+                folder.rmdir()  # only if empty: the output, or anything else put there, keeps it
+            except OSError:
+                break
+        self._made = []
 
 
 # ------------------------------------------------------------------------------------------------ output folders

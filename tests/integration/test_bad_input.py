@@ -325,6 +325,19 @@ def test_format_text_is_refused_for_the_token_task_naming_it(case_dir: Path, cap
     assert sorted(p.name for p in case_dir.iterdir()) == before
 
 
+def test_failed_compile_leaves_no_empty_output_folder_it_made(case_dir: Path, capsys) -> None:
+    """--out in folders that do not exist: a run that fails before writing removes the (empty) folders its lock
+    file needed; a user's existing empty folder and a successful run's folders are kept."""
+    assert main(["compile", "notlist.jsonl", "--out", "new/sub/m.safetensors"]) == 2
+    assert not (case_dir / "new").exists()
+    (case_dir / "mine").mkdir()
+    assert main(["compile", "notlist.jsonl", "--out", "mine/m.safetensors"]) == 2
+    assert (case_dir / "mine").is_dir() and not any((case_dir / "mine").iterdir())
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", "new/sub/m.safetensors", "--json"]) == 0
+    assert sorted(p.name for p in (case_dir / "new" / "sub").iterdir()) == ["m.safetensors"]
+
+
 def test_bad_input_after_stored_sequences_keeps_the_work_for_resume(case_dir: Path, capsys) -> None:
     """Once a sequence is stored, the work directory is kept and the error says how to resume."""
     assert main(["compile", "badjson.jsonl", "--out", "m.safetensors"]) == 2
