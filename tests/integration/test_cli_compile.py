@@ -9,9 +9,12 @@ from collections import Counter
 import pytest
 import torch
 from conll_fixture import CONLL as CONLL_THREE_SENTENCES
+from key_collision import rolling_hash_collision
 from safetensors import safe_open
 
 from uatlab.cli import main
+from uatlab.data.keys import input_keys
+from uatlab.models.io import load
 
 CONLL = (
     CONLL_THREE_SENTENCES
@@ -202,3 +205,58 @@ def test_causal_ceiling_counts_identical_prefixes_once(capsys, tmp_path, dtype):
     assert fig["ceiling_tokens"] == cert["ceiling_tokens"] == ceiling
     assert fig["conflict_tokens"] == cert["conflict_tokens"] == fig["tokens"] - ceiling
     assert fig["certified"] is True and fig["certified_tokens"] == ceiling
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_inputs_built_to_share_a_key_are_two_inputs_to_compile_and_certify(capsys, tmp_path, causal):
+    # two different sentences whose rolling-hash input keys agree (built with LLL): labelled apart where their
+    # words agree, every token is winnable; the certificate must not count them as one input with conflicts
+    s1, s2 = rolling_hash_collision()
+    assert input_keys(s1, "sequence") == input_keys(s2, "sequence")
+    l1 = ["X"] * len(s1)
+    l2 = ["Y" if t1 == t2 else "X" for t1, t2 in zip(s1, s2, strict=True)]
+    data = tmp_path / "collide.jsonl"
+    data.write_text("".join(json.dumps({"tokens": t, "labels": y}) + "\n" for t, y in [(s1, l1), (s2, l2)]))
+    out = tmp_path / "m.safetensors"
+    args = ["compile", str(data), "--out", str(out)] + (["--causal"] if causal else [])
+    fig = _json(capsys, args)
+    cert = _json(capsys, ["certify", str(out), str(data)])
+    # an independent count of the ceiling over exact inputs (prefixes when causal) and an independent forward pass
+    inputs: dict[tuple, Counter] = {}
+    for toks, labs in [(s1, l1), (s2, l2)]:
+        for k, y in enumerate(labs):
+            inputs.setdefault(tuple(toks[: k + 1]) if causal else (tuple(toks), k), Counter())[y] += 1
+    ceiling = sum(max(c.values()) for c in inputs.values())
+    assert ceiling == 2 * len(s1)  # no two tokens share an input
+    model = load(out)
+    right = 0
+    with torch.no_grad():
+        for toks, labs in [(s1, l1), (s2, l2)]:
+            ids = torch.tensor([[model.encoding.token_to_id[t] for t in toks]])
+            pred = model(ids.to(torch.int64)).argmax(-1)[0].tolist()
+            right += sum(model.encoding.id_to_label[p] == y for p, y in zip(pred, labs, strict=True))
+    for report in (fig, cert):
+        assert report["ceiling_tokens"] == ceiling and report["conflict_tokens"] == 0
+        assert report["certified"] is (right == ceiling)
+        assert report["certified_tokens"] <= right
+    assert fig["certified"] is True and right == ceiling  # the compiler tells the two inputs apart too
+
+
+def test_a_key_collision_does_not_hide_wrong_tokens_from_the_certificate(capsys, tmp_path):
+    # a model that labels both colliding sentences X everywhere, certified on them with the second one labelled Y
+    # where the words agree: those tokens are winnable (different inputs) and wrong, so it is not certified
+    s1, s2 = rolling_hash_collision()
+    other = (["zz"], ["Y"])  # so that the model knows the label Y
+    l2 = ["Y" if t1 == t2 else "X" for t1, t2 in zip(s1, s2, strict=True)]
+    train, test = tmp_path / "all_x.jsonl", tmp_path / "some_y.jsonl"
+    for path, records in [
+        (train, [(s1, ["X"] * len(s1)), (s2, ["X"] * len(s2)), other]),
+        (test, [(s1, ["X"] * len(s1)), (s2, l2), other]),
+    ]:
+        path.write_text("".join(json.dumps({"tokens": t, "labels": y}) + "\n" for t, y in records))
+    out = tmp_path / "m.safetensors"
+    assert _json(capsys, ["compile", str(train), "--out", str(out)])["certified"] is True
+    cert = _json(capsys, ["certify", str(out), str(test)])
+    wrong = sum(y == "Y" for y in l2)
+    assert wrong > 0 and cert["ceiling_tokens"] == cert["tokens"] == 2 * len(s1) + 1
+    assert cert["correct_tokens"] == cert["tokens"] - wrong and cert["certified"] is False

@@ -44,6 +44,20 @@ def test_ceiling_counter_matches_a_dict_count_in_memory_and_spilled(tmp_path, ma
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("max_pairs", [10**9, 7])
+def test_ceiling_counter_tells_inputs_apart_by_the_second_key(tmp_path, max_pairs):
+    # 40 inputs under 8 first keys (as if first keys collided): the ceiling is that of the 40 inputs
+    rng = np.random.default_rng(1)
+    inp = rng.integers(0, 40, size=500)
+    keys, keys2 = (inp % 8) * 1_000_003, inp * 7_919 + 11
+    labels = rng.integers(0, 3, size=500)
+    c = CeilingCounter(max_pairs=max_pairs, buckets=5, work_dir=tmp_path)
+    for s in range(0, 500, 37):
+        c.add(keys[s : s + 37], labels[s : s + 37], keys2[s : s + 37])
+    assert c.ceiling() == _dict_ceiling(inp, labels) > _dict_ceiling(keys, labels)
+    c.close()
+
+
 def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
     data = synthetic_dataset(40, 6, 30, 3, seed=1)
     records = list(_records(data))

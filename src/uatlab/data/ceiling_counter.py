@@ -2,7 +2,8 @@
 
 The ceiling of a labelled data set is the number of tokens a perfect classifier can get right: for every
 distinct input (a token in its context, identified by a 64-bit key, see
-`uatlab.data.keys.input_keys`) the count of its majority label. Counting it with a dict keyed by
+`uatlab.data.keys.input_keys`, and optionally by a second, salted one, `uatlab.data.keys.salted_input_keys`:
+two tokens are one input only if both keys agree) the count of its majority label. Counting it with a dict keyed by
 input costs ~200 bytes per distinct input, i.e. per token on natural data. `CeilingCounter` keeps
 (key, label) pairs as int64 arrays (16 bytes a token) and, past ``max_pairs`` pairs, spills them to
 ``buckets`` files on disk partitioned by key (a key's pairs all land in one bucket), so the final count
@@ -19,7 +20,7 @@ import numpy as np
 
 from uatlab.data.token_store import append_partitioned
 
-PAIR = np.dtype([("key", "<i8"), ("label", "<i8")])
+PAIR = np.dtype([("key", "<i8"), ("key2", "<i8"), ("label", "<i8")])
 
 
 class CeilingCounter:
@@ -29,15 +30,20 @@ class CeilingCounter:
         self.max_pairs = max_pairs
         self.buckets = buckets
         self._keys: list[np.ndarray] = []
+        self._keys2: list[np.ndarray] = []
         self._labels: list[np.ndarray] = []
         self._held = 0
         self._work_dir = work_dir
         self._spill_dir: Path | None = None
         self.pairs = 0
 
-    def add(self, keys: np.ndarray, labels: np.ndarray) -> None:
-        """Add the pairs of one chunk: ``keys`` (T,) int64, ``labels`` (T,) int."""
+    def add(self, keys: np.ndarray, labels: np.ndarray, keys2: np.ndarray | None = None) -> None:
+        """Add the pairs of one chunk: ``keys`` (T,) int64, ``labels`` (T,) int, ``keys2`` (T,) int64 a second
+        key of each input (default: none, i.e. 0)."""
         self._keys.append(np.asarray(keys, dtype=np.int64))
+        self._keys2.append(np.zeros(len(keys), np.int64) if keys2 is None else np.asarray(keys2, dtype=np.int64))
+        if len(self._keys2[-1]) != len(keys):
+            raise ValueError(f"{len(self._keys2[-1])} second keys for {len(keys)} keys")
         self._labels.append(np.asarray(labels, dtype=np.int64))
         self._held += len(keys)
         self.pairs += len(keys)
@@ -49,29 +55,31 @@ class CeilingCounter:
             self._spill_dir = Path(tempfile.mkdtemp(prefix="uatlab-ceiling-", dir=self._work_dir))
         rec = np.empty(self._held, dtype=PAIR)
         rec["key"] = np.concatenate(self._keys)
+        rec["key2"] = np.concatenate(self._keys2)
         rec["label"] = np.concatenate(self._labels)
         append_partitioned(rec, rec["key"] % self.buckets, self.buckets, lambda b: self._spill_dir / f"{b}.bin")
-        self._keys, self._labels, self._held = [], [], 0
+        self._keys, self._keys2, self._labels, self._held = [], [], [], 0
 
     @staticmethod
-    def _majority_total(keys: np.ndarray, labels: np.ndarray) -> int:
+    def _majority_total(keys: np.ndarray, keys2: np.ndarray, labels: np.ndarray) -> int:
         if len(keys) == 0:
             return 0
-        order = np.lexsort((labels, keys))
-        k, y = keys[order], labels[order]
-        new_pair = np.r_[True, (k[1:] != k[:-1]) | (y[1:] != y[:-1])]
+        order = np.lexsort((labels, keys2, keys))
+        k, k2, y = keys[order], keys2[order], labels[order]
+        same_input = np.r_[False, (k[1:] == k[:-1]) & (k2[1:] == k2[:-1])]
+        new_pair = ~same_input | np.r_[True, y[1:] != y[:-1]]
         starts = np.flatnonzero(new_pair)
-        counts = np.diff(np.r_[starts, len(k)])  # per (key, label)
-        pair_key = k[starts]
-        new_key = np.r_[True, pair_key[1:] != pair_key[:-1]]
+        counts = np.diff(np.r_[starts, len(k)])  # per (input, label)
+        new_key = ~same_input[starts]
         return int(np.maximum.reduceat(counts, np.flatnonzero(new_key)).sum())
 
     def ceiling(self) -> int:
-        """Σ over distinct keys of the count of the key's most frequent label."""
+        """Σ over distinct inputs (equal key and second key) of the count of the input's most frequent label."""
         if self._spill_dir is None:
-            keys = np.concatenate(self._keys) if self._keys else np.zeros(0, np.int64)
-            labels = np.concatenate(self._labels) if self._labels else np.zeros(0, np.int64)
-            return self._majority_total(keys, labels)
+            keys, keys2, labels = (
+                np.concatenate(a) if a else np.zeros(0, np.int64) for a in (self._keys, self._keys2, self._labels)
+            )
+            return self._majority_total(keys, keys2, labels)
         if self._held:
             self._spill()
         total = 0
@@ -79,7 +87,7 @@ class CeilingCounter:
             path = self._spill_dir / f"{b}.bin"
             if path.is_file():
                 rec = np.fromfile(path, dtype=PAIR)
-                total += self._majority_total(rec["key"], rec["label"])
+                total += self._majority_total(rec["key"], rec["key2"], rec["label"])
         return total
 
     def close(self) -> None:

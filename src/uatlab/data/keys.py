@@ -90,3 +90,59 @@ def input_keys_of_ids(word: list[np.ndarray], token_hash: np.ndarray, context: s
     seq = np.repeat(np.arange(B), lengths)
     pos = np.arange(len(seq)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return keys[rank[seq], pos].view(np.int64)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finalizer (a bijection of uint64 whose output bits each depend on every input bit), in
+    place on ``z`` (uint64), which it returns."""
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+def salt_table(salt: int, vocabulary: int) -> np.ndarray:
+    """(vocabulary,) uint64: one value per token id, drawn from ``salt`` (`salted_input_keys`)."""
+    rng = np.random.default_rng(salt)
+    return rng.integers(0, np.iinfo(np.uint64).max, size=vocabulary, dtype=np.uint64, endpoint=True)
+
+
+def salted_input_keys(tok: np.ndarray, offsets: np.ndarray, table: np.ndarray, context: str) -> np.ndarray:
+    """A second key per token, independent of `input_keys`, that data chosen without knowing ``table`` cannot
+    make collide: ``tok`` (T,) token ids of sequences concatenated, sequence i at ``offsets[i]:offsets[i+1]``;
+    ``table`` (V,) uint64 values per id drawn from a random salt (`salt_table`). Returns (T,) int64.
+
+    The rolling hash of `input_keys` is linear mod 2^64, so two different inputs with equal keys can be
+    constructed on purpose (a lattice reduction over the token hashes finds 50-token pairs in milliseconds).
+    This key chains a non-linear bijection instead, acc_k = mix(acc_{k−1} ⊕ table[t_k]) (`_mix`), over values
+    the data's author cannot know; for a causal model the key of position k is acc_k, otherwise
+    mix(acc_n ⊕ mix(k + 1)). Equal inputs get equal keys; two different inputs are taken for one only if both
+    64-bit keys agree. Tokens are grouped by length as in `input_keys_of_ids`.
+    """
+    tok = np.asarray(tok, dtype=np.int64)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    out = np.empty(len(tok), dtype=np.uint64)
+    if len(tok) == 0:
+        return out.view(np.int64)
+    B, n_max = len(lengths), int(lengths.max())
+    order = np.argsort(-lengths, kind="stable")  # longest first: the sequences still running are a prefix
+    Ls = lengths[order]
+    start = offsets[:-1][order]
+    acc = np.zeros(B, dtype=np.uint64)
+    active = B
+    for k in range(n_max):
+        while active and Ls[active - 1] <= k:
+            active -= 1
+        a = acc[:active]
+        a ^= table[tok[start[:active] + k]]
+        _mix(a)
+        if context == "prefix":
+            out[start[:active] + k] = a
+    if context != "prefix":
+        seq = np.repeat(np.arange(B), Ls)  # in `order`'s sequence order
+        pos = np.arange(len(seq)) - np.repeat(np.cumsum(Ls) - Ls, Ls)
+        out[start[seq] + pos] = _mix(acc[seq] ^ _mix(pos.astype(np.uint64) + np.uint64(1)))
+    return out.view(np.int64)

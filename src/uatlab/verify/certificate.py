@@ -85,7 +85,12 @@ process are checked by `environment_checks` and reported in ``environment``):
 * exp errs by at most ``exp_ulps`` ulp for results in the normal range (a parameter; not checkable
   exhaustively: it is a property of the evaluator's exp kernel, see `uatlab.numerics.float_bounds`);
 * no compiler rewrites beyond the orders, FMAs and fused residuals covered above (``torch.compile`` may
-  change the formula, e.g. recompute softmax algebraically; not covered and not checkable from the model).
+  change the formula, e.g. recompute softmax algebraically; not covered and not checkable from the model);
+* input identity for the ceiling (the majority label per identical input): two tokens are one input only if
+  the data's 64-bit rolling-hash key (`uatlab.data.keys.input_keys`) and a second 64-bit key salted at random
+  per certificate (`uatlab.data.keys.salted_input_keys`) both agree. The first alone is linear mod 2^64, so
+  colliding inputs can be built on purpose, and a collision of inputs with different labels would lower the
+  ceiling; the salted key cannot be targeted by data written before the salt is drawn.
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset
-from uatlab.data.keys import input_keys
+from uatlab.data.keys import input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.float_bounds import (
@@ -1760,7 +1765,7 @@ def certify_chunks(
         parts = mapper(_certify_chunk, ((setup, start, chunk, budget) for start, chunk, budget in budgets))
     try:
         for part in parts:  # in data order: every reduction below is the sequential one
-            counter.add(part["keys"], part["labels"])
+            counter.add(part["keys"], part["labels"], part["keys2"])
             n_seq += part["sequences"]
             n_tok += part["tokens"]
             correct += part["correct"]
@@ -1818,6 +1823,10 @@ def certify_chunks(
             "certified); covers torch.exp (0.56 ulp measured), torch.softmax (0.99), numpy float32 exp (2.54) "
             "when this is ≥ 2.6",
             "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks",
+            "the ceiling counts two tokens as one input (whose minority labels no model can get right) only if two "
+            "64-bit keys of their inputs agree: the data's rolling hash and a non-linear one salted at random for "
+            "this certificate, which data written without knowing the salt makes collide with probability about "
+            "2^-64 per pair of different inputs",
             "float32 matmul precision 'highest' (no TF32/bf16 reduced-precision modes): checked in this process, "
             "environment['float32_matmul_precision']; eager execution (torch.compile not covered, not checked)",
         ],
@@ -1911,6 +1920,17 @@ class _ChunkSetup:
 
 # per process: the bounded model of the current run (by _ChunkSetup.token)
 _SETUP_CACHE: dict[str, _BoundedModel] = {}
+_SALT_CACHE: dict[str, np.ndarray] = {}
+
+
+def _salt_table(setup: _ChunkSetup, vocabulary: int) -> np.ndarray:
+    """(vocabulary,) uint64 per token id for the salted second input key (`uatlab.data.keys.salted_input_keys`),
+    drawn from the run's random token (``uuid4``: unknown to whoever wrote the data), the same in every worker."""
+    table = _SALT_CACHE.get(setup.token)
+    if table is None or len(table) != vocabulary:
+        _SALT_CACHE.clear()
+        table = _SALT_CACHE[setup.token] = salt_table(int(setup.token, 16), vocabulary)
+    return table
 
 
 def _spot_budgets(
@@ -1959,6 +1979,9 @@ def _certify_chunk(
             enc.encode_tokens(chunk, start=start), enc.encode_labels(chunk, start=start), keys, chunk.lines
         )
     keys = flat.keys
+    context = "prefix" if bm.cfg.causal else "sequence"
+    vocabulary = max(bm.E.shape[0], int(flat.tok.max()) + 1 if len(flat.tok) else 0)  # a bad id is refused below
+    keys2 = salted_input_keys(flat.tok, flat.offsets, _salt_table(setup, vocabulary), context)
     out: dict[str, Any] = {
         "sequences": len(chunk),
         "tokens": chunk.num_tokens,
@@ -1969,6 +1992,7 @@ def _certify_chunk(
         "min_at": None,
         "examples": [],
         "keys": keys,
+        "keys2": keys2,
         "labels": flat.lab,
         "spot": {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0},
         "margins": {} if setup.keep_margins else None,

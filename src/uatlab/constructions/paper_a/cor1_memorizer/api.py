@@ -382,8 +382,9 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
     out = {
         "sequences": report["sequences"],
         "tokens": report["tokens"],
-        "conflict_tokens": report["conflict_tokens"],
-        "ceiling_tokens": report["ceiling_tokens"],
+        # the certificate's count when there is one: it tells different inputs apart by a second, salted key
+        "conflict_tokens": cert.conflict_tokens if cert else report["conflict_tokens"],
+        "ceiling_tokens": cert.ceiling_tokens if cert else report["ceiling_tokens"],
         "correct_tokens": cert.correct_tokens if cert else None,
         "certified": cert.certified if cert else None,
         "certified_fraction": cert.certified_fraction if cert else None,
@@ -415,7 +416,7 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "assumptions": cert.assumptions if cert else None,
         "collision_tokens": report["collision_tokens"],
         "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
-        "ceiling_accuracy": report["ceiling_tokens"] / report["tokens"],
+        "ceiling_accuracy": (cert.ceiling_tokens if cert else report["ceiling_tokens"]) / report["tokens"],
         # bits per parameter: Σ_tokens H(label | word) with conflicts excluded (the embedding may hold one label per
         # word) divided by the non-embedding parameters; see uatlab.data.information for every figure below
         "label_information_bits": bits,

@@ -131,6 +131,10 @@ def identical_inputs_share_columns(table: TokenTable) -> TokenTable:
     could give them different majority labels and miss the ceiling (the most frequent label per identical
     input, counted by key as the certificate counts it). Identical keys lie in one table (one word bucket:
     the same word at the same position). A no-op where copies already agree bit for bit.
+
+    Only copies within ``SAME_INPUT_H_TOLERANCE`` (relative) of the first are moved onto it: equal keys of
+    inputs whose h differ by more are a hash collision of different inputs (keys are 64-bit hashes, and
+    colliding inputs can be built on purpose), and each keeps its own h.
     """
     if len(table) == 0:
         return table
@@ -138,7 +142,13 @@ def identical_inputs_share_columns(table: TokenTable) -> TokenTable:
     h = table.h[first[inverse]]  # (T, K)
     if np.array_equal(h, table.h):
         return table
-    return dataclasses.replace(table, h=h)
+    near = np.abs(h - table.h) <= SAME_INPUT_H_TOLERANCE * np.maximum(np.abs(h), 1.0)  # (T, K)
+    return dataclasses.replace(table, h=np.where(near, h, table.h))
+
+
+# float64 h of one input computed in sequences of different lengths differ by a few units in the last place
+# (2^-52 relative); different inputs whose keys collide differ by far more (or are an h collision anyway)
+SAME_INPUT_H_TOLERANCE = 2.0**-40
 
 
 @dataclass
