@@ -2,7 +2,10 @@
 
 Two tokens have the same key exactly when the model sees the same input at them (the whole sequence and the
 position, or the prefix up to the position for a causal model), up to hash collisions of probability ~2^-63
-per pair. Keys count inherent conflicts (identical inputs, different labels) without holding the inputs.
+per pair of inputs that were not chosen to collide. Keys count inherent conflicts (identical inputs, different
+labels) without holding the inputs. The rolling hash is linear mod 2^64, so inputs *can* be chosen to collide;
+the certificate therefore also requires `salted_input_keys` (non-linear, over values drawn from a random salt
+per certificate) to agree before it takes two tokens for one input.
 """
 
 from __future__ import annotations
