@@ -42,3 +42,33 @@ def test_auto_format_reads_tagged_columns_as_conll_and_anything_else_as_text(tmp
     text.write_text("Zorbia praises Quarkish plan\nAlva Morrow\n")
     assert read_sentences(conll, "auto") == [["Zorbia", "praises"]]
     assert read_sentences(text, "auto") == [["Zorbia", "praises", "Quarkish", "plan"], ["Alva", "Morrow"]]
+
+
+def test_auto_format_reads_untagged_conll_as_conll_like_compile_and_refuses_the_ambiguous_case(tmp_path, capsys):
+    from uatlab.cli.predict import read_sentences
+    from uatlab.data.conll import read_conll
+
+    pos = tmp_path / "pos.conll"  # POS labels, not IOB tags: still CoNLL for compile and certify
+    pos.write_text("the DET\ncat NOUN\nsat VERB\n\nthe DET\ndog NOUN\n\n")
+    norm = tmp_path / "norm.conll"  # labels that are words
+    norm.write_text("The the\ncat cat\n\nthe the\nCat cat\n\n")
+    for data in (pos, norm):
+        model = tmp_path / f"{data.stem}.safetensors"
+        assert main(["compile", str(data), "--out", str(model), "--json"]) == 0
+        capsys.readouterr()
+        assert main(["predict", str(model), str(data), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        gold = read_conll(data)
+        assert out["tokens"] == sum(len(t) for t in gold.tokens)
+        assert out["labels"] == gold.labels  # a compiled model reproduces its data: the words were read as words
+    text = tmp_path / "s.txt"  # plain text, sentences of several words
+    text.write_text("the cat sat\nthe dog\n")
+    assert read_sentences(text, "auto") == [["the", "cat", "sat"], ["the", "dog"]]
+    two = tmp_path / "two.txt"  # 'word label' lines or two-word sentences: both readings are possible
+    two.write_text("the cat\nthe dog\n")
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "pos.safetensors"), str(two)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert str(two) in err and "--format conll or --format text" in err
+    assert read_sentences(two, "text") == [["the", "cat"], ["the", "dog"]]
+    assert read_sentences(two, "conll") == [["the", "the"]]

@@ -10,7 +10,6 @@ predicted next token.
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 
@@ -29,36 +28,19 @@ def check_input_file(path: Path) -> None:
 
 
 def read_sentences(path: Path, fmt: str) -> list[list[str]]:
-    """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL."""
+    """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL;
+    ``auto`` decides as every other command does (`uatlab.data.jsonl.sequence_format`)."""
     check_input_file(path)
-    if fmt == "auto":
-        from uatlab.data.jsonl import is_jsonl_path
+    if fmt not in ("auto", "text", "conll", "jsonl"):
+        raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
+    from uatlab.data.jsonl import read_sequences, sequence_format
 
-        fmt = "jsonl" if is_jsonl_path(path) else _sniff(path)
+    fmt = sequence_format(path, fmt, text=True)
     if fmt == "text":
         from uatlab.data.text_file import read_token_lines
 
         return [tokens for _, tokens in read_token_lines(path, "sentences")]
-    if fmt in ("conll", "jsonl"):
-        from uatlab.data.jsonl import read_sequences
-
-        return read_sequences(path, fmt).tokens
-    raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
-
-
-def _sniff(path: Path) -> str:
-    """``conll`` when the first lines all have the same number (≥ 2) of columns ending in an IOB tag, else ``text``."""
-    from uatlab.data.conll import IOB_TAG
-    from uatlab.data.text_file import iter_lines
-
-    head = iter_lines(path)
-    try:
-        lines = [ln.split() for _, ln in itertools.islice(head, 50) if ln.strip() and not ln.startswith("-DOCSTART-")]
-    finally:
-        head.close()
-    widths = {len(ln) for ln in lines}
-    tagged = all(IOB_TAG.fullmatch(ln[-1]) for ln in lines)
-    return "conll" if lines and len(widths) == 1 and min(widths) >= 2 and tagged else "text"
+    return read_sequences(path, fmt).tokens
 
 
 @app.command("predict")
@@ -68,7 +50,11 @@ def predict_cmd(
     fmt: str = typer.Option(
         "auto",
         "--format",
-        help="text, conll, jsonl or auto (.jsonl/.json; CoNLL if the lines are tagged columns; else text).",
+        help="text, conll, jsonl or auto. auto: JSONL for .jsonl/.json; CoNLL (as certify, compile and "
+        "data-report read it) when the lines have one width of >= 2 columns over two blank-line-separated "
+        "sentences, or one sentence with an IOB tag in the last column; plain text when the widths differ, a "
+        "line has one word, one block of >= 3 untagged columns, or a single line; several 2-column lines in one "
+        "block with no IOB tag are refused: give --format.",
     ),
     unknown: str = typer.Option(
         "",

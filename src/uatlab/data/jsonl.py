@@ -113,14 +113,74 @@ def is_jsonl_path(path: str | os.PathLike) -> bool:
     return str(path).endswith(JSONL_SUFFIXES)
 
 
-def sequence_format(path: str | os.PathLike, fmt: str = "auto") -> str:
+def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = False) -> str:
     """``'jsonl'`` or ``'conll'``: ``fmt``, or for ``'auto'`` JSONL for .jsonl/.json files (`is_jsonl_path`) and
-    CoNLL otherwise; InputError for any other format."""
+    CoNLL otherwise; InputError for any other format. The one decision of every command that reads data.
+
+    With ``text=True`` (a reader that also takes plain text, one sentence per line) ``'text'`` is a format too,
+    and ``'auto'`` for a file not named .jsonl/.json is `conll_or_text`: CoNLL whenever the CoNLL reader would
+    read the file as CoNLL, plain text when it would refuse it, and an InputError naming the file when both
+    readings are possible."""
     if fmt == "auto":
-        fmt = "jsonl" if is_jsonl_path(path) else "conll"
-    if fmt not in ("jsonl", "conll"):
-        raise InputError(f"unknown data format {fmt!r}: use 'conll' or 'jsonl'")
+        fmt = "jsonl" if is_jsonl_path(path) else conll_or_text(path) if text else "conll"
+    allowed = ("jsonl", "conll", "text") if text else ("jsonl", "conll")
+    if fmt not in allowed:
+        raise InputError(f"unknown data format {fmt!r}: use {', '.join(repr(f) for f in allowed)}")
     return fmt
+
+
+def conll_or_text(path: str | os.PathLike) -> str:
+    """``'conll'`` or ``'text'`` for a file that is not JSONL, by its shape (lines split at white space, blank
+    lines and ``-DOCSTART-`` lines aside):
+
+    - CoNLL when its first two blank-line-separated blocks have lines of one width of ≥ 2 columns (what the
+      CoNLL reader reads, whatever the labels), or when it is one such block with an IOB tag (O, B-X, I-X) in
+      its last column;
+    - plain text when the widths differ or a line has one word (the CoNLL reader refuses both), or when it is
+      one block of ≥ 3 columns and no IOB tag (the CoNLL reader refuses it as plain text,
+      `uatlab.data.conll.check_not_plain_text`), or one line (a two-word sentence);
+    - otherwise (one block of ≥ 2 lines of 2 columns, no IOB tag: a ``word label`` sentence or two-word
+      sentences) an InputError naming the file and asking for ``--format conll`` or ``--format text``.
+    """
+    from uatlab.data.conll import IOB_TAG
+    from uatlab.data.text_file import iter_lines
+
+    widths: set[int] = set()
+    blocks = rows = 0
+    in_block = False
+    tagged = False
+    lines = iter_lines(path)
+    try:
+        for _, line in lines:
+            cols = line.split()
+            if not cols:
+                in_block = False
+                continue
+            if cols[0].startswith("-DOCSTART-"):
+                continue
+            if not in_block:
+                if blocks == 1 and len(widths) == 1 and min(widths) >= 2:
+                    return "conll"  # a second sentence of the same shape
+                blocks += 1
+                in_block = True
+            widths.add(len(cols))
+            rows += 1
+            if len(widths) > 1 or len(cols) < 2:
+                return "text"
+            tagged = tagged or bool(IOB_TAG.fullmatch(cols[-1]))
+    finally:
+        lines.close()
+    if not widths:
+        return "text"  # empty or blank: the text reader says so
+    if tagged:
+        return "conll"
+    if min(widths) >= 3 or rows == 1:
+        return "text"  # one line: a two-word sentence rather than a one-token CoNLL file
+    raise InputError(
+        f"{path}: cannot tell whether this is CoNLL (one 'word label' line per token) or plain text (one sentence "
+        "of two words per line): every line has 2 columns, there is no blank line between sentences and no IOB "
+        "tag; give --format conll or --format text"
+    )
 
 
 def read_sequences(path: str | os.PathLike, fmt: str = "auto") -> SequenceDataset:
