@@ -218,3 +218,48 @@ def test_load_checks_each_tensor_for_nan_once(tmp_path, monkeypatch):
         model = uatlab.load(file)
         names = set(model.state_dict())
         assert sorted(checked) == sorted([*names, *twice]), file
+
+
+def _edit_header(src, dst, edit):
+    """Copy the model file ``src`` to ``dst`` with its header metadata passed through ``edit``."""
+    with safe_open(str(src), framework="pt") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    save_file(tensors, str(dst), metadata=edit(meta))
+    return dst
+
+
+def test_save_and_load_refuse_an_encoding_that_does_not_name_every_output(compiled, tmp_path, capsys):
+    import json
+
+    from uatlab.cli import main
+    from uatlab.data.dataset import Encoding
+
+    model = compiled.model
+    tokens, labels = model.encoding.id_to_token, model.encoding.id_to_label
+    n_out = model.config.num_labels
+    short = Encoding.from_lists(tokens, labels[:-1])
+    with pytest.raises(InputError, match=f"lists {n_out - 1} labels, the model has {n_out} outputs"):
+        uatlab.save(model, tmp_path / "short.safetensors", encoding=short)
+    assert not (tmp_path / "short.safetensors").exists()
+    good = uatlab.save(model, tmp_path / "good.safetensors")
+    text = tmp_path / "in.txt"
+    text.write_text(" ".join(TOKENS[0]) + "\n")
+
+    def with_labels(names):
+        def edit(meta):
+            extra = json.loads(meta["uatlab_extra"])
+            extra["encoding"]["labels"] = names
+            return {**meta, "uatlab_extra": json.dumps(extra)}
+
+        return edit
+
+    for names, message in (
+        (labels[:-1], f"the encoding lists {n_out - 1} labels, the model has {n_out} outputs"),
+        ([*labels[:-1], labels[0]], f"the encoding lists the label {labels[0]!r} twice"),
+    ):
+        bad = _edit_header(good, tmp_path / "bad.safetensors", with_labels(names))
+        with pytest.raises(ModelFileError, match=f"{bad}: {message}"):
+            uatlab.load(bad)
+        capsys.readouterr()
+        assert main(["predict", str(bad), str(text)]) == 2
+        assert message in " ".join(capsys.readouterr().err.split())

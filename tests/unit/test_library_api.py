@@ -88,8 +88,21 @@ def test_dataset_repr_is_one_line_and_datasets_slice():
 
 def test_load_refuses_an_encoding_that_does_not_fit_the_model(tmp_path):
     cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, vocab_size=3, num_labels=2, max_len=3)
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
     enc = uatlab.Encoding.from_lists(["a", "b"], ["X", "Y"])
-    path = uatlab.save(Transformer(cfg), tmp_path / "m.safetensors", encoding=enc)
+    with pytest.raises(InputError, match="lists 2 tokens, the model has vocab_size 3"):  # refused on save
+        uatlab.save(Transformer(cfg), tmp_path / "m.safetensors", encoding=enc)
+    good = uatlab.Encoding.from_lists(["a", "b", "c"], ["X", "Y"])
+    path = uatlab.save(Transformer(cfg), tmp_path / "m.safetensors", encoding=good)
+    with safe_open(str(path), framework="pt") as f:  # a file written otherwise (or edited) is refused on load
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    extra = json.loads(meta["uatlab_extra"])
+    extra["encoding"] = enc.to_json()
+    save_file(tensors, str(path), metadata={**meta, "uatlab_extra": json.dumps(extra)})
     with pytest.raises(ModelFileError, match="lists 2 tokens"):
         uatlab.load(path)
 

@@ -41,6 +41,8 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     enc = getattr(model, "encoding", None)
     if enc is not None and not (extra and ("encoding" in extra or "tokens" in extra)):
         extra = {**(extra or {}), "encoding": enc.to_json()}
+    if extra and isinstance(extra.get("encoding"), dict):
+        check_encoding_fits(model.config, extra["encoding"], "save()")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
@@ -50,6 +52,27 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
         save_file(tensors, str(tmp), metadata=metadata)
     return path
+
+
+def check_encoding_fits(config: TransformerConfig, enc: dict[str, Any], where: str) -> None:
+    """InputError (message starting ``where: ``) unless the stored encoding ``enc`` (`Encoding.to_json`) lists
+    each token and label once, as many tokens as the model's ``vocab_size`` and as many labels as its
+    ``num_labels`` (when set): the model's output i is the label listed i-th, so a short or repeated list leaves
+    outputs without a name."""
+    for key, size, what in (
+        ("tokens", config.vocab_size, "vocab_size {}"),
+        ("labels", config.num_labels, "{} outputs"),
+    ):
+        names = enc.get(key)
+        if not isinstance(names, list) or not all(isinstance(n, (str, int)) for n in names):
+            raise InputError(f"{where}: the encoding's {key!r} must be a list of names, got {type(names).__name__}")
+        seen: set[str] = set()
+        for n in map(str, names):
+            if n in seen:
+                raise InputError(f"{where}: the encoding lists the {key[:-1]} {n!r} twice")
+            seen.add(n)
+        if size is not None and len(names) != size:
+            raise InputError(f"{where}: the encoding lists {len(names)} {key}, the model has {what.format(size)}")
 
 
 def read_metadata(path: str | os.PathLike) -> dict[str, str]:
@@ -236,14 +259,15 @@ def load(path: str | os.PathLike) -> Any:
         enc = {"tokens": extra["tokens"], "labels": extra["labels"]}
         enc["unknown_token"] = UNK if enc["tokens"][:1] == [UNK] else None
     if enc is not None:
+        if not isinstance(enc, dict):
+            raise ModelFileError(f"{path}: the stored encoding must be a JSON object, got {type(enc).__name__}")
+        try:
+            check_encoding_fits(model.config, enc, str(path))
+        except InputError as exc:
+            raise ModelFileError(str(exc)) from None
         try:
             model.encoding = Encoding.from_json(enc)
         except (KeyError, TypeError, InputError) as exc:
             raise ModelFileError(f"{path}: the stored encoding is invalid: {exc}") from None
-        if len(model.encoding.token_to_id) != model.config.vocab_size:
-            raise ModelFileError(
-                f"{path}: the encoding lists {len(model.encoding.token_to_id)} tokens, the model has "
-                f"vocab_size {model.config.vocab_size}"
-            )
     model.saved_extra = extra
     return model
