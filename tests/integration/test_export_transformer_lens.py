@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -169,6 +170,25 @@ def test_refusals_name_what_cannot_be_represented():
     vec = Transformer(TransformerConfig(d_model=4, num_labels=2))
     with pytest.raises(ExportError, match="token embedding"):
         to_hooked_transformer(vec)
+
+
+def test_beta_zero_is_refused_naming_beta_not_a_division_by_zero(tmp_path, capsys):
+    """β = 0 is a valid model (every score 0: uniform attention) that TransformerLens cannot hold: it divides
+    the scores by attn_scale = 1/β."""
+    cfg = TransformerConfig(d_model=4, vocab_size=3, num_labels=2, max_len=4, positional="learned", ff_width=4)
+    torch.manual_seed(0)
+    zero = Transformer(dataclasses.replace(cfg, beta=0.0))
+    with pytest.raises(ExportError, match="beta = 0.0"):
+        to_hooked_transformer(zero)
+    path = save(zero, tmp_path / "b0.safetensors")
+    out = tmp_path / "tl"
+    capsys.readouterr()
+    assert main(["export", str(path), str(out), "--to", "transformer-lens"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "beta = 0.0" in err and "attn_scale" in err and not out.exists()
+    half = Transformer(dataclasses.replace(cfg, beta=0.5))  # any other β is exported
+    ids = [np.array([0, 1, 2]), np.array([2, 2])]
+    assert max_logit_difference(half, to_hooked_transformer(half), ids) <= 1e-6
 
 
 def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compiled, tmp_path, capsys):

@@ -33,7 +33,8 @@ padded sums may still be blocked, hence rounded, differently).
 
 What has no TransformerLens counterpart is refused with `ExportError` naming it: hardmax
 attention, an F_1^(FF) before the first block (paper A, Proposition 1), a model without token
-embedding (continuous inputs) or without readout.
+embedding (continuous inputs) or without readout, and an attention scale whose inverse is not finite
+(beta = 0: TransformerLens divides the scores by ``attn_scale``).
 
 TransformerLens 4 removed ``HookedTransformer`` (its ``TransformerBridge`` wraps Hugging Face models
 only), so the ``interop`` extra pins ``transformer-lens<4``.
@@ -42,6 +43,7 @@ only), so the ``interop`` extra pins ``transformer-lens<4``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -99,6 +101,11 @@ def unsupported_features(model: Transformer) -> list[str]:
         problems.append("no linear readout (TransformerLens needs an unembedding)")
     if cfg.n_layers < 1:
         problems.append("no attention block (n_layers = 0)")
+    elif not math.isfinite(1.0 / scale if (scale := model.blocks[0].attn.score_scale) else math.inf):
+        problems.append(
+            f"beta = {cfg.beta!r} (attention score scale {scale!r}): TransformerLens divides the scores by "
+            "attn_scale = 1/scale, which is not finite (with beta = 0 every score is 0: uniform attention)"
+        )
     return problems
 
 
