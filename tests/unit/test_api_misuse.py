@@ -263,3 +263,40 @@ def test_save_and_load_refuse_an_encoding_that_does_not_name_every_output(compil
         capsys.readouterr()
         assert main(["predict", str(bad), str(text)]) == 2
         assert message in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("uatlab_extra", "[]", "header field uatlab_extra must be a JSON object, got list"),
+        ("uatlab_extra", '"x"', "header field uatlab_extra must be a JSON object, got str"),
+        ("uatlab_extra", "{not json", "header field uatlab_extra is not valid JSON"),
+        ("uatlab_extra", '{"encoding": [1]}', "header field uatlab_extra.encoding must be a JSON object"),
+        ("uatlab_config", "[]", "the config must be a JSON object, got list"),
+        ("uatlab_config", None, "meta must be a dict, got list"),  # None: the config's meta set to []
+    ],
+)
+def test_a_header_field_of_the_wrong_type_is_refused_naming_the_file_and_field(
+    compiled, tmp_path, capsys, field, value, message
+):
+    import json
+
+    from uatlab.cli import main
+
+    good = uatlab.save(compiled.model, tmp_path / "good.safetensors")
+
+    def edit(meta):
+        if value is None:
+            return {**meta, field: json.dumps({**json.loads(meta[field]), "meta": []})}
+        return {**meta, field: value}
+
+    bad = _edit_header(good, tmp_path / "bad.safetensors", edit)
+    with pytest.raises(ModelFileError, match=message) as info:
+        uatlab.load(bad)
+    assert str(info.value).startswith(f"{bad}: ")
+    data = tmp_path / "d.conll"
+    data.write_text("".join(f"{t} {y}\n" for t, y in zip(TOKENS[0], LABELS[0], strict=True)) + "\n")
+    for cmd in (["certify", str(bad), str(data)], ["predict", str(bad), str(data), "--format", "conll"]):
+        capsys.readouterr()
+        assert main(cmd) == 2
+        assert message in " ".join(capsys.readouterr().err.split())

@@ -129,3 +129,35 @@ def test_cli_predict_bad_sequences_one_line(compiled_dir, monkeypatch, capsys, q
     assert main(["predict", "m.safetensors", "q.txt"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: {message}"]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: {**h, "source": "text"}, "header field source must be a JSON object, got 'text'"),
+        (lambda h: {**h, "source": {**h["source"], "tokenizer": "x"}}, "header field source.tokenizer must be"),
+        (lambda h: {**h, "facts": []}, "header field facts must be a JSON object, got list"),
+        (lambda h: {**h, "token_vocab": [[]] * len(h["token_vocab"])}, "header field token_vocab must be a list"),
+        (lambda h: [h], "header field uatlab_next_token must be a JSON object, got list"),
+    ],
+)
+def test_a_header_field_of_the_wrong_type_is_refused_naming_the_file_and_field(tmp_path, capsys, edit, message):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    text = tmp_path / "t.txt"
+    text.write_text(TEXT)
+    good = tmp_path / "m.safetensors"
+    assert main(["compile", str(text), "--task", "next-token", "--window", "3", "--out", str(good), "--json"]) == 0
+    with safe_open(str(good), framework="pt") as f:
+        meta, tensors = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    bad = tmp_path / "bad.safetensors"
+    header = edit(json.loads(meta["uatlab_next_token"]))
+    save_file(tensors, str(bad), metadata={**meta, "uatlab_next_token": json.dumps(header)})
+    with pytest.raises(ModelFileError, match=message) as info:
+        uatlab.load(bad)
+    assert str(info.value).startswith(f"{bad}: ")
+    for cmd in ("certify", "predict"):
+        capsys.readouterr()
+        assert main([cmd, str(bad), str(text)]) == 2
+        assert message in " ".join(capsys.readouterr().err.split())

@@ -158,8 +158,21 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
     cast = {k: v for k, v in state.items() if v.dtype != tensors[k].dtype}
     check_finite(path, cast, cast_to=config.dtype)
     model.eval()
-    extra = json.loads(meta["uatlab_extra"]) if "uatlab_extra" in meta else {}
-    return model, extra
+    return model, header_object(path, meta, "uatlab_extra")
+
+
+def header_object(path: Path, meta: dict[str, str], key: str) -> dict[str, Any]:
+    """The JSON object in the header metadata field ``key`` (``{}`` when absent); ModelFileError naming the file
+    and the field when it is not JSON or not an object (a file written otherwise, or edited)."""
+    if key not in meta:
+        return {}
+    try:
+        obj = json.loads(meta[key])
+    except json.JSONDecodeError as exc:
+        raise ModelFileError(f"{path}: header field {key} is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ModelFileError(f"{path}: header field {key} must be a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None) -> Path:
@@ -257,10 +270,12 @@ def load(path: str | os.PathLike) -> Any:
     enc = extra.get("encoding")
     if enc is None and "tokens" in extra and "labels" in extra:  # files written by `uatlab train` before 0.2
         enc = {"tokens": extra["tokens"], "labels": extra["labels"]}
-        enc["unknown_token"] = UNK if enc["tokens"][:1] == [UNK] else None
+        enc["unknown_token"] = UNK if isinstance(enc["tokens"], list) and enc["tokens"][:1] == [UNK] else None
     if enc is not None:
         if not isinstance(enc, dict):
-            raise ModelFileError(f"{path}: the stored encoding must be a JSON object, got {type(enc).__name__}")
+            raise ModelFileError(
+                f"{path}: header field uatlab_extra.encoding must be a JSON object, got {type(enc).__name__}"
+            )
         try:
             check_encoding_fits(model.config, enc, str(path))
         except InputError as exc:

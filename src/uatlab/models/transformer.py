@@ -92,6 +92,8 @@ class TransformerConfig:
             )
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if not isinstance(self.meta, dict):
+            raise InputError(f"meta must be a dict, got {type(self.meta).__name__}")
         if self.positional not in ("none", "learned", "given"):
             raise InputError(f"positional must be 'none', 'learned' or 'given', got {self.positional!r}")
         if self.attention not in ("softmax", "hardmax"):
@@ -124,6 +126,8 @@ class TransformerConfig:
     @classmethod
     def from_json(cls, text: str) -> TransformerConfig:
         d = json.loads(text)
+        if not isinstance(d, dict):
+            raise InputError(f"the config must be a JSON object, got {type(d).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:

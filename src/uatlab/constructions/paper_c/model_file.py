@@ -113,6 +113,10 @@ def memo_from(
         raise ModelFileError(f"{path} is not a uatlab next-token model (no '{FORMAT_TAG}' tag)")
     try:
         h = json.loads(meta["uatlab_next_token"])
+        if not isinstance(h, dict):
+            raise ModelFileError(
+                f"{path}: header field uatlab_next_token must be a JSON object, got {type(h).__name__}"
+            )
         lay = h["layout"]
         layout = Layout(
             regime=str(lay["regime"]),
@@ -146,6 +150,7 @@ def memo_from(
                 raise ModelFileError(
                     f"{path}: {name} lists {size} entries, the model has V = {V} tokens and C = {layout.C} classes"
                 )
+        check_header_fields(path, h)
         flat = unpack_ints("nu", tensors)
         if len(flat) != layout.n_pad * (V + 1):
             raise ModelFileError(f"{path}: table nu has {len(flat)} entries, the layout needs {layout.n_pad * (V + 1)}")
@@ -161,6 +166,32 @@ def memo_from(
         raise ModelFileError(f"{path}: the next-token model header is invalid: {exc}") from None
     memo = NextTokenMemorizer(layout=layout, nu=nu, n=n, V=V, circuit=circuit, seed=seed, facts=h.get("facts", {}))
     return memo, h
+
+
+TOKENIZERS = ("whitespace", "python")  # `uatlab.data.next_token.tokenize_text`
+
+
+def check_header_fields(path: Path, h: dict[str, Any]) -> None:
+    """ModelFileError naming the file and the field unless the optional header fields that loading and the CLI
+    read have their written types: ``source`` an object whose ``tokenizer`` is one of `TOKENIZERS` (or absent),
+    ``facts`` and ``notes`` objects, ``token_vocab`` and ``label_vocab`` lists of names (strings or integers)."""
+
+    def bad(field: str, want: str, value: Any) -> ModelFileError:
+        got = repr(value) if isinstance(value, (str, int, float)) else type(value).__name__
+        return ModelFileError(f"{path}: header field {field} must be {want}, got {got}")
+
+    for field in ("source", "facts", "notes"):
+        if h.get(field) is not None and not isinstance(h[field], dict):
+            raise bad(field, "a JSON object", h[field])
+    tokenizer = (h.get("source") or {}).get("tokenizer")
+    if tokenizer is not None and tokenizer not in TOKENIZERS:
+        raise bad("source.tokenizer", " or ".join(map(repr, TOKENIZERS)), tokenizer)
+    for field in ("token_vocab", "label_vocab"):
+        vocab = h.get(field)
+        if vocab is not None and not (
+            isinstance(vocab, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in vocab)
+        ):
+            raise bad(field, "a list of names (strings or integers)", vocab)
 
 
 def module_for(memo: NextTokenMemorizer) -> torch.nn.Module:
