@@ -88,3 +88,50 @@ def test_truncated_linear_float32_stops_at_the_largest_anchor_count_that_fits(ca
     assert out["summary"]["stopped_at_anchors"] == 41 and "float32" in out["summary"]["stopped_because"]
     assert "warning: stopped at m = 41 anchors" in captured.err
     assert all(r["sup_error"] <= r["bound"] for r in out["rows"])
+
+
+def test_certify_reads_unknown_words_as_unk_like_predict_and_counts_them(capsys, tmp_path):
+    import json
+
+    model = _unk_model(tmp_path)
+    data = tmp_path / "d.conll"
+    data.write_text("a X\nzz Y\nb X\n\nyy Y\na Y\n\n")
+    same = tmp_path / "same.conll"  # the words the model reads
+    same.write_text(data.read_text().replace("zz", "<unk>").replace("yy", "<unk>"))
+    assert main(["certify", str(model), str(same), "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    assert expected["unknown_tokens"] == 0
+    assert main(["certify", str(model), str(data), "--json"]) == 0  # default: the model's <unk>, as predict
+    captured = capsys.readouterr()
+    fig = json.loads(captured.out)
+    assert fig["unknown_tokens"] == 2
+    for key in ("tokens", "ceiling_tokens", "certified_tokens", "correct_tokens", "certified"):
+        assert fig[key] == expected[key], key
+    assert f"warning: {data}: 2 of 5 tokens are not in the model's vocabulary" in " ".join(captured.err.split())
+    assert main(["certify", str(model), str(data), "--unknown", "unk", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unknown_tokens"] == 2
+    assert main(["certify", str(model), str(data), "--unknown", "error"]) == 2
+    assert "token 'zz'" in " ".join(capsys.readouterr().err.split())
+    assert main(["certify", str(model), str(data), "--unknown", "drop"]) == 2
+    assert "--unknown must be error or unk, got 'drop'" in capsys.readouterr().err
+
+
+def test_certify_of_a_model_without_unk_still_names_the_unknown_word(capsys, tmp_path):
+    data = tmp_path / "d.conll"
+    data.write_text("a X\nb Y\n\nb X\na X\n\n")
+    model = tmp_path / "m.safetensors"
+    assert main(["compile", str(data), "--out", str(model), "--json"]) == 0
+    other = tmp_path / "o.conll"
+    other.write_text("a X\nzz Y\n\n")
+    capsys.readouterr()
+    assert main(["certify", str(model), str(other)]) == 2
+    assert "token 'zz'" in " ".join(capsys.readouterr().err.split())
+    assert main(["certify", str(model), str(other), "--unknown", "unk"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--unknown unk: {model} is a model with no unknown-word token" in err
+    deep = tmp_path / "deep.safetensors"
+    assert main(["compile", str(data), "--ff", "deep", "--out", str(deep), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["certify", str(deep), str(data), "--unknown", "unk"]) == 2
+    assert "is a --ff deep model with no unknown-word token" in " ".join(capsys.readouterr().err.split())
+    assert main(["certify", str(deep), str(data), "--unknown", "error", "--json"]) == 0  # what it does anyway

@@ -472,6 +472,26 @@ def check_certify_memory(n: int, where: str) -> None:
     )
 
 
+def _refuse_unk(unknown: str, model_path: Path, what: str) -> None:
+    """``--unknown unk`` on a model without an unknown-word token: InputError naming the option and the model."""
+    if unknown == "unk":
+        raise InputError(
+            f"--unknown unk: {model_path} is {what} with no unknown-word token (every word must be in its "
+            "vocabulary; --unknown error is what it does)"
+        )
+
+
+def _read_unknown_as(records, known: dict[str, int], unk: str, count: list[int]):
+    """The records with every token outside ``known`` replaced by ``unk``, adding their number to ``count[0]``
+    (`uatlab.data.dataset.Encoding.encode_tokens` with ``unknown='unk'`` reads them so)."""
+    for tokens, labels, line in records:
+        if all(t in known for t in tokens):
+            yield tokens, labels, line
+            continue
+        count[0] += sum(t not in known for t in tokens)
+        yield [t if t in known else unk for t in tokens], labels, line
+
+
 def _length_checked(records, data: Path, max_len: int | None = None):
     """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify
     (the memory is checked at each new longest sequence: a shorter one needs less), and a file holding none
@@ -636,6 +656,13 @@ def certify_cmd(
         callback=one_of("local", "ray"),
     ),
     workers: int = WORKERS_OPTION,
+    unknown: str = typer.Option(
+        "",
+        "--unknown",
+        help="Words outside the model's vocabulary: error or unk (read as the model's <unk>: the certificate is "
+        "then about the model's output on that input; --json counts them as unknown_tokens). Default: unk if "
+        "the model has an <unk> token (a trained model), else error. Next-token and --ff deep models have none.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly."""
@@ -644,6 +671,8 @@ def certify_cmd(
     from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress
     from uatlab.models.io import load
 
+    if unknown not in ("", "error", "unk"):
+        raise InputError(f"--unknown must be error or unk, got {unknown!r}")
     _check_exp_ulp(exp_ulp)
     set_memory_limit(max_memory)
     thread_settings = _threads(threads)
@@ -655,6 +684,7 @@ def certify_cmd(
     in_process_only = ("exp_ulp", "max_memory", "executor", "workers")
     if is_next_token_model(model_path):
         refuse_given(ctx, f"a next-token model ({model_path})", in_process_only)
+        _refuse_unk(unknown, model_path, "a next-token model")
         return certify_next_token_command(model_path, data, fmt, json_out)
     if fmt == "text":
         raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
@@ -665,16 +695,33 @@ def certify_cmd(
 
         deep_refuses = tuple(o for o in in_process_only if o != "max_memory")  # it pads to n': a memory check
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
+        _refuse_unk(unknown, model_path, "a --ff deep model")
         return certify_deep_command(model_path, data, _records(data, fmt), json_out)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
+    unk = model.encoding.unknown_token
+    if unknown == "unk" and unk is None:
+        _refuse_unk(unknown, model_path, "a model")
     records = _length_checked(_records(data, fmt), data, getattr(model.config, "max_len", None))
+    mapped = [0]  # words read as the unknown-word token
+    if unk is not None and unknown != "error":
+        records = _read_unknown_as(records, model.encoding.token_to_id, unk, mapped)
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
+    if mapped[0]:
+        from uatlab.cli.app import err_console
+
+        err_console.print(
+            f"warning: {data}: {mapped[0]} of {cert.tokens} tokens are not in the model's vocabulary and were read "
+            f"as {unk!r}; the certificate is about the model's output on that input",
+            highlight=False,
+            soft_wrap=True,
+        )
     fig = cert.to_dict()
+    fig["unknown_tokens"] = mapped[0]
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0
