@@ -107,6 +107,24 @@ def test_load_refuses_an_encoding_that_does_not_fit_the_model(tmp_path):
         uatlab.load(path)
 
 
+def test_an_encoding_given_out_of_id_order_keeps_its_ids_through_save_and_load(tmp_path):
+    cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, vocab_size=3, num_labels=2, max_len=3)
+    enc = uatlab.Encoding({"c": 2, "a": 0, "b": 1}, {"Y": 1, "X": 0})  # dict order is not id order
+    assert enc.id_to_token == ["a", "b", "c"] and enc.id_to_label == ["X", "Y"]
+    assert [enc.id_to_token[enc.token_to_id[t]] for t in "abc"] == list("abc")
+    back = uatlab.load(uatlab.save(Transformer(cfg), tmp_path / "m.safetensors", encoding=enc)).encoding
+    assert back.token_to_id == {"a": 0, "b": 1, "c": 2} and back.label_to_id == {"X": 0, "Y": 1}
+
+
+@pytest.mark.parametrize(
+    "tokens,named",
+    [({"a": 0, "b": 0}, "'a' has id 0"), ({"a": 0, "b": 2}, "'b' has id 2"), ({"a": "0"}, "'a' has id '0'")],
+)
+def test_an_encoding_with_ids_that_are_not_0_to_n_is_refused_naming_one(tokens, named):
+    with pytest.raises(InputError, match=f"token ids must be 0..{len(tokens) - 1}, each once: {named}"):
+        uatlab.Encoding(tokens, {"X": 0})
+
+
 def test_encode_tokens_validates_the_unknown_policy():
     data = from_lists([["a", "b"]], [["X", "Y"]])
     enc = uatlab.Encoding.fit(data, unknown_token="<unk>")

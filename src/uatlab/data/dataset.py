@@ -7,6 +7,7 @@ Token and label vocabularies are built in first-seen order, which makes ids dete
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -102,7 +103,8 @@ UNKNOWN_POLICIES = ("error", "unk")
 
 @dataclass(frozen=True)
 class Encoding:
-    """Maps between strings and integer ids for tokens and labels (id order = dict order).
+    """Maps between strings and integer ids for tokens and labels (id order = dict order: a mapping given in
+    another order is re-ordered by id; ids must be 0..n−1, each once).
 
     Attributes:
         token_to_id: token string → embedding row.
@@ -116,6 +118,18 @@ class Encoding:
     unknown_token: str | None = None
 
     def __post_init__(self) -> None:
+        for field_name, what in (("token_to_id", "token"), ("label_to_id", "label")):
+            mapping = getattr(self, field_name)
+            ids = list(mapping.values())
+            if ids != list(range(len(ids))):  # id i must be the i-th entry: id_to_token / id_to_label read dict order
+                seen = Counter(ids)
+                bad = next(
+                    ((k, i) for k, i in mapping.items() if type(i) is not int or not 0 <= i < len(ids) or seen[i] > 1),
+                    None,
+                )
+                if bad is not None:
+                    raise InputError(f"{what} ids must be 0..{len(ids) - 1}, each once: {bad[0]!r} has id {bad[1]!r}")
+                object.__setattr__(self, field_name, dict(sorted(mapping.items(), key=lambda kv: kv[1])))
         if self.unknown_token is not None and self.unknown_token not in self.token_to_id:
             raise InputError(f"the unknown-word token {self.unknown_token!r} is not in the vocabulary")
 
