@@ -72,3 +72,24 @@ def test_auto_format_reads_untagged_conll_as_conll_like_compile_and_refuses_the_
     assert str(two) in err and "--format conll or --format text" in err
     assert read_sentences(two, "text") == [["the", "cat"], ["the", "dog"]]
     assert read_sentences(two, "conll") == [["the", "the"]]
+
+
+def test_unlabelled_conll_one_token_per_line_is_read_by_sentence(tmp_path, capsys):
+    # one token per line, a blank line between sentences: each sentence is one input (the model sees its context),
+    # the same labels as the same sentences given one per line
+    data_path = tmp_path / "d.jsonl"
+    assert main(["synth", str(data_path), "-N", "30", "-n", "5", "-V", "15", "-C", "3", "--json"]) == 0
+    model = tmp_path / "m.safetensors"
+    assert main(["compile", str(data_path), "--out", str(model), "--json"]) == 0
+    data = read_jsonl(data_path)
+    blocks = tmp_path / "tokens.conll"
+    blocks.write_text("-DOCSTART-\n\n" + "\n\n".join("\n".join(t) for t in data.tokens[:6]) + "\n")
+    capsys.readouterr()
+    for fmt in ("auto", "conll"):
+        assert main(["predict", str(model), str(blocks), "--format", fmt, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["sentences"] == 6 and out["labels"] == data.labels[:6], fmt
+    # a line with a second column in such a file is named
+    blocks.write_text("t1\nt2 c0\n\nt3\n")
+    assert main(["predict", str(model), str(blocks), "--format", "conll"]) == 2
+    assert f"{blocks}:2: 2 columns in a file of one token per line" in " ".join(capsys.readouterr().err.split())

@@ -40,21 +40,44 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
         from uatlab.data.text_file import read_token_lines
 
         return [tokens for _, tokens in read_token_lines(path, "sentences")]
+    if fmt == "conll" and _one_column(path):  # unlabelled CoNLL: one token per line, sentences between blank lines
+        from uatlab.data.text_file import read_token_blocks
+
+        return [tokens for _, tokens in read_token_blocks(path)]
     return read_sequences(path, fmt).tokens
+
+
+def _one_column(path: Path) -> bool:
+    """True when the first line with a token (``-DOCSTART-`` aside) has one column."""
+    from uatlab.data.text_file import iter_lines
+
+    lines = iter_lines(path)
+    try:
+        for _, line in lines:
+            cols = line.split()
+            if cols and not cols[0].startswith("-DOCSTART-"):
+                return len(cols) == 1
+    finally:
+        lines.close()
+    return False
 
 
 @app.command("predict")
 def predict_cmd(
     model_path: Path = typer.Argument(..., help="A uatlab model file (compiled or trained)."),
-    input_path: Path = typer.Argument(..., help="Sentences: text (one per line), CoNLL or JSONL."),
+    input_path: Path = typer.Argument(
+        ..., help="Sentences: text (one per line), CoNLL (labelled or one token per line) or JSONL."
+    ),
     fmt: str = typer.Option(
         "auto",
         "--format",
-        help="text, conll, jsonl or auto. auto: JSONL for .jsonl/.json; CoNLL (as certify, compile and "
+        help="text, conll, jsonl or auto. conll also reads unlabelled CoNLL (one token per line, a blank line "
+        "between sentences). auto: JSONL for .jsonl/.json; CoNLL (as certify, compile and "
         "data-report read it) when the lines have one width of >= 2 columns over two blank-line-separated "
-        "sentences, or one sentence with an IOB tag in the last column; plain text when the widths differ, a "
-        "line has one word, one block of >= 3 untagged columns, or a single line; several 2-column lines in one "
-        "block with no IOB tag are refused: give --format.",
+        "sentences, or one sentence with an IOB tag in the last column; unlabelled CoNLL when every line has one "
+        "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
+        "differ, every line has one word otherwise, one block of >= 3 untagged columns, or a single line; "
+        "several 2-column lines in one block with no IOB tag are refused: give --format.",
     ),
     unknown: str = typer.Option(
         "",

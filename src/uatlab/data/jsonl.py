@@ -136,7 +136,9 @@ def conll_or_text(path: str | os.PathLike) -> str:
     - CoNLL when its first two blank-line-separated blocks have lines of one width of ≥ 2 columns (what the
       CoNLL reader reads, whatever the labels), or when it is one such block with an IOB tag (O, B-X, I-X) in
       its last column;
-    - plain text when the widths differ or a line has one word (the CoNLL reader refuses both), or when it is
+    - unlabelled CoNLL (``'conll'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
+      line has one word and blank lines separate at least two sentences, one of several lines;
+    - plain text when the widths differ or every line has one word otherwise, or when it is
       one block of ≥ 3 columns and no IOB tag (the CoNLL reader refuses it as plain text,
       `uatlab.data.conll.check_not_plain_text`), or one line (a two-word sentence);
     - otherwise (one block of ≥ 2 lines of 2 columns, no IOB tag: a ``word label`` sentence or two-word
@@ -146,7 +148,7 @@ def conll_or_text(path: str | os.PathLike) -> str:
     from uatlab.data.text_file import iter_lines
 
     widths: set[int] = set()
-    blocks = rows = 0
+    blocks = rows = block_rows = longest = 0
     in_block = False
     tagged = False
     lines = iter_lines(path)
@@ -163,15 +165,20 @@ def conll_or_text(path: str | os.PathLike) -> str:
                     return "conll"  # a second sentence of the same shape
                 blocks += 1
                 in_block = True
+                block_rows = 0
             widths.add(len(cols))
             rows += 1
-            if len(widths) > 1 or len(cols) < 2:
+            block_rows += 1
+            longest = max(longest, block_rows)
+            if len(widths) > 1:
                 return "text"
-            tagged = tagged or bool(IOB_TAG.fullmatch(cols[-1]))
+            tagged = tagged or (len(cols) >= 2 and bool(IOB_TAG.fullmatch(cols[-1])))
     finally:
         lines.close()
     if not widths:
         return "text"  # empty or blank: the text reader says so
+    if widths == {1}:  # one word per line: sentences of several lines between blank lines are unlabelled CoNLL
+        return "conll" if blocks >= 2 and longest >= 2 else "text"
     if tagged:
         return "conll"
     if min(widths) >= 3 or rows == 1:

@@ -66,3 +66,31 @@ def read_token_lines(
     if not rows:
         raise InputError(f"{path}: no {what} found (the file is empty or blank)")
     return rows
+
+
+def read_token_blocks(path: str | os.PathLike) -> list[tuple[int, list[str]]]:
+    """(line number of the first token, tokens) of every sentence of an unlabelled CoNLL file: one token per
+    line, a blank line between sentences, ``-DOCSTART-`` lines skipped. A line with more than one column is an
+    InputError naming it (a labelled file is read by `uatlab.data.conll.read_conll`)."""
+    out: list[tuple[int, list[str]]] = []
+    cur: list[str] = []
+    first = 0
+    for lineno, line in iter_lines(path):
+        cols = line.split()
+        if not cols or cols[0].startswith("-DOCSTART-"):
+            if cur:
+                out.append((first, cur))
+                cur = []
+            continue
+        if len(cols) > 1:
+            raise InputError(
+                f"{path}:{lineno}: {len(cols)} columns in a file of one token per line (unlabelled CoNLL): {line.strip()!r}"
+            )
+        if not cur:
+            first = lineno
+        cur.append(cols[0])
+    if cur:
+        out.append((first, cur))
+    if not out:
+        raise InputError(f"{path}: no sentences found (the file is empty or blank)")
+    return out
