@@ -13,7 +13,7 @@ import uatlab
 from uatlab.cli import main
 from uatlab.constructions.paper_c.api import compile_next_token
 from uatlab.constructions.paper_c.model_file import _pack, _unpack, save_next_token
-from uatlab.errors import ModelFileError
+from uatlab.errors import InputError, ModelFileError
 from uatlab.verify.next_token import certify_next_token
 
 TEXT = "the cat sat on the mat and the dog sat on the log and the cat ran to the dog " * 2
@@ -139,6 +139,7 @@ def test_cli_predict_bad_sequences_one_line(compiled_dir, monkeypatch, capsys, q
         (lambda h: {**h, "facts": []}, "header field facts must be a JSON object, got list"),
         (lambda h: {**h, "token_vocab": [[]] * len(h["token_vocab"])}, "header field token_vocab must be a list"),
         (lambda h: [h], "header field uatlab_next_token must be a JSON object, got list"),
+        (lambda h: {**h, "token_vocab": [h["token_vocab"][0]] * len(h["token_vocab"])}, "token_vocab lists '"),
     ],
 )
 def test_a_header_field_of_the_wrong_type_is_refused_naming_the_file_and_field(tmp_path, capsys, edit, message):
@@ -161,3 +162,11 @@ def test_a_header_field_of_the_wrong_type_is_refused_naming_the_file_and_field(t
         capsys.readouterr()
         assert main([cmd, str(bad), str(text)]) == 2
         assert message in " ".join(capsys.readouterr().err.split())
+
+
+def test_save_refuses_a_vocabulary_with_a_repeated_name(tmp_path):
+    toks = np.array([[0, 1, 2], [2, 1, 0]])
+    memo = compile_next_token(toks, np.array([1, 2]), V=3, C=3, certify=False).detail
+    with pytest.raises(InputError, match="token_vocab lists 'a' twice"):
+        save_next_token(memo, tmp_path / "m.safetensors", token_vocab=["a", "b", "a"])
+    assert not (tmp_path / "m.safetensors").exists()
