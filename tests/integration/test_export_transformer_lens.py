@@ -186,6 +186,7 @@ def test_beta_zero_is_refused_naming_beta_not_a_division_by_zero(tmp_path, capsy
     assert main(["export", str(path), str(out), "--to", "transformer-lens"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "beta = 0.0" in err and "attn_scale" in err and not out.exists()
+    assert err.startswith(f"error: {path}: cannot export to TransformerLens")  # the refusal names the model file
     half = Transformer(dataclasses.replace(cfg, beta=0.5))  # any other β is exported
     ids = [np.array([0, 1, 2]), np.array([2, 2])]
     assert max_logit_difference(half, to_hooked_transformer(half), ids) <= 1e-6

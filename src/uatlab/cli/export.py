@@ -61,6 +61,11 @@ def export_cmd(
             f"{model_path} is a {type(model).__name__} (a deep integer ReLU circuit), not a uatlab Transformer; "
             "only Transformers export to TransformerLens"
         )
+    from uatlab.interop.transformer_lens import unsupported_features
+
+    problems = unsupported_features(model)
+    if problems:  # refused before anything is written, naming the model
+        raise InputError(f"{model_path}: cannot export to TransformerLens: " + "; ".join(problems))
     hooked = to_hooked_transformer(model)
     diff = max_logit_difference(model, hooked, check, seed) if check else None
     save_hooked(hooked, out)
