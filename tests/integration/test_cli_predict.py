@@ -6,12 +6,17 @@ from uatlab.cli import main
 from uatlab.data.jsonl import read_jsonl
 
 
-def test_compile_then_predict_from_the_command_line(tmp_path, capsys):
+def _synth_and_compile(tmp_path):
+    """(model path, data): 30 synthetic sentences of 5 tokens and the model compiled from them."""
     data_path = tmp_path / "d.jsonl"
     assert main(["synth", str(data_path), "-N", "30", "-n", "5", "-V", "15", "-C", "3", "--json"]) == 0
     model = tmp_path / "m.safetensors"
     assert main(["compile", str(data_path), "--out", str(model), "--json"]) == 0
-    data = read_jsonl(data_path)
+    return model, read_jsonl(data_path)
+
+
+def test_compile_then_predict_from_the_command_line(tmp_path, capsys):
+    model, data = _synth_and_compile(tmp_path)
     text = tmp_path / "s.txt"
     text.write_text("\n".join(" ".join(t) for t in data.tokens[:5]) + "\n")
     capsys.readouterr()
@@ -77,11 +82,7 @@ def test_auto_format_reads_untagged_conll_as_conll_like_compile_and_refuses_the_
 def test_unlabelled_conll_one_token_per_line_is_read_by_sentence(tmp_path, capsys):
     # one token per line, a blank line between sentences: each sentence is one input (the model sees its context),
     # the same labels as the same sentences given one per line
-    data_path = tmp_path / "d.jsonl"
-    assert main(["synth", str(data_path), "-N", "30", "-n", "5", "-V", "15", "-C", "3", "--json"]) == 0
-    model = tmp_path / "m.safetensors"
-    assert main(["compile", str(data_path), "--out", str(model), "--json"]) == 0
-    data = read_jsonl(data_path)
+    model, data = _synth_and_compile(tmp_path)
     blocks = tmp_path / "tokens.conll"
     blocks.write_text("-DOCSTART-\n\n" + "\n\n".join("\n".join(t) for t in data.tokens[:6]) + "\n")
     capsys.readouterr()
