@@ -247,6 +247,19 @@ def test_time_budget_checkpoints_and_resume_finishes(tmp_path):
     assert done.status == "completed" and done.epochs == 2
 
 
+def test_a_budget_spent_before_the_first_step_still_makes_progress_on_every_resume(tmp_path):
+    from uatlab.training.checkpoint import load_checkpoint
+
+    data = tiny_ner(12)
+    cfg = TrainConfig(epochs=2, **SMALL)
+    steps = []
+    for i in range(3):  # a budget of 0 minutes: already spent on start-up, every time
+        r = train(data, cfg, tmp_path / "run", progress=False, resume=i > 0, max_minutes=0.0)
+        assert r.status == "time budget"
+        steps.append(load_checkpoint(tmp_path / "run" / "checkpoint.pt")["step"])
+    assert steps == [1, 2, 3]  # one optimizer step per run, never stuck at the same one
+
+
 def test_resume_warns_when_the_thread_count_differs(tmp_path):
     data = tiny_ner(12)
     cfg = TrainConfig(epochs=2, **SMALL)

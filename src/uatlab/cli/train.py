@@ -214,7 +214,10 @@ def train_command(
     ),
     resume: bool = typer.Option(False, "--resume", help="Continue from OUT/checkpoint.pt."),
     max_minutes: float | None = typer.Option(
-        None, "--max-minutes", help="Checkpoint and stop after this long.", callback=finite(0, 1e7, lo_open=True)
+        None,
+        "--max-minutes",
+        help="Checkpoint and stop after this long (start-up included; at least one optimizer step per run).",
+        callback=finite(0, 1e7, lo_open=True),
     ),
     threads: int = typer.Option(
         1, "--threads", min=1, callback=thread_count(auto=False), help="torch CPU threads (results depend on it)."

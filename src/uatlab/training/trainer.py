@@ -438,7 +438,8 @@ def train(
         out_dir: folder for checkpoint, metrics, final model and summary.
         valid_data: optional held-out data evaluated after every epoch (labels must be known).
         resume: continue from ``out_dir/checkpoint.pt``.
-        max_minutes: wall-clock budget; on expiry the run checkpoints and stops (resumable).
+        max_minutes: wall-clock budget, start-up included; on expiry the run checkpoints and stops (resumable),
+            after at least one optimizer step of this run (so that every --resume makes progress).
         targets: accuracies for ``epochs_to`` (the ceiling is always added).
         progress: show a progress bar (stderr) with live loss and running accuracy.
         with_f1: compute seqeval entity F1 each epoch (IOB labels only).
@@ -686,6 +687,7 @@ def _train_in(
         )
 
     status = "completed"
+    first_step = step  # where this run starts (0, or the checkpoint's step on --resume)
     model.train()
     with _StopFlag() as stop:
         while epoch < cfg.epochs and status == "completed":
@@ -704,7 +706,11 @@ def _train_in(
             run_loss, run_right, run_tokens = 0.0, 0, 0
             t0 = time.perf_counter()
             while batch_in_epoch < len(batches):
-                over_time = max_minutes is not None and (time.monotonic() - t_start) > 60.0 * max_minutes
+                # at least one step per run: a budget spent on start-up (reading, encoding, restoring a checkpoint)
+                # would otherwise stop every --resume at the same step, forever
+                over_time = (
+                    max_minutes is not None and step > first_step and (time.monotonic() - t_start) > 60.0 * max_minutes
+                )
                 hook = stop_after_steps is not None and step >= stop_after_steps
                 if stop.signal or over_time or hook:
                     status = "time budget" if over_time else "interrupted"
