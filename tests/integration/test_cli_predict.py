@@ -94,3 +94,18 @@ def test_unlabelled_conll_one_token_per_line_is_read_by_sentence(tmp_path, capsy
     blocks.write_text("t1\nt2 c0\n\nt3\n")
     assert main(["predict", str(model), str(blocks), "--format", "conll"]) == 2
     assert f"{blocks}:2: 2 columns in a file of one token per line" in " ".join(capsys.readouterr().err.split())
+
+
+def test_text_whose_last_words_look_like_tags_is_read_as_text(tmp_path):
+    from uatlab.cli.predict import read_sentences
+
+    cases = {
+        "please send E-mail\n": [["please", "send", "E-mail"]],  # one line: a sentence, whatever its last word
+        "please send E-mail\nwe like it\n": [["please", "send", "E-mail"], ["we", "like", "it"]],  # not all tagged
+        "we ride B-52\nthey take I-95\n": None,  # every line ends in a tag-like word: read as CoNLL
+    }
+    for i, (text, want) in enumerate(cases.items()):
+        path = tmp_path / f"t{i}.txt"
+        path.write_text(text)
+        got = read_sentences(path, "auto")
+        assert got == (want if want is not None else [["we", "they"]]), text

@@ -74,10 +74,10 @@ def predict_cmd(
         help="text, conll, jsonl or auto. conll also reads unlabelled CoNLL (one token per line, a blank line "
         "between sentences). auto: JSONL for .jsonl/.json; CoNLL (as certify, compile and "
         "data-report read it) when the lines have one width of >= 2 columns over two blank-line-separated "
-        "sentences, or one sentence with an IOB tag in the last column; unlabelled CoNLL when every line has one "
+        "sentences, or one sentence of several lines each ending in an IOB tag; unlabelled CoNLL when every line has one "
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
-        "differ, every line has one word otherwise, one block of >= 3 untagged columns, or a single line; "
-        "several 2-column lines in one block with no IOB tag are refused: give --format.",
+        "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, or a single line; "
+        "several 2-column lines in one block not all tagged are refused: give --format.",
     ),
     unknown: str = typer.Option(
         "",

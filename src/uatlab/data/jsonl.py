@@ -134,15 +134,16 @@ def conll_or_text(path: str | os.PathLike) -> str:
     lines and ``-DOCSTART-`` lines aside):
 
     - CoNLL when its first two blank-line-separated blocks have lines of one width of ≥ 2 columns (what the
-      CoNLL reader reads, whatever the labels), or when it is one such block with an IOB tag (O, B-X, I-X) in
-      its last column;
+      CoNLL reader reads, whatever the labels), or when it is one such block of two or more lines each ending
+      in an IOB tag (O, B-X, I-X, E-X, S-X);
     - unlabelled CoNLL (``'conll'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
       line has one word and blank lines separate at least two sentences, one of several lines;
     - plain text when the widths differ or every line has one word otherwise, or when it is
-      one block of ≥ 3 columns and no IOB tag (the CoNLL reader refuses it as plain text,
-      `uatlab.data.conll.check_not_plain_text`), or one line (a two-word sentence);
-    - otherwise (one block of ≥ 2 lines of 2 columns, no IOB tag: a ``word label`` sentence or two-word
-      sentences) an InputError naming the file and asking for ``--format conll`` or ``--format text``.
+      one block of ≥ 3 columns not all ending in an IOB tag (with none, the CoNLL reader refuses it as plain
+      text, `uatlab.data.conll.check_not_plain_text`), or one line (a sentence such as "please send E-mail");
+    - otherwise (one block of ≥ 2 lines of 2 columns, not all ending in an IOB tag: a ``word label`` sentence
+      or two-word sentences) an InputError naming the file and asking for ``--format conll`` or
+      ``--format text``.
     """
     from uatlab.data.conll import IOB_TAG
     from uatlab.data.text_file import iter_lines
@@ -150,7 +151,7 @@ def conll_or_text(path: str | os.PathLike) -> str:
     widths: set[int] = set()
     blocks = rows = block_rows = longest = 0
     in_block = False
-    tagged = False
+    tagged = True  # every line's last column an IOB tag so far
     lines = iter_lines(path)
     try:
         for _, line in lines:
@@ -172,17 +173,19 @@ def conll_or_text(path: str | os.PathLike) -> str:
             longest = max(longest, block_rows)
             if len(widths) > 1:
                 return "text"
-            tagged = tagged or (len(cols) >= 2 and bool(IOB_TAG.fullmatch(cols[-1])))
+            tagged = tagged and len(cols) >= 2 and bool(IOB_TAG.fullmatch(cols[-1]))
     finally:
         lines.close()
     if not widths:
         return "text"  # empty or blank: the text reader says so
     if widths == {1}:  # one word per line: sentences of several lines between blank lines are unlabelled CoNLL
         return "conll" if blocks >= 2 and longest >= 2 else "text"
+    if rows == 1:
+        return "text"  # one line: a sentence ("please send E-mail") rather than a one-token CoNLL file
     if tagged:
         return "conll"
-    if min(widths) >= 3 or rows == 1:
-        return "text"  # one line: a two-word sentence rather than a one-token CoNLL file
+    if min(widths) >= 3:
+        return "text"
     raise InputError(
         f"{path}: cannot tell whether this is CoNLL (one 'word label' line per token) or plain text (one sentence "
         "of two words per line): every line has 2 columns, there is no blank line between sentences and no IOB "
