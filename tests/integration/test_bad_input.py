@@ -524,6 +524,8 @@ BAD_OPTIONS = [
     _opt("contextual-sequences", [*CM, "--sequences", "foo"], "--sequences"),
     _opt("contextual-vocab-zero", [*CM, "--vocab-size", "0"], "size"),
     _opt("contextual-length-one", [*CM, "--length", "1"], "length"),
+    _opt("contextual-rmax-overflows", [*CM, "--r-max", "1e300"], "r_max + eps = 1e+300"),
+    _opt("contextual-eps-underflows", [*CM, "--eps", "1e-200", "--max-digits", "2000"], "exact certificate"),
     # approx
     _opt("truncated-points-zero", [*TL, "--points", "0"], "--points"),
     _opt("truncated-points-one", [*TL, "--points", "1"], "--points"),

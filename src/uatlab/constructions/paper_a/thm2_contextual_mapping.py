@@ -84,6 +84,14 @@ def validate_parameters(n: int, eps: float, r_min: float, r_max: float) -> None:
             raise InputError(f"{name} must be a positive finite number, got {v}")
     if not r_min < r_max:
         raise InputError(f"need r_min < r_max, got r_min = {r_min}, r_max = {r_max}")
+    if r_max + eps > FLOAT64_NORM_LIMIT:
+        raise InputError(
+            f"r_max + eps = {r_max + eps:g} exceeds {FLOAT64_NORM_LIMIT:g}: the squared norms of tokens this long "
+            "overflow float64 (the vocabulary is drawn and compared in float64)"
+        )
+
+
+FLOAT64_NORM_LIMIT = 1e150  # ‖x‖² and ‖x − y‖² of tokens up to this long stay finite in float64 (max ≈ 1.8e308)
 
 
 def theorem2_constants(vocab_size: int, n: int, d: int, eps: float, r_min: float, r_max: float) -> dict[str, arb]:
@@ -115,12 +123,15 @@ def random_vocabulary(
     if int(size) != size or size < 1 or int(dim) != dim or dim < 1:
         raise InputError(f"need size ≥ 1 and dim ≥ 1, got size = {size}, dim = {dim}")
     validate_parameters(2, eps, r_min, r_max)
-    cap = ((r_max + eps / 2) ** dim - max(0.0, r_min - eps / 2) ** dim) / (eps / 2) ** dim
-    if size > cap:
+    # cap = ((r_max + ε/2)^dim − max(0, r_min − ε/2)^dim) / (ε/2)^dim, in logarithms (no overflow or underflow)
+    outer, inner = r_max + eps / 2, max(0.0, r_min - eps / 2)
+    log_cap = dim * (math.log(outer) - math.log(eps / 2)) + math.log1p(-((inner / outer) ** dim))
+    if math.log(size) > log_cap:
+        cap = f"{math.floor(math.exp(log_cap))}" if log_cap < 700 else f"about 10^{log_cap / math.log(10):.0f}"
         raise InputError(
             f"a vocabulary of {size} tokens in R^{dim} with norms in ({r_min}, {r_max}] and pairwise distances "
             f"> {eps} cannot exist: disjoint balls of radius ε/2 around them must fit in the shell "
-            f"{max(0.0, r_min - eps / 2):g} < ‖x‖ ≤ {r_max + eps / 2:g}, which holds at most {math.floor(cap)}"
+            f"{inner:g} < ‖x‖ ≤ {outer:g}, which holds at most {cap}"
         )
     rng = np.random.default_rng(seed)
     pts: list[np.ndarray] = []
