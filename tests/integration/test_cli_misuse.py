@@ -65,7 +65,9 @@ def test_predict_names_a_folder_and_a_non_finite_model(capsys, tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("a b\n")
     assert main(["predict", str(model), str(tmp_path)]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {tmp_path}: is a folder, not an input file"
+    assert capsys.readouterr().err.strip() == f"error: input file {tmp_path} is a directory, not a regular file"
+    assert main(["predict", str(model), "/dev/null"]) == 2  # a device is named as one, not as a missing file
+    assert capsys.readouterr().err.strip() == "error: input file /dev/null is a character device, not a regular file"
     assert main(["predict", str(tmp_path), str(text)]) == 2
     assert "is a folder, not a model file" in capsys.readouterr().err
     with safe_open(str(model), framework="pt") as f:

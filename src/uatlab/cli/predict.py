@@ -17,20 +17,13 @@ import typer
 
 from uatlab.cli.app import app, print_json
 from uatlab.errors import InputError
-
-
-def check_input_file(path: Path) -> None:
-    """InputError unless ``path`` is a file: a folder is named as one, not as a missing file."""
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder, not an input file")
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+from uatlab.io_safety import check_input_file
 
 
 def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL;
     ``auto`` decides as every other command does (`uatlab.data.jsonl.sequence_format`)."""
-    check_input_file(path)
+    check_input_file(path, "input file")
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
     from uatlab.data.jsonl import read_sequences, sequence_format
@@ -94,7 +87,7 @@ def predict_cmd(
         raise InputError(f"--unknown must be error or unk, got {unknown!r}")
     from uatlab.cli.next_token import is_next_token_model, predict_next_token_command
 
-    check_input_file(input_path)
+    check_input_file(input_path, "input file")
     if is_next_token_model(model_path):
         return predict_next_token_command(model_path, input_path, fmt, json_out, unknown)
     sentences = read_sentences(input_path, fmt)
