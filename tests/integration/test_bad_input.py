@@ -584,6 +584,11 @@ BAD_OPTIONS = [
     _opt("anchors-workers-zero", ["experiment", "attention-anchors", "--workers", "0", "--out", "x"], "--workers"),
     _opt("heatmap-executor", ["experiment", "attention-heatmap", "--executor", "foo", "--out", "x"], "--executor"),
     _opt("seq2seq-mode", ["experiment", "attention-seq2seq", "--mode", "foo", "--out", "x"], "--mode"),
+    _opt(
+        "seq2seq-more-seeds-than-the-scale",
+        ["experiment", "attention-seq2seq", "--quick", "--seeds", "64", "--out", "x"],
+        "--seeds",
+    ),
     _opt("heatmap-out-file", ["experiment", "attention-heatmap", "--quick", "--out", "notes.md"], "existing file"),
     _opt("rank-ranks-text", ["experiment", "rank-ablation", "data.txt", "--ranks", "x", "--out", "ra"], "--ranks"),
     _opt("rank-ranks-zero", ["experiment", "rank-ablation", "data.txt", "--ranks", "0", "--out", "ra"], "--ranks"),

@@ -266,6 +266,11 @@ def seq2seq_trials(
     if n_seeds is not None:
         if n_seeds < 1:
             raise InputError(f"n_seeds must be a positive integer, got {n_seeds}")
+        if n_seeds > max(len(seeds), len(p_seeds)):  # more would silently run fewer than asked
+            raise InputError(
+                f"n_seeds (--seeds) = {n_seeds}: the {scale} scale has {len(seeds)} seed(s) ({len(p_seeds)} for the parity "
+                f"runs); ask for at most {max(len(seeds), len(p_seeds))}"
+            )
         seeds, p_seeds = seeds[:n_seeds], p_seeds[:n_seeds]
     cap = ""
     if max_seconds is not None:
