@@ -119,6 +119,18 @@ def test_report_or_stored_only_on_an_empty_folder_is_an_error(tmp_path, capsys, 
     assert list(empty.iterdir()) == []  # no empty CSV or summary written
 
 
+def test_stored_only_with_other_options_than_the_stored_trials_says_so(tmp_path, capsys):
+    out = tmp_path / "ah"
+    argv = ["experiment", "attention-heads", "--quick", "--mode", "parity", "--out", str(out)]
+    assert run(capsys, argv)[0] == 0
+    code, _, err = run(
+        capsys, ["experiment", "attention-heads", "--mode", "parity", "--stored-only", "--out", str(out)]
+    )
+    stored = len(list((out / "trials").glob("*.json")))
+    assert code == 2 and f"holds {stored} stored trial(s), none of" in err and "e.g. --quick" in err
+    assert run(capsys, [*argv, "--stored-only"])[0] == 0  # with the options they were run with
+
+
 def test_capacity_options_the_task_does_not_read_are_refused(tmp_path, capsys):
     from uatlab.experiments.next_token_training import Recipe
 

@@ -47,6 +47,14 @@ def execute(
     if stored_only:
         trials = [t for t in trials if (Path(out) / "trials" / f"{t.id}.json").is_file()]
         if not trials:
+            folder = Path(out) / "trials"
+            others = sorted(folder.glob("*.json")) if folder.is_dir() else []
+            if others:  # trials of another scale or other options: say so, not "none"
+                raise InputError(
+                    f"{out} holds {len(others)} stored trial(s), none of {desc or 'this experiment'} with these "
+                    "options (scale, modes, seeds): pass the options they were run with (e.g. --quick), or run "
+                    "without --stored-only"
+                )
             raise InputError(
                 f"{out} holds no stored trials of {desc or 'this experiment'}; run it without --stored-only"
             )
