@@ -795,6 +795,11 @@ def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys) -> None:
     assert main(["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--json"]) == 0
     err = capsys.readouterr().err
     assert "warning: the warm-up (200 steps) is longer than the whole run (2 steps: 2 epochs of 1 batches)" in err
+    # a resume refused for other options says only why: the refused run's warnings would not apply
+    argv = ["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--lr", "0.5", "--resume", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "written for a different run" in err and "warm-up" not in err
 
 
 def test_bad_init_model_fails_before_any_warning_or_output(case_dir: Path, capsys) -> None:

@@ -580,11 +580,6 @@ def _train_in(
 
     steps_per_epoch = math.ceil(len(enc_train) / cfg.batch_size)
     total_steps = steps_per_epoch * cfg.epochs
-    if cfg.schedule == "cosine" and cfg.warmup_steps > total_steps:
-        say(
-            f"warning: the warm-up ({cfg.warmup_steps} steps) is longer than the whole run ({total_steps} steps: "
-            f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
-        )
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = {
         "train_source": train_data.source,
@@ -686,6 +681,11 @@ def _train_in(
             ckpt_path,
         )
 
+    if cfg.schedule == "cosine" and cfg.warmup_steps > total_steps:  # after any refusal to resume
+        say(
+            f"warning: the warm-up ({cfg.warmup_steps} steps) is longer than the whole run ({total_steps} steps: "
+            f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
+        )
     status = "completed"
     first_step = step  # where this run starts (0, or the checkpoint's step on --resume)
     model.train()
