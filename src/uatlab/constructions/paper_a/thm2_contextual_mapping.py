@@ -126,8 +126,10 @@ def random_vocabulary(
     # cap = ((r_max + ε/2)^dim − max(0, r_min − ε/2)^dim) / (ε/2)^dim, in logarithms (no overflow or underflow)
     outer, inner = r_max + eps / 2, max(0.0, r_min - eps / 2)
     log_cap = dim * (math.log(outer) - math.log(eps / 2)) + math.log1p(-((inner / outer) ** dim))
-    if math.log(size) > log_cap:
-        cap = f"{math.floor(math.exp(log_cap))}" if log_cap < 700 else f"about 10^{log_cap / math.log(10):.0f}"
+    exact = log_cap < 700 and (eps / 2) ** dim > 0  # then the direct formula neither overflows nor divides by 0
+    cap_value = (outer**dim - inner**dim) / (eps / 2) ** dim if exact else math.inf
+    if (size > cap_value) if exact else (math.log(size) > log_cap):
+        cap = f"{math.floor(cap_value)}" if exact else f"about 10^{log_cap / math.log(10):.0f}"
         raise InputError(
             f"a vocabulary of {size} tokens in R^{dim} with norms in ({r_min}, {r_max}] and pairwise distances "
             f"> {eps} cannot exist: disjoint balls of radius ε/2 around them must fit in the shell "
