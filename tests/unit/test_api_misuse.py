@@ -5,6 +5,7 @@ from deep inside."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -300,3 +301,18 @@ def test_a_header_field_of_the_wrong_type_is_refused_naming_the_file_and_field(
         capsys.readouterr()
         assert main(cmd) == 2
         assert message in " ".join(capsys.readouterr().err.split())
+
+
+@pytest.mark.parametrize(
+    "tokens,labels,named",
+    [
+        (["ab", "cd"], [["X", "Y"], ["Z", "W"]], "tokens must be a list of strings, not the string 'ab'"),
+        ([["a", "b"]], ["XY"], "labels must be a list of strings, not the string 'XY'"),
+        ([["a", 1]], [["X", "Y"]], "sequence 0, position 1: the token 1 is a int, not a string"),
+        ([["a", "b"]], [["X", None]], "sequence 0, position 1: the label None is a NoneType"),
+    ],
+)
+def test_a_dataset_of_strings_or_non_strings_is_refused_naming_the_item(tokens, labels, named):
+    # a string sequence would be read one character per token and compile into a model of characters
+    with pytest.raises(InputError, match=re.escape(named)):
+        uatlab.SequenceDataset(tokens, labels)

@@ -40,11 +40,22 @@ class SequenceDataset:
         if not self.lines:
             self.lines = list(range(1, len(self.tokens) + 1))
         for i, (t, y) in enumerate(zip(self.tokens, self.labels, strict=True)):
-            where = self.where(i)
+            for what, seq in (("token", t), ("label", y)):
+                if isinstance(seq, str):  # iterating a string would make each character a token
+                    raise InputError(
+                        f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not the string {seq!r} "
+                        "(uatlab.data.from_lists converts other items to strings)"
+                    )
+                if not all(isinstance(item, str) for item in seq):
+                    k, item = next((k, item) for k, item in enumerate(seq) if not isinstance(item, str))
+                    raise InputError(
+                        f"{self.where(i)}: sequence {i}, position {k}: the {what} {item!r} is a "
+                        f"{type(item).__name__}, not a string (uatlab.data.from_lists converts items to strings)"
+                    )
             if len(t) == 0:
-                raise InputError(f"{where}: sequence {i} is empty")
+                raise InputError(f"{self.where(i)}: sequence {i} is empty")
             if len(t) != len(y):
-                raise InputError(f"{where}: sequence {i} has {len(t)} tokens but {len(y)} labels")
+                raise InputError(f"{self.where(i)}: sequence {i} has {len(t)} tokens but {len(y)} labels")
 
     def where(self, i: int) -> str:
         line = self.lines[i] if i < len(self.lines) else "?"
