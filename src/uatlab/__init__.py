@@ -67,7 +67,25 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
+# subpackages reachable as attributes after a plain ``import uatlab`` (imported on first use)
+_SUBPACKAGES = (
+    "models",
+    "theory",
+    "constructions",
+    "verify",
+    "data",
+    "training",
+    "experiments",
+    "claims",
+    "report",
+    "interop",
+    "numerics",
+)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"uatlab.{name}")  # the import binds it as an attribute of uatlab
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module 'uatlab' has no attribute {name!r}")
@@ -78,4 +96,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBPACKAGES))

@@ -76,6 +76,21 @@ def test_import_uatlab_does_not_import_torch():
     assert out[0] == uatlab.__version__ and out[1] == "False"
 
 
+def test_subpackages_are_attributes_after_a_plain_import():
+    # a fresh interpreter: in this process other tests have imported them already
+    code = (
+        "import uatlab; print(len(uatlab.constructions.BY_THEOREM)); print(uatlab.models.Transformer.__name__); "
+        "print(callable(uatlab.verify.certificate.certify)); print(sorted(set(uatlab._SUBPACKAGES) - set(dir(uatlab))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[:4] == [
+        str(len(__import__("uatlab.constructions").constructions.BY_THEOREM)),
+        "Transformer",
+        "True",
+        "[]",
+    ]
+
+
 def test_unknown_attribute_is_an_attribute_error():
     try:
         uatlab.no_such_name  # noqa: B018

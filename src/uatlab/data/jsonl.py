@@ -89,6 +89,8 @@ def _short(v: object) -> str:
 
 
 def read_jsonl(path: str | os.PathLike) -> SequenceDataset:
+    """Read a JSONL file of ``{"tokens": [...], "labels": [...]}`` objects, one per line (blank lines skipped);
+    a malformed line is an InputError naming ``file:line``."""
     toks, labs, lines = [], [], []
     for t, y, line in iter_jsonl(path):
         toks.append(t)
@@ -100,6 +102,8 @@ def read_jsonl(path: str | os.PathLike) -> SequenceDataset:
 
 
 def write_jsonl(data: SequenceDataset, path: str | os.PathLike) -> None:
+    """Write ``data`` as JSONL (`read_jsonl` reads it back). An existing file at ``path`` is replaced (atomically,
+    once the new one is complete): pass a path you mean to write."""
     with atomic_write(Path(path)) as fh:
         for toks, labs in data:
             fh.write(json.dumps({"tokens": toks, "labels": labs}) + "\n")

@@ -6,6 +6,7 @@ when a function below is called.
 
 from uatlab.interop.transformer_lens import (
     ExportError,
+    encode,
     from_hooked_transformer,
     load_hooked,
     max_logit_difference,
@@ -16,6 +17,7 @@ from uatlab.interop.transformer_lens import (
 
 __all__ = [
     "ExportError",
+    "encode",
     "from_hooked_transformer",
     "load_hooked",
     "max_logit_difference",
