@@ -109,3 +109,15 @@ def test_text_whose_last_words_look_like_tags_is_read_as_text(tmp_path):
         path.write_text(text)
         got = read_sentences(path, "auto")
         assert got == (want if want is not None else [["we", "they"]]), text
+
+
+def test_jsonl_without_labels_is_read_for_prediction(tmp_path, capsys):
+    model, data = _synth_and_compile(tmp_path)
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps({"tokens": t}) + "\n" for t in data.tokens[:4]))
+    capsys.readouterr()
+    assert main(["predict", str(model), str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == data.labels[:4]
+    path.write_text('{"words": ["t1"]}\n')  # still an object with "tokens"
+    assert main(["predict", str(model), str(path)]) == 2
+    assert f'{path}:1: expected an object with "tokens"' in " ".join(capsys.readouterr().err.split())

@@ -37,6 +37,13 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
         from uatlab.data.text_file import read_token_blocks
 
         return [tokens for _, tokens in read_token_blocks(path)]
+    if fmt == "jsonl":  # labels are not needed to predict: {"tokens": [...]} objects are read too
+        from uatlab.data.jsonl import iter_jsonl
+
+        sentences = [tokens for tokens, _, _ in iter_jsonl(path, need_labels=False)]
+        if not sentences:
+            raise InputError(f"{path}: no sentences found (the file is empty or blank)")
+        return sentences
     return read_sequences(path, fmt).tokens
 
 

@@ -17,8 +17,9 @@ from uatlab.errors import InputError
 from uatlab.io_safety import atomic_write, check_input_file
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
-    """Yield (tokens, labels, line) per sequence, streaming."""
+def iter_jsonl(path: str | os.PathLike, need_labels: bool = True) -> Iterator[tuple[list[str], list[str], int]]:
+    """Yield (tokens, labels, line) per sequence, streaming. ``need_labels=False`` (a reader that ignores labels,
+    e.g. prediction) also takes ``{"tokens": [...]}`` objects; their labels come back as ``[]``."""
     from uatlab.data.text_file import decode_line
 
     path = check_input_file(path)
@@ -33,14 +34,16 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
             except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits, deep nesting
                 raise InputError(f"{path}:{lineno}: unreadable JSON value ({str(exc).splitlines()[0][:120]})") from None
-            if not isinstance(obj, dict) or "tokens" not in obj or "labels" not in obj:
-                raise InputError(f'{path}:{lineno}: expected an object with "tokens" and "labels"')
-            toks, labs = obj["tokens"], obj["labels"]
+            if not isinstance(obj, dict) or "tokens" not in obj or ("labels" not in obj and need_labels):
+                want = '"tokens" and "labels"' if need_labels else '"tokens"'
+                raise InputError(f"{path}:{lineno}: expected an object with {want}")
+            unlabelled = "labels" not in obj
+            toks, labs = obj["tokens"], obj.get("labels", [])
             if not isinstance(toks, list) or not isinstance(labs, list):
                 raise InputError(f'{path}:{lineno}: "tokens" and "labels" must be lists')
             if len(toks) == 0:
                 raise InputError(f"{path}:{lineno}: empty sequence")
-            if len(toks) != len(labs):
+            if len(toks) != len(labs) and not unlabelled:
                 raise InputError(f"{path}:{lineno}: {len(toks)} tokens but {len(labs)} labels (ragged)")
             # fast path: only strings, and no \u escape in the line (a lone surrogate can come only from one: the
             # line itself was decoded from UTF-8); otherwise every item is checked
