@@ -100,7 +100,10 @@ def describe_special(path: Path) -> str | None:
 
 
 def check_input_file(path: str | os.PathLike, what: str = "data file") -> Path:
-    """``path`` as a Path if it is a readable regular file; otherwise an InputError saying what it is."""
+    """``path`` as a Path if it is a readable regular file; otherwise an InputError saying what it is (a
+    TypeError if ``path`` is not a path at all)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
     if str(path) == "-":
         raise InputError(f"{what} '-': reading standard input is not supported; give the path of a file")
     p = Path(path)

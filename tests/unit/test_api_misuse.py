@@ -316,3 +316,21 @@ def test_a_dataset_of_strings_or_non_strings_is_refused_naming_the_item(tokens, 
     # a string sequence would be read one character per token and compile into a model of characters
     with pytest.raises(InputError, match=re.escape(named)):
         uatlab.SequenceDataset(tokens, labels)
+
+
+def test_a_non_path_or_a_wrong_config_is_a_type_error_naming_it(tmp_path):
+    for call, named in [
+        (lambda: uatlab.load(5), "expected a path (str or os.PathLike), got int 5"),
+        (lambda: uatlab.read_conll(5), "expected a path (str or os.PathLike), got int 5"),
+        (lambda: uatlab.read_jsonl(5), "expected a path (str or os.PathLike), got int 5"),
+        (
+            lambda: uatlab.train(uatlab.data.from_lists([["a"]], [["X"]]), {"epochs": 1}, tmp_path / "r"),
+            "TrainConfig(**d)",
+        ),
+        (lambda: uatlab.train([["a"]], uatlab.TrainConfig(), tmp_path / "r"), "must be a SequenceDataset, got list"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(named)):
+            call()
+    assert not (tmp_path / "r").exists()  # refused before any file
+    with pytest.raises(InputError, match="vocab_size must be at least 1"):
+        uatlab.TransformerConfig(d_model=4, vocab_size=0)

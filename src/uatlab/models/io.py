@@ -246,6 +246,8 @@ def load(path: str | os.PathLike) -> Any:
     """
     from uatlab.data.dataset import UNK, Encoding
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"load: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
     path = Path(path)
     meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG))
     if meta.get("uatlab_format") == SEQ2SEQ_DEEP_TAG:

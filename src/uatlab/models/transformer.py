@@ -90,6 +90,10 @@ class TransformerConfig:
                 f"invalid sizes: d_model={self.d_model}, n_layers={self.n_layers}, "
                 f"n_heads={self.n_heads}, head_dim={self.head_dim}"
             )
+        for name in ("vocab_size", "num_labels", "max_len"):  # None means absent; 0 would be an empty table
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"{name} must be at least 1 (or None), got {value}")
         if self.dtype not in DTYPES:
             raise InputError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
         if not isinstance(self.meta, dict):

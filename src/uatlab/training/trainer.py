@@ -464,7 +464,13 @@ def train(
         TrainingError: non-finite loss (names epoch, batch and its first sentence).
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
             the run would replace and that an earlier run did not write (or the init model itself).
+        TypeError: ``train_data`` not a `SequenceDataset` or ``cfg`` not a `TrainConfig` (before any file).
     """
+    if not isinstance(train_data, SequenceDataset):
+        raise TypeError(f"train_data must be a SequenceDataset, got {type(train_data).__name__}")
+    if not isinstance(cfg, TrainConfig):
+        hint = " (TrainConfig(**d) builds one from a dict)" if isinstance(cfg, dict) else ""
+        raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}{hint}")
     with train_output_folder(out_dir, (cfg.init,)):
         return _train_in(
             train_data,
