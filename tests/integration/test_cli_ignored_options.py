@@ -305,3 +305,15 @@ def test_reproduce_help_names_the_exit_codes_it_returns(tmp_path, capsys, monkey
     named = {int(m) for m in re.findall(r"^\s+(\d+)\s", listed, flags=re.M)}
     # 130 (interrupted) is produced by the CLI entry for every command (tests/integration/test_bad_input.py)
     assert returned == {0, 1, 2} and named == returned | {130}, listed
+
+
+def test_universal_first_token_product_refuses_out_which_it_never_writes(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "ao"
+    argv = ["approx", "universal", "--target", "first-token-product", "--quick", "--json"]
+    assert main([*argv, "--out", str(out)]) == 2
+    one_error_line(capsys, "--out", "no effect with --target first-token-product")
+    assert not out.exists()
+    assert main(argv) == 0  # without --out: the table, no file
+    assert json.loads(capsys.readouterr().out)["target"] == "first-token-product"
+    assert list(tmp_path.iterdir()) == []  # not even the default folder

@@ -364,6 +364,7 @@ def universal_cmd(
 
     reject_overridden(ctx, quick, "grids", "samples")
     if target == "first-token-product":
+        refuse_given(ctx, "--target first-token-product (it prints its table and writes no file)", ("out",))
         _positional_universal(d, n, [2, 4] if quick else _ints(grids, "grids"), 2000 if quick else samples, json_out)
         return
     gs = ([2, 3, 4] if d > 1 else [5, 10, 20]) if quick else _ints(grids, "grids")
