@@ -327,7 +327,10 @@ def test_a_non_path_or_a_wrong_config_is_a_type_error_naming_it(tmp_path):
             lambda: uatlab.train(uatlab.data.from_lists([["a"]], [["X"]]), {"epochs": 1}, tmp_path / "r"),
             "TrainConfig(**d)",
         ),
-        (lambda: uatlab.train([["a"]], uatlab.TrainConfig(), tmp_path / "r"), "must be a SequenceDataset, got list"),
+        (
+            lambda: uatlab.train([["a"]], uatlab.TrainConfig(), tmp_path / "r"),
+            "train_data must be a uatlab.SequenceDataset, not a list",
+        ),
     ]:
         with pytest.raises(TypeError, match=re.escape(named)):
             call()

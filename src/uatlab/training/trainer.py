@@ -464,10 +464,12 @@ def train(
         TrainingError: non-finite loss (names epoch, batch and its first sentence).
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
             the run would replace and that an earlier run did not write (or the init model itself).
-        TypeError: ``train_data`` not a `SequenceDataset` or ``cfg`` not a `TrainConfig` (before any file).
+        TypeError: ``train_data`` or ``valid_data`` not a `SequenceDataset`, or ``cfg`` not a `TrainConfig`
+            (before any file).
     """
-    if not isinstance(train_data, SequenceDataset):
-        raise TypeError(f"train_data must be a SequenceDataset, got {type(train_data).__name__}")
+    for name, part in (("train_data", train_data), ("valid_data", valid_data)):
+        if part is not None and not isinstance(part, SequenceDataset):
+            raise TypeError(f"train(): {name} must be a uatlab.SequenceDataset, not a {type(part).__name__}")
     if not isinstance(cfg, TrainConfig):
         hint = " (TrainConfig(**d) builds one from a dict)" if isinstance(cfg, dict) else ""
         raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}{hint}")
@@ -512,9 +514,6 @@ def _train_in(
 ) -> TrainResult:
     """`train` once its folder is checked and open (every write into it is checked and recorded)."""
     say = log or (lambda _msg: None)
-    for name, part in (("train_data", train_data), ("valid_data", valid_data)):
-        if part is not None and not isinstance(part, SequenceDataset):
-            raise TypeError(f"train(): {name} must be a uatlab.SequenceDataset, not a {type(part).__name__}")
     if len(train_data) == 0:
         raise InputError(f"{train_data.source}: no sequences to train on")
     out = Path(out_dir)  # created only once the init model and the data have been checked
