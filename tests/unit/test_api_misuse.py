@@ -337,3 +337,15 @@ def test_a_non_path_or_a_wrong_config_is_a_type_error_naming_it(tmp_path):
     assert not (tmp_path / "r").exists()  # refused before any file
     with pytest.raises(InputError, match="vocab_size must be at least 1"):
         uatlab.TransformerConfig(d_model=4, vocab_size=0)
+
+
+def test_a_builder_and_logit_bounds_name_a_malformed_argument(compiled):
+    from uatlab.verify.certificate import logit_bounds
+
+    with pytest.raises(InputError, match=r"vocabulary must be a \(\|V\|, d\) array of real numbers"):
+        uatlab.build_theorem2_layer(["a", "b"], n=2, eps=0.5, r_min=1.0, r_max=2.0)
+    model = compiled.model
+    with pytest.raises(InputError, match=r"ids must be token ids \(B, n\) of one length n"):
+        logit_bounds(model, [[0, 1], [1]])
+    with pytest.raises(InputError, match=r"ids must be token ids of shape \(B, n\), got shape \(2,\)"):
+        logit_bounds(model, [0, 1])

@@ -2209,4 +2209,12 @@ def logit_bounds(
     For every run of ``model`` in its parameters' dtype and every token: |L_run − L_exact| ≤ radius, and the
     float64 reference obeys the same bound (the quantities `certify` compares).
     """
-    return _BoundedModel(model, exp_ulps).forward_bounds(np.asarray(ids, dtype=np.int64))
+    try:
+        arr = np.asarray(ids, dtype=np.int64)
+    except (TypeError, ValueError) as exc:  # ragged rows or non-integers: say which argument and what it needs
+        raise InputError(
+            f"ids must be token ids (B, n) of one length n (certify() takes sequences of any length): {exc}"
+        ) from None
+    if arr.ndim != 2:
+        raise InputError(f"ids must be token ids of shape (B, n), got shape {arr.shape}")
+    return _BoundedModel(model, exp_ulps).forward_bounds(arr)

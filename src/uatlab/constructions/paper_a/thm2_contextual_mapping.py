@@ -225,7 +225,10 @@ def build_theorem2_layer(
         InputError: parameters or vocabulary that violate the theorem's hypotheses (named).
     """
     validate_parameters(n, eps, r_min, r_max)
-    V = np.asarray(vocabulary, dtype=np.float64)
+    try:
+        V = np.asarray(vocabulary, dtype=np.float64)
+    except (TypeError, ValueError) as exc:  # strings, ragged rows: numpy's message would not say which argument
+        raise InputError(f"vocabulary must be a (|V|, d) array of real numbers: {exc}") from None
     if V.ndim != 2 or V.shape[0] < 1:
         raise InputError(f"vocabulary must be a (|V|, d) array, got shape {V.shape}")
     if n > V.shape[0]:
