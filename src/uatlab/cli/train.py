@@ -270,7 +270,7 @@ def train_command(
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
-    from uatlab.training.trainer import TrainConfig
+    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
 
     cfg = TrainConfig(
         layers=layers,
@@ -297,53 +297,26 @@ def train_command(
         dtype=dtype,
     )
     with OutputLock(out):
-        _train(
-            data,
+        result = train(
             train_data,
-            valid_data,
-            out,
             cfg,
-            resume,
-            max_minutes,
-            no_f1,
-            json_out,
-            stop_at_ceiling,
-            hashes,
-            scheme,
+            out,
+            valid_data=valid_data,
+            resume=resume,
+            max_minutes=max_minutes,
+            targets=DEFAULT_TARGETS,
+            progress=True,
+            with_f1=not no_f1,
+            log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
+            stop_at_ceiling=stop_at_ceiling,
+            data_sha256=hashes,
+            label_scheme=scheme,
         )
+    _print_training(data, result, valid_data is not None, json_out)
 
 
-def _train(
-    data,
-    train_data,
-    valid_data,
-    out,
-    cfg,
-    resume,
-    max_minutes,
-    no_f1,
-    json_out,
-    stop_at_ceiling=False,
-    hashes=None,
-    scheme=None,
-) -> None:
-    from uatlab.training.trainer import DEFAULT_TARGETS, train
-
-    result = train(
-        train_data,
-        cfg,
-        out,
-        valid_data=valid_data,
-        resume=resume,
-        max_minutes=max_minutes,
-        targets=DEFAULT_TARGETS,
-        progress=True,
-        with_f1=not no_f1,
-        log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
-        stop_at_ceiling=stop_at_ceiling,
-        data_sha256=hashes,
-        label_scheme=scheme,
-    )
+def _print_training(data: Path, result, has_valid: bool, json_out: bool) -> None:
+    """The run's summary (JSON or tables); exit 3 or 130 when it stopped before the end (checkpoint saved)."""
     summary = result.summary()
     if json_out:
         print_json(summary)
@@ -352,7 +325,7 @@ def _train(
         rows["ceiling_accuracy"] = summary["data"]["ceiling_accuracy"]
         console.print(key_value_table(f"uatlab train {data}", rows))
         cols = ["epoch", "train_loss", "train_accuracy", "train_errors", "lr", "seconds_train"]
-        if valid_data is not None:
+        if has_valid:
             cols.append("valid_accuracy")
         table = rows_table("per-epoch full-pass metrics", cols, summary["history"][-15:], header_style="bold")
         console.print(table)
