@@ -64,5 +64,29 @@ def _plain_rows(a, b, causal):
         S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
     S -= S.max(axis=-1, keepdims=True)
     P = np.exp(S)
+    if causal:  # the prefix alone, summed left to right: the same order for the same prefix in any sequence
+        h = np.empty(a.shape)
+        for i in range(a.shape[0]):
+            for q in range(n):
+                num = den = 0.0
+                for k in range(q + 1):
+                    den += P[i, q, k]
+                    num += P[i, q, k] * a[i, k]
+                h[i, q] = num / den
+        return h
     P /= P.sum(axis=-1, keepdims=True)
     return np.einsum("bqk,bk->bq", P, a)
+
+
+@pytest.mark.parametrize("batch_tokens", [2_000_000, 40])  # batched by length, and blocks of queries
+def test_causal_h_of_one_prefix_is_the_same_in_sequences_of_any_length(batch_tokens):
+    from uatlab.constructions.paper_a.cor1_memorizer.contexts import boltzmann_context
+
+    rng = np.random.default_rng(3)
+    alpha, pi = rng.standard_normal(9), rng.standard_normal(40) * 0.1
+    b = 1.0 + rng.random(40)
+    prefix = rng.integers(0, 9, 7)
+    words = [np.r_[prefix, rng.integers(0, 9, extra)] for extra in (0, 1, 5, 13, 30)]
+    hs = boltzmann_context(words, alpha, pi, b, causal=True, batch_tokens=batch_tokens)
+    for h in hs[1:]:
+        assert np.array_equal(h[: len(prefix)], hs[0])  # bit for bit

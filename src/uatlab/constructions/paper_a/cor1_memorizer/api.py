@@ -26,7 +26,6 @@ from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
     Occurrences,
     context_columns,
     group_occurrences,
-    identical_inputs_share_columns,
     merge_occurrences,
     reduce_occurrences,
 )
@@ -149,11 +148,6 @@ def _compile_tables(
     by_position = max_len if group == "word-pos" else None
     scales = [query_scales(max_len, beta, shift) for beta, shift in pool]
     query_choice = None
-    source_tables = tables
-
-    def tables() -> Iterator[TokenTable]:  # every consumer sees one h per identical input
-        return (identical_inputs_share_columns(table) for table in source_tables())
-
     info_parts = []  # label information per table (tables hold disjoint word sets: the parts add up)
     if by_position and len(pool) > 1:
         risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)

@@ -9,7 +9,6 @@ label (ties: first seen) is assigned and the losers are counted and listed as co
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -86,8 +85,21 @@ def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool) -> np.ndarray:
     else:
         S -= S.max(axis=-1, keepdims=True)
     np.exp(S, out=S)
+    if causal:
+        return _prefix_weighted_means(S, a)
     S /= S.sum(axis=-1, keepdims=True)
     return np.einsum("bqk,bk->bq", S, a)  # (B, n)
+
+
+def _prefix_weighted_means(P: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """h_q = Σ_{k≤q} P_qk a_k / Σ_{k≤q} P_qk for weights P (..., n_q, n) and values a (..., n): both sums are
+    sequential prefix sums (np.cumsum) read at k = q, so h_q is computed from the prefix alone, in the same
+    order whatever the sequence's length (a pairwise sum over a row of n entries, masked ones included, rounds
+    differently for different n). One prefix in sequences of different lengths thus gets one h, bit for bit."""
+    q = np.arange(P.shape[-2])
+    den = np.cumsum(P, axis=-1)[..., q, q]
+    num = np.cumsum(P * a[..., None, :], axis=-1)[..., q, q]
+    return num / den
 
 
 def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch_tokens: int) -> np.ndarray:
@@ -103,6 +115,10 @@ def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch
             S = np.where(np.arange(n)[None, :] <= np.arange(q0, q1)[:, None], S, -np.inf)
         S = S - S.max(axis=-1, keepdims=True)
         P = np.exp(S)
+        if causal:  # the prefix sums of `_prefix_weighted_means`, for this block of queries
+            rows = np.arange(q1 - q0)
+            h[q0:q1] = np.cumsum(P * a, axis=-1)[rows, q0 + rows] / np.cumsum(P, axis=-1)[rows, q0 + rows]
+            continue
         P /= P.sum(axis=-1, keepdims=True)
         h[q0:q1] = np.einsum("qk,k->q", P, a)
     return h
@@ -119,36 +135,6 @@ def _context_columns(
     alpha: np.ndarray, pi: np.ndarray, scales: list[np.ndarray], causal: bool, words: list[np.ndarray]
 ) -> np.ndarray:
     return _boltzmann_columns(words, alpha, pi, scales, causal)
-
-
-def identical_inputs_share_columns(table: TokenTable) -> TokenTable:
-    """The table with every token's columns replaced by those of the first token with its input key.
-
-    h is a function of the input (the whole sequence and the position; the prefix for a causal model), so
-    identical inputs have one h in exact arithmetic. Computed in float64 it can differ in the last bits
-    between two copies of one prefix inside sequences of different lengths (the causal softmax sums run over
-    rows of different lengths), and the grouping would then see two points where there is one input: it
-    could give them different majority labels and miss the ceiling (the most frequent label per identical
-    input, counted by key as the certificate counts it). Identical keys lie in one table (one word bucket:
-    the same word at the same position). A no-op where copies already agree bit for bit.
-
-    Only copies within ``SAME_INPUT_H_TOLERANCE`` (relative) of the first are moved onto it: equal keys of
-    inputs whose h differ by more are a hash collision of different inputs (keys are 64-bit hashes, and
-    colliding inputs can be built on purpose), and each keeps its own h.
-    """
-    if len(table) == 0:
-        return table
-    _, first, inverse = np.unique(table.key, return_index=True, return_inverse=True)
-    h = table.h[first[inverse]]  # (T, K)
-    if np.array_equal(h, table.h):
-        return table
-    near = np.abs(h - table.h) <= SAME_INPUT_H_TOLERANCE * np.maximum(np.abs(h), 1.0)  # (T, K)
-    return dataclasses.replace(table, h=np.where(near, h, table.h))
-
-
-# float64 h of one input computed in sequences of different lengths differ by a few units in the last place
-# (2^-52 relative); different inputs whose keys collide differ by far more (or are an h collision anyway)
-SAME_INPUT_H_TOLERANCE = 2.0**-40
 
 
 @dataclass
