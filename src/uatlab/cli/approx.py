@@ -35,12 +35,7 @@ if TYPE_CHECKING:
 
 
 def _ints(text: str, name: str) -> list[int]:
-    try:
-        vals = list_items(text, f"--{name}", int)
-    except InputError:
-        raise
-    except ValueError as exc:
-        raise InputError(f"--{name} must be a comma-separated list of integers, got {text!r}") from exc
+    vals = list_items(text, f"--{name}", int, "integers")
     if any(v < 1 for v in vals):
         raise InputError(f"--{name} needs positive integers, got {text!r}")
     if any(v > LIST_MAX for v in vals):
@@ -49,12 +44,7 @@ def _ints(text: str, name: str) -> list[int]:
 
 
 def _floats(text: str, name: str) -> list[float]:
-    try:
-        vals = list_items(text, f"--{name}", float)
-    except InputError:
-        raise
-    except ValueError as exc:
-        raise InputError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from exc
+    vals = list_items(text, f"--{name}", float, "numbers")
     if any(not (v > 0 and math.isfinite(v)) for v in vals):
         raise InputError(f"--{name} needs positive numbers, got {text!r}")
     return vals

@@ -148,12 +148,7 @@ def capacity_next_token_command(
     from uatlab.experiments import next_token_training as ntt
     from uatlab.experiments.executor import refuse_other_options
 
-    try:
-        n_list = sorted(list_items(ns, "--ns", int))
-    except InputError:
-        raise
-    except ValueError:
-        raise InputError(f"--ns {ns!r}: expected comma-separated integers") from None
+    n_list = sorted(list_items(ns, "--ns", int, "integers"))
     if not n_list or min(n_list) < 2:
         raise InputError("--ns: every N must be ≥ 2")
     if rank not in ("full", "1"):

@@ -55,20 +55,21 @@ def one_of(*choices: str) -> Callable[[Any], Any]:
     return check
 
 
-def list_items(text: str, option: str, parse: Callable[[str], Any] = str) -> list[Any]:
-    """The items of the comma-separated list ``text`` given to ``option``, stripped and passed through ``parse``
-    (whose ValueError is left to the caller, which knows what an item must be). An empty item ("a,,b", a comma
-    at either end, a blank list) and an item given twice (equal after ``parse``: "1,01" as integers) are
-    refused with an InputError naming the option and the item."""
-    from uatlab.errors import InputError
-
+def list_items(text: str, option: str, parse: Callable[[str], Any] = str, kind: str = "items") -> list[Any]:
+    """The items of the comma-separated list ``text`` given to ``option``, stripped and passed through ``parse``.
+    An item ``parse`` refuses (ValueError: ``"{option} must be a comma-separated list of {kind}"``), an empty
+    item ("a,,b", a comma at either end, a blank list) and an item given twice (equal after ``parse``: "1,01"
+    as integers) are refused with an InputError naming the option."""
     items = [part.strip() for part in text.split(",")]
     if not any(items):
         raise InputError(f"{option} {text!r}: the list is empty; give comma-separated items")
     if "" in items:
         k = items.index("")
         raise InputError(f"{option} {text!r}: item {k + 1} of {len(items)} is empty (a comma too many)")
-    values = [parse(item) for item in items]
+    try:
+        values = [parse(item) for item in items]
+    except ValueError:
+        raise InputError(f"{option} must be a comma-separated list of {kind}, got {text!r}") from None
     seen: dict[Any, str] = {}
     for item, value in zip(items, values, strict=True):
         if value in seen:
@@ -87,14 +88,7 @@ def _number_list(
     def check(param: typer.CallbackParam, text: str | None) -> str | None:
         if text is None or text == "":
             return text
-        from uatlab.errors import InputError
-
-        try:
-            values = list_items(text, max(param.opts, key=len), parse)
-        except InputError:
-            raise
-        except ValueError:
-            raise typer.BadParameter(f"expected comma-separated {kind}, got {text!r}") from None
+        values = list_items(text, max(param.opts, key=len), parse, kind)
         for v in values:
             check_one(v)
         return text  # the text is kept
@@ -152,7 +146,6 @@ def thread_count(auto: bool = True) -> Callable[[Any], Any]:
     nothing is read or written before the error ``--threads N: at most M on this machine``."""
 
     def check(value: Any) -> Any:
-        from uatlab.errors import InputError
         from uatlab.threads import thread_request
 
         if value is None:
@@ -171,7 +164,6 @@ def check_workers(executor: str, workers: int, threads_each: int = 1) -> None:
     `uatlab.threads.max_threads` (4 per available core) threads in all. More processes than that only slow
     the machine down and multiply the memory; Ray (``--executor ray``) places its workers itself. Raises
     InputError naming the numbers; call it before any file is touched."""
-    from uatlab.errors import InputError
     from uatlab.threads import THREADS_PER_CORE_LIMIT, max_threads
 
     if workers < 1:
@@ -188,7 +180,6 @@ def check_workers(executor: str, workers: int, threads_each: int = 1) -> None:
 def refuse_given(ctx: typer.Context, what: str, names: tuple[str, ...]) -> None:
     """Refuse the options among ``names`` (parameter names) that the user gave although they have no effect with
     ``what``: InputError ``"--a, --b have no effect with WHAT"``."""
-    from uatlab.errors import InputError
 
     given = given_options(ctx, *names)
     if given:

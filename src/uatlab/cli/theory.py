@@ -16,12 +16,7 @@ contextual_app = command_group(
 
 
 def _parse_heads(text: str) -> list[int]:
-    try:
-        heads = list_items(text, "--heads", int)
-    except InputError:
-        raise
-    except ValueError:
-        raise InputError(f"--heads must be a comma-separated list of positive integers, got {text!r}") from None
+    heads = list_items(text, "--heads", int, "positive integers")
     if any(h < 1 for h in heads):
         raise InputError(f"--heads must be a comma-separated list of positive integers, got {text!r}")
     return heads

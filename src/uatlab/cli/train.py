@@ -378,12 +378,7 @@ from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock  # no
 def _ints(text: str, option: str) -> tuple[int, ...]:
     if not text:  # an option left empty: no values
         return ()
-    try:
-        return tuple(list_items(text, option, int))
-    except InputError:
-        raise
-    except ValueError:
-        raise typer.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    return tuple(list_items(text, option, int, "integers"))
 
 
 @experiment.command("depth-ablation")
