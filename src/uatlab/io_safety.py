@@ -32,7 +32,6 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import EllipsisType
 from typing import IO, Any
 
 from uatlab.errors import InputError, UatlabError
@@ -99,11 +98,17 @@ def describe_special(path: Path) -> str | None:
     return "not a regular file"
 
 
+def require_path(path: object, what: str) -> None:
+    """TypeError naming ``what`` unless ``path`` is a path (str or os.PathLike): a library caller's mistake is
+    named at the call, not by pathlib deep inside."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
+
+
 def check_input_file(path: str | os.PathLike, what: str = "data file") -> Path:
     """``path`` as a Path if it is a readable regular file; otherwise an InputError saying what it is (a
     TypeError if ``path`` is not a path at all)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{what}: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
+    require_path(path, what)
     if str(path) == "-":
         raise InputError(f"{what} '-': reading standard input is not supported; give the path of a file")
     p = Path(path)
@@ -510,13 +515,10 @@ class OutputFolder:
             self.check_file(path.relative_to(self.folder).as_posix())
         return self
 
-    def record(self, rel: str, new: Path, old: dict[str, Any] | None | EllipsisType = ...) -> None:
+    def record(self, rel: str, new: Path, old: dict[str, Any] | None) -> None:
         """Record that the content of ``new`` (about to be renamed to ``folder/rel``) is this run's, with the old
         content of ``folder/rel``: ``old``, its identity as `check_file` returned it when the write began (None:
-        there was no file), else hashed now."""
-        path = self.folder / rel
-        if old is ...:
-            old = file_identity(path) if path.is_file() else None
+        there was no file)."""
         with self._lock:
             files = dict(self._load()) if self.record_path.exists() else {}
             ids = [old] if old is not None else []

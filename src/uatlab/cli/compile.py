@@ -703,7 +703,7 @@ def certify_cmd(
     if getattr(model, "encoding", None) is None:
         raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
     unk = model.encoding.unknown_token
-    if unknown == "unk" and unk is None:
+    if unk is None:
         _refuse_unk(unknown, model_path, "a model")
     records = _length_checked(_records(data, fmt), data, getattr(model.config, "max_len", None))
     mapped = [0]  # words read as the unknown-word token
@@ -712,8 +712,6 @@ def certify_cmd(
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
     if mapped[0]:
-        from uatlab.cli.app import err_console
-
         err_console.print(
             f"warning: {data}: {mapped[0]} of {cert.tokens} tokens are not in the model's vocabulary and were read "
             f"as {unk!r}; the certificate is about the model's output on that input",

@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import app, print_json
+from uatlab.cli.options import no_data_error
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file
 
@@ -42,7 +43,7 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
 
         sentences = [tokens for tokens, _, _ in iter_jsonl(path, need_labels=False)]
         if not sentences:
-            raise InputError(f"{path}: no sentences found (the file is empty or blank)")
+            raise no_data_error(path, "no sentences found")
         return sentences
     return read_sequences(path, fmt).tokens
 

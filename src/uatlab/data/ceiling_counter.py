@@ -5,7 +5,7 @@ distinct input (a token in its context, identified by a 64-bit key, see
 `uatlab.data.keys.input_keys`, and optionally by a second, salted one, `uatlab.data.keys.salted_input_keys`:
 two tokens are one input only if both keys agree) the count of its majority label. Counting it with a dict keyed by
 input costs ~200 bytes per distinct input, i.e. per token on natural data. `CeilingCounter` keeps
-(key, label) pairs as int64 arrays (16 bytes a token) and, past ``max_pairs`` pairs, spills them to
+(key, second key, label) triples as int64 arrays (24 bytes a token) and, past ``max_pairs`` pairs, spills them to
 ``buckets`` files on disk partitioned by key (a key's pairs all land in one bucket), so the final count
 reads one bucket at a time: memory is bounded by ``max_pairs`` plus the largest bucket.
 """

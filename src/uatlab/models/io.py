@@ -16,7 +16,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
-from uatlab.io_safety import atomic_path
+from uatlab.io_safety import atomic_path, require_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -246,8 +246,7 @@ def load(path: str | os.PathLike) -> Any:
     """
     from uatlab.data.dataset import UNK, Encoding
 
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"load: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
+    require_path(path, "load")
     path = Path(path)
     meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG))
     if meta.get("uatlab_format") == SEQ2SEQ_DEEP_TAG:
