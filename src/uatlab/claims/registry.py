@@ -29,12 +29,12 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Verdict = Literal["pass", "fail", "error", "skipped"]
 #: whether a check reads CoNLL-2003 train when it is given: never, always (quick and full mode), or in full mode only
 ReadsConll = Literal["never", "always", "full"]
-READS_CONLL = ("never", "always", "full")
+READS_CONLL: tuple[str, ...] = get_args(ReadsConll)
 
 #: environment variable naming the folder with the CoNLL-2003 files (train.txt, valid.txt)
 CONLL_DIR_ENV = "UATLAB_CONLL_DIR"

@@ -61,12 +61,12 @@ def export_cmd(
             f"{model_path} is a {type(model).__name__} (a deep integer ReLU circuit), not a uatlab Transformer; "
             "only Transformers export to TransformerLens"
         )
-    from uatlab.interop.transformer_lens import unsupported_features
+    from uatlab.interop.transformer_lens import ExportError
 
-    problems = unsupported_features(model)
-    if problems:  # refused before anything is written, naming the model
-        raise InputError(f"{model_path}: cannot export to TransformerLens: " + "; ".join(problems))
-    hooked = to_hooked_transformer(model)
+    try:
+        hooked = to_hooked_transformer(model)  # refuses what TransformerLens cannot hold, before anything is written
+    except ExportError as exc:
+        raise InputError(f"{model_path}: {exc}") from None
     diff = max_logit_difference(model, hooked, check, seed) if check else None
     save_hooked(hooked, out)
     fig = {
