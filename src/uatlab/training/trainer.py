@@ -602,6 +602,7 @@ def _train_in(
         else {}
     )
     reading = {"label_scheme": label_scheme} if label_scheme is not None else {}
+    stored_data = fingerprint | hashes | reading  # the checkpoint's "data": what a resume is compared against
     data_info |= hashes | reading
     history: list[dict[str, Any]] = []
     # sequences with an inherent conflict (an identical sequence with another label) are never replayed
@@ -620,10 +621,8 @@ def _train_in(
             {k: v for k, v in saved_data.items() if k not in apart},
             {k: v for k, v in fingerprint.items() if k not in apart},
         )
-        if label_scheme is not None and saved_data.get("label_scheme", label_scheme) != label_scheme:
-            diffs.append(
-                f"label_scheme: checkpoint has {saved_data['label_scheme']!r}, this run asks for {label_scheme!r}"
-            )
+        both = [k for k in reading if k in saved_data]  # how the labels were read, where both runs say it
+        diffs += config_differences({k: saved_data[k] for k in both}, {k: reading[k] for k in both})
         diffs += _vocabulary_differences(state.get("vocab_tokens"), state.get("vocab_labels"), vocab)
         saved_model_cfg = state.get("model_config")
         if saved_model_cfg != model.config.to_json():
@@ -668,7 +667,7 @@ def _train_in(
         save_checkpoint(
             {
                 "train_config": cfg.as_dict(),
-                "data": fingerprint | hashes | reading,
+                "data": stored_data,
                 "model_config": model.config.to_json(),
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
