@@ -112,6 +112,17 @@ UNK = "<unk>"
 UNKNOWN_POLICIES = ("error", "unk")
 
 
+def first_repeated(names: Iterable[object]) -> str | None:
+    """The first name (as text) that a vocabulary lists twice, or None: two ids with one name would make one of
+    them unreachable."""
+    seen: set[str] = set()
+    for name in map(str, names):
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 @dataclass(frozen=True)
 class Encoding:
     """Maps between strings and integer ids for tokens and labels (id order = dict order: a mapping given in

@@ -66,11 +66,11 @@ def check_encoding_fits(config: TransformerConfig, enc: dict[str, Any], where: s
         names = enc.get(key)
         if not isinstance(names, list) or not all(isinstance(n, (str, int)) for n in names):
             raise InputError(f"{where}: the encoding's {key!r} must be a list of names, got {type(names).__name__}")
-        seen: set[str] = set()
-        for n in map(str, names):
-            if n in seen:
-                raise InputError(f"{where}: the encoding lists the {key[:-1]} {n!r} twice")
-            seen.add(n)
+        from uatlab.data.dataset import first_repeated
+
+        repeated = first_repeated(names)
+        if repeated is not None:
+            raise InputError(f"{where}: the encoding lists the {key[:-1]} {repeated!r} twice")
         if size is not None and len(names) != size:
             raise InputError(f"{where}: the encoding lists {len(names)} {key}, the model has {what.format(size)}")
 

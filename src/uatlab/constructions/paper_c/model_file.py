@@ -34,6 +34,7 @@ from uatlab.constructions.paper_c.integer_tensors import (
 )
 from uatlab.constructions.paper_c.layout import REGIMES, Layout
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
+from uatlab.data.dataset import first_repeated
 from uatlab.errors import InputError, ModelFileError
 
 FORMAT_TAG = "uatlab-next-token-v1"
@@ -55,7 +56,7 @@ def save_next_token(
     if label_vocab is not None and len(label_vocab) > memo.C:
         raise InputError(f"label_vocab lists {len(label_vocab)} labels, the memorizer has C = {memo.C}")
     for name, vocab in (("token_vocab", token_vocab), ("label_vocab", label_vocab)):
-        repeated = _repeated_name(vocab)
+        repeated = first_repeated(vocab or ())
         if repeated is not None:  # two ids with one name: one of them could never be read or written
             raise InputError(f"{name} lists {repeated!r} twice")
     tensors: dict[str, torch.Tensor] = {}
@@ -196,19 +197,9 @@ def check_header_fields(path: Path, h: dict[str, Any]) -> None:
             isinstance(vocab, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in vocab)
         ):
             raise bad(field, "a list of names (strings or integers)", vocab)
-        repeated = _repeated_name(vocab)
+        repeated = first_repeated(vocab or ())
         if repeated is not None:
             raise ModelFileError(f"{path}: header field {field} lists {repeated!r} twice")
-
-
-def _repeated_name(vocab: list[Any] | None) -> str | None:
-    """The first name of ``vocab`` (as text) that occurs twice, or None."""
-    seen: set[str] = set()
-    for v in vocab or []:
-        if str(v) in seen:
-            return str(v)
-        seen.add(str(v))
-    return None
 
 
 def module_for(memo: NextTokenMemorizer) -> torch.nn.Module:
