@@ -57,7 +57,8 @@ def one_of(*choices: str) -> Callable[[Any], Any]:
 
 def list_items(text: str, option: str, parse: Callable[[str], Any] = str, kind: str = "items") -> list[Any]:
     """The items of the comma-separated list ``text`` given to ``option``, stripped and passed through ``parse``.
-    An item ``parse`` refuses (ValueError: ``"{option} must be a comma-separated list of {kind}"``), an empty
+    An item ``parse`` refuses (its own InputError, or a ValueError: ``"{option} must be a comma-separated list
+    of {kind}"``), an empty
     item ("a,,b", a comma at either end, a blank list) and an item given twice (equal after ``parse``: "1,01"
     as integers) are refused with an InputError naming the option."""
     items = [part.strip() for part in text.split(",")]
@@ -68,6 +69,8 @@ def list_items(text: str, option: str, parse: Callable[[str], Any] = str, kind: 
         raise InputError(f"{option} {text!r}: item {k + 1} of {len(items)} is empty (a comma too many)")
     try:
         values = [parse(item) for item in items]
+    except InputError:  # the parser's own message (it names the item): kept
+        raise
     except ValueError:
         raise InputError(f"{option} must be a comma-separated list of {kind}, got {text!r}") from None
     seen: dict[Any, str] = {}
