@@ -6,6 +6,7 @@ import json
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 from conll_fixture import CONLL as CONLL_THREE_SENTENCES
@@ -13,6 +14,9 @@ from key_collision import rolling_hash_collision
 from safetensors import safe_open
 
 from uatlab.cli import main
+from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
+from uatlab.data.information import label_information
+from uatlab.data.jsonl import read_sequences
 from uatlab.data.keys import input_keys
 from uatlab.models.io import load
 
@@ -240,6 +244,56 @@ def test_inputs_built_to_share_a_key_are_two_inputs_to_compile_and_certify(capsy
         assert report["certified"] is (right == ceiling)
         assert report["certified_tokens"] <= right
     assert fig["certified"] is True and right == ceiling  # the compiler tells the two inputs apart too
+
+
+def _exact_input_figures(records: list[tuple[list[str], list[str]]], causal: bool) -> tuple[int, dict]:
+    """The ceiling and label information of ``records`` with inputs grouped by their words (no hash)."""
+    words: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    inputs: dict[tuple, Counter] = {}
+    W, Y, P, K = [], [], [], []
+    for toks, labs in records:
+        for k, (t, y) in enumerate(zip(toks, labs, strict=True)):
+            inp = tuple(toks[: k + 1]) if causal else (tuple(toks), k)
+            inputs.setdefault(inp, Counter())[y] += 1
+            W.append(words.setdefault(t, len(words)))
+            Y.append(labels.setdefault(y, len(labels)))
+            P.append(k)
+            K.append(list(inputs).index(inp))
+    info = label_information(*(np.array(a, dtype=np.int64) for a in (W, Y, P, K)), num_labels=len(labels))
+    return sum(max(c.values()) for c in inputs.values()), info.to_json()
+
+
+@pytest.mark.parametrize("via", ["cli", "library"])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_no_certify_figures_count_inputs_built_to_share_a_key_apart(capsys, tmp_path, causal, via):
+    # without a certificate the compiler's own count is reported: two different sentences whose rolling-hash
+    # keys agree (LLL), labelled apart everywhere, are two inputs (only a shared prefix is one input, when causal)
+    s1, s2 = rolling_hash_collision()
+    records = [(s1, ["X"] * len(s1)), (s2, ["Y"] * len(s2)), (["zz", s1[0]], ["X", "Y"])]
+    data = tmp_path / "collide.jsonl"
+    data.write_text("".join(json.dumps({"tokens": t, "labels": y}) + "\n" for t, y in records))
+    if via == "cli":
+        args = ["compile", str(data), "--out", str(tmp_path / "m.safetensors"), "--no-certify"]
+        fig = _json(capsys, args + (["--causal"] if causal else []))
+    else:
+        fig = compile_memorizer(read_sequences(data), causal=causal, certify=False).facts
+    ceiling, info = _exact_input_figures(records, causal)
+    assert fig["certified"] is None and fig["tokens"] == info["tokens"] == 2 * len(s1) + 2
+    assert fig["ceiling_tokens"] == ceiling == info["ceiling_tokens"]
+    assert fig["conflict_tokens"] == fig["tokens"] - ceiling and fig["ceiling_accuracy"] == ceiling / fig["tokens"]
+    if not causal:
+        assert ceiling == fig["tokens"] and fig["conflicts"] == []  # no two tokens share an input
+    for name, field in [
+        ("label_information_bits", "word_bits"),
+        ("label_bits_marginal", "marginal_bits"),
+        ("label_bits_given_word_position", "word_position_bits"),
+        ("exception_tokens", "exceptions"),
+        ("exception_code_bits", "exception_code_bits"),
+        ("uniform_label_bits", "uniform_label_bits"),
+    ]:
+        assert fig[name] == pytest.approx(info[field]), name
+    assert any("salted at random for this run" in a for a in fig["assumptions"])
 
 
 def test_a_key_collision_does_not_hide_wrong_tokens_from_the_certificate(capsys, tmp_path):

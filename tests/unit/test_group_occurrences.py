@@ -57,3 +57,16 @@ def test_merged_buckets_are_sorted_like_one_table(tokens):
     for name in ("word", "h", "label", "group"):
         assert np.array_equal(getattr(merged, name), getattr(whole, name)), name
     assert merged.ceiling_tokens == whole.ceiling_tokens and merged.tokens == whole.tokens
+
+
+def test_equal_keys_with_different_salted_keys_are_a_collision_not_a_conflict():
+    # three tokens of one word at one h, equal rolling keys, labels a, b, b: one input (both keys agree) is an
+    # inherent conflict; two inputs (the salted keys differ) are a collision the construction loses
+    word, label, h = np.zeros(3, np.int64), np.array([0, 1, 1]), np.full(3, 0.5)
+    z = np.zeros(3, dtype=np.int64)
+    names, labels, lines = ["w"], ["a", "b"], np.arange(3)
+    for key2, conflicts, collision in [(np.array([9, 9, 9]), 1, 0), (np.array([9, 8, 8]), 0, 1)]:
+        table = TokenTable(word, label, np.full(3, 77), np.arange(3), z, z + 1, h[:, None], key2)
+        occ = group_occurrences(table, h, names, labels, lines)
+        assert (len(occ.conflicts), occ.collision_tokens) == (conflicts, collision)
+        assert occ.label.tolist() == [1] and occ.ceiling_tokens == 2  # the point itself does not depend on keys

@@ -49,3 +49,44 @@ def test_random_labels_carry_about_log2_C_bits_per_token_given_the_word():
     word = rng.integers(0, 10, T)  # few words, many tokens each: H(label | word) ≈ log2 C
     info = label_information(word, rng.integers(0, C, T), np.arange(T) % 7, np.arange(T))
     assert 0.99 * T * math.log2(C) < info.word_bits <= T * math.log2(C)
+
+
+def _exact_inputs(records: list[tuple[list[str], list[str]]], context: str) -> tuple[np.ndarray, ...]:
+    """Word, label, position and one id per distinct input (the words themselves, no hash) of every token."""
+    words: dict[str, int] = {}
+    labels: dict[str, int] = {}
+    inputs: dict[tuple, int] = {}
+    W, Y, P, K = [], [], [], []
+    for toks, labs in records:
+        for k, (t, y) in enumerate(zip(toks, labs, strict=True)):
+            W.append(words.setdefault(t, len(words)))
+            Y.append(labels.setdefault(y, len(labels)))
+            P.append(k)
+            inp = tuple(toks[: k + 1]) if context == "prefix" else (tuple(toks), k)
+            K.append(inputs.setdefault(inp, len(inputs)))
+    return tuple(np.array(a, dtype=np.int64) for a in (W, Y, P, K))
+
+
+@pytest.mark.parametrize("context", ["sequence", "prefix"])
+def test_inputs_built_to_share_a_rolling_key_are_two_inputs(context):
+    # two different sentences with equal rolling-hash keys (LLL), labelled apart everywhere: every token whose
+    # input is not shared by the other sentence is winnable, so it counts, and the figures are those of an
+    # exact grouping of the inputs (by their words)
+    from key_collision import rolling_hash_collision
+
+    from uatlab.data.keys import input_keys
+
+    s1, s2 = rolling_hash_collision()
+    assert input_keys(s1, context)[-1] == input_keys(s2, context)[-1]  # the collision is real in this context
+    records = [(s1, ["X"] * len(s1)), (s2, ["Y"] * len(s2)), (["zz", s1[0]], ["X", "Y"])]
+    got = label_information_of(records, context=context)
+    word, label, pos, exact = _exact_inputs(records, context)
+    want = label_information(word, label, pos, exact)
+    assert got == want
+    counts: dict[int, dict[int, int]] = {}
+    for inp, y in zip(exact.tolist(), label.tolist(), strict=True):
+        counts.setdefault(inp, {}).setdefault(y, 0)
+        counts[inp][y] += 1
+    assert got.ceiling_tokens == sum(max(c.values()) for c in counts.values())
+    if context == "sequence":
+        assert got.ceiling_tokens == got.tokens  # no two tokens share an input

@@ -86,6 +86,31 @@ def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
         TokenStore(tmp_path / "w", "data", "prefix", resume=True)
 
 
+@pytest.mark.parametrize("context", ["sequence", "prefix"])
+def test_bucket_tables_carry_one_salted_key_per_input_and_an_older_pass_is_redone(tmp_path, context):
+    data = synthetic_dataset(60, 5, 4, 3, seed=2)  # few words: repeated sentences and prefixes
+    store = TokenStore(tmp_path / "w", "data", context, chunk_tokens=40)
+    store.read(_records(data), input_keys)
+    columns = (lambda words: np.zeros((sum(map(len, words)), 1)), 1, {"x": 1})
+    store.bucketize(*columns)
+    key_of: dict[tuple, int] = {}
+    for t in store.bucket_tables():
+        for q, k, key2 in zip(t.seq.tolist(), t.pos.tolist(), t.key2.tolist(), strict=True):
+            toks = data.tokens[q]
+            inp = tuple(toks[: k + 1]) if context == "prefix" else (tuple(toks), k)
+            assert key_of.setdefault(inp, key2) == key2  # one key per input, across chunks and buckets
+    assert len(set(key_of.values())) == len(key_of) < data.num_tokens  # none shared; some inputs repeat
+    # a finished pass is reused with its keys; one recorded without the second key (an older layout) is redone
+    first = np.concatenate([t.key2 for t in store.bucket_tables()])
+    store.bucketize(*columns)
+    assert np.array_equal(np.concatenate([t.key2 for t in store.bucket_tables()]), first)
+    del store.m["buckets"]["record"]
+    store.bucketize(*columns)
+    again = np.concatenate([t.key2 for t in store.bucket_tables()])
+    assert len(again) == data.num_tokens and not np.any(again == first)  # a new salt: new keys
+    assert "record" in json.loads((tmp_path / "w/manifest.json").read_text())["buckets"]
+
+
 @pytest.mark.parametrize("when", ["after", "before"])
 def test_store_interrupted_while_a_chunk_is_written_resumes_to_the_same_store(tmp_path, monkeypatch, when):
     """Ctrl-C just after (or just before) a chunk reaches the disk: the resumed store equals an uninterrupted one

@@ -12,7 +12,11 @@ is therefore the **label entropy given the word**, summed over tokens:
 with n_{w,c} the number of tokens of word w with label c, n_w = Σ_c n_{w,c}. **Conflicts are excluded**:
 tokens whose input (the whole sequence and the position, or the prefix for causal models) also occurs
 with another, more frequent label cannot be memorized by any model; they are dropped before counting (only
-the majority label of each identical input — the ceiling — remains). This is the figure
+the majority label of each identical input — the ceiling — remains). Two tokens are one input only if two
+64-bit keys of their inputs agree, as in the certificate: the rolling hash `uatlab.data.keys.input_keys`
+(linear mod 2^64, so colliding inputs can be built on purpose) and `uatlab.data.keys.salted_input_keys` over
+values drawn from a random salt per run, which data written without knowing the salt makes collide with
+probability about 2^-64 per pair of different inputs. This is the figure
 ``bits per non-embedding parameter`` divides: I_word / (non-embedding parameters).
 
 Other figures reported beside it (same exclusion of conflicts):
@@ -73,13 +77,36 @@ def _conditional_bits(group: np.ndarray, label: np.ndarray) -> float:
     return float((n_gc * np.log2(n_g / n_gc)).sum())
 
 
-def ceiling_mask(key: np.ndarray, label: np.ndarray) -> np.ndarray:
+def input_groups(key: np.ndarray, key2: np.ndarray | None = None) -> np.ndarray:
+    """(T,) int64: one id per distinct input, tokens with equal ``key`` and equal ``key2`` (if given) sharing it.
+
+    ``key``: `uatlab.data.keys.input_keys`; ``key2``: `uatlab.data.keys.salted_input_keys` under a salt drawn
+    at random for the run (`uatlab.data.keys.fresh_salt`). The rolling key alone can be made to collide by data
+    built for it; with both, two different inputs share an id with probability about 2^-64 (data written without
+    knowing the salt).
+    """
+    key = np.asarray(key, dtype=np.int64)
+    if key2 is None:
+        return np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    key2 = np.asarray(key2, dtype=np.int64)
+    if len(key2) != len(key):
+        raise ValueError(f"{len(key2)} second keys for {len(key)} keys")
+    order = np.lexsort((key2, key))
+    k, k2 = key[order], key2[order]
+    new = np.r_[True, (k[1:] != k[:-1]) | (k2[1:] != k2[:-1])] if len(k) else np.zeros(0, dtype=bool)
+    ids = np.empty(len(key), dtype=np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids
+
+
+def ceiling_mask(key: np.ndarray, label: np.ndarray, key2: np.ndarray | None = None) -> np.ndarray:
     """(T,) bool: True for the tokens a ceiling-reaching model gets right — per identical input (equal
-    ``key``), the tokens of its most frequent label (ties: the label seen first); the rest are conflicts."""
+    ``key`` and, if given, equal salted ``key2``: `input_groups`), the tokens of its most frequent label (ties:
+    the label seen first); the rest are conflicts."""
     T = len(key)
     if T == 0:
         return np.zeros(0, dtype=bool)
-    _, inp = np.unique(key, return_inverse=True)
+    inp = input_groups(key, key2)
     C = int(label.max()) + 1
     pair = inp.astype(np.int64) * C + label
     uniq, first, inv, counts = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
@@ -92,14 +119,21 @@ def ceiling_mask(key: np.ndarray, label: np.ndarray) -> np.ndarray:
 
 
 def label_information(
-    word: np.ndarray, label: np.ndarray, pos: np.ndarray, key: np.ndarray, num_labels: int | None = None
+    word: np.ndarray,
+    label: np.ndarray,
+    pos: np.ndarray,
+    key: np.ndarray,
+    num_labels: int | None = None,
+    key2: np.ndarray | None = None,
 ) -> LabelInformation:
     """The figures of the module docstring from per-token integer arrays, each (T,): word id, label id,
-    position in the sequence, and input key (equal keys = identical inputs, e.g. ``input_keys``).
+    position in the sequence, input key (``input_keys``) and second, salted input key ``key2``
+    (``salted_input_keys`` under a salt drawn for the run): two tokens are one input only if both agree
+    (`input_groups`; without ``key2``, equal ``key`` alone, which data built for it can make collide).
     ``num_labels``: C (default: the labels that occur)."""
     word, label, pos, key = (np.asarray(a, dtype=np.int64) for a in (word, label, pos, key))
     T = len(word)
-    keep = ceiling_mask(key, label)
+    keep = ceiling_mask(key, label, key2)
     w, y, p = word[keep], label[keep], pos[keep]
     Tc = len(w)
     C = num_labels if num_labels is not None else (int(len(np.unique(label))) if T else 0)
@@ -166,11 +200,9 @@ def _log2_binom(n: int, k: int) -> float:
 
 def label_information_of(records: Iterable[tuple[list[str], list[str]]], context: str = "sequence") -> LabelInformation:
     """`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
-    the whole sequence) or "prefix" (causal)."""
-    try:
-        from uatlab.data.keys import input_keys
-    except ImportError:  # older layout: the keys live beside the certificate
-        from uatlab.verify.certificate import input_keys
+    the whole sequence) or "prefix" (causal). Inputs are told apart by both keys, the salted one under a salt
+    drawn at random for this call (`uatlab.data.keys.fresh_salt`)."""
+    from uatlab.data.keys import fresh_salt, input_keys, salt_table, salted_input_keys
 
     tok_id: dict[str, int] = {}
     lab_id: dict[str, int] = {}
@@ -178,13 +210,19 @@ def label_information_of(records: Iterable[tuple[list[str], list[str]]], context
     Y: list[int] = []
     P: list[int] = []
     K: list[int] = []
+    lengths: list[int] = []
     for rec in records:
         toks, labs = rec[0], rec[1]
         W += [tok_id.setdefault(t, len(tok_id)) for t in toks]
         Y += [lab_id.setdefault(y, len(lab_id)) for y in labs]
         P += range(len(toks))
         K += input_keys(list(toks), context)
-    return label_information(np.array(W), np.array(Y), np.array(P), np.array(K, dtype=np.uint64).view(np.int64))
+        lengths.append(len(toks))
+    word = np.array(W, dtype=np.int64)
+    offsets = np.r_[0, np.cumsum(lengths, dtype=np.int64)].astype(np.int64)
+    key2 = salted_input_keys(word, offsets, salt_table(fresh_salt(), len(tok_id)), context)
+    keys = np.array(K, dtype=np.uint64).view(np.int64)
+    return label_information(word, np.array(Y, dtype=np.int64), np.array(P, dtype=np.int64), keys, key2=key2)
 
 
 def bits_per_parameter(info: LabelInformation, parameters: int) -> float:

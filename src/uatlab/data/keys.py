@@ -5,13 +5,16 @@ position, or the prefix up to the position for a causal model), up to hash colli
 per pair of inputs that were not chosen to collide. Keys count inherent conflicts (identical inputs, different
 labels) without holding the inputs. The rolling hash is linear mod 2^64, so inputs *can* be chosen to collide;
 the certificate therefore also requires `salted_input_keys` (non-linear, over values drawn from a random salt
-per certificate) to agree before it takes two tokens for one input.
+per certificate or run, `fresh_salt`) to agree before it takes two tokens for one input, and so does every
+other figure that counts identical inputs (the compile report's ceiling, conflicts and label information,
+`uatlab.data.information`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import uuid
 from collections.abc import Iterable
 
 import numpy as np
@@ -104,6 +107,23 @@ def _mix(z: np.ndarray) -> np.ndarray:
     z *= np.uint64(0x94D049BB133111EB)
     z ^= z >> np.uint64(31)
     return z
+
+
+def fresh_salt() -> int:
+    """A salt for `salt_table` drawn at random when called (``uuid4``, as the certificate's): data written before
+    the call cannot depend on it."""
+    return uuid.uuid4().int
+
+
+def input_identity_assumption(salted_for: str) -> str:
+    """The assumption under which a ceiling counted with both keys (`input_keys` and `salted_input_keys`) is
+    the true one, worded for the figures it qualifies (``salted_for``: "this certificate", "this run")."""
+    return (
+        "the ceiling counts two tokens as one input (whose minority labels no model can get right) only if two "
+        "64-bit keys of their inputs agree: the data's rolling hash and a non-linear one salted at random for "
+        f"{salted_for}, which data written without knowing the salt makes collide with probability about "
+        "2^-64 per pair of different inputs"
+    )
 
 
 def salt_table(salt: int, vocabulary: int) -> np.ndarray:

@@ -7,12 +7,14 @@
   (``chunk_00000.npz`` …). In memory: one chunk, the vocabulary, and one line number per sequence.
 * **bucket pass** (`TokenStore.bucketize`): per chunk a caller-supplied function computes float
   columns per token (the compiler's Boltzmann contexts h for each candidate β); the token records
-  (word, label, key, sequence, position, columns) are appended to ``buckets`` files partitioned by word id,
-  so that every occurrence of a word lands in one bucket.
+  (word, label, key, second key, sequence, position, columns) are appended to ``buckets`` files partitioned by
+  word id, so that every occurrence of a word lands in one bucket. The second key is
+  `uatlab.data.keys.salted_input_keys` under a salt drawn at random when the pass runs: two tokens are one
+  input only if both keys agree (the rolling key alone can be made to collide by data built for it).
 * **group pass** (`TokenStore.bucket_tables`): one bucket at a time as a `TokenTable`.
 
 Memory is bounded by the chunk size plus the largest bucket (at least the most frequent word's
-occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 40 + 8·K for buckets.
+occurrences), not by the data set. Disk: ~30 bytes a token for chunks, 44 + 8·K for buckets.
 
 **Nothing computed is lost on an error.** A data error (malformed line, ragged or empty sequence) flushes
 the sequences read so far as a chunk and records them in ``manifest.json``; ``resume=True`` reopens the
@@ -145,20 +147,30 @@ class TokenTable:
 
     word: np.ndarray  # (T,) int64 token id
     label: np.ndarray  # (T,) int64 label id
-    key: np.ndarray  # (T,) int64 input key (identical inputs ⇔ equal keys, up to 64-bit hash collisions)
+    key: np.ndarray  # (T,) int64 input key (`uatlab.data.keys.input_keys`: identical inputs have equal keys)
     seq: np.ndarray  # (T,) int64 global sequence index
     pos: np.ndarray  # (T,) int64 position in the sequence
     length: np.ndarray  # (T,) int64 length of the token's sequence
     h: np.ndarray  # (T, K) float64 per-token columns (e.g. one Boltzmann context per candidate β)
+    # (T,) int64 second input key (`uatlab.data.keys.salted_input_keys`, salted at random per run) or None:
+    # two tokens are one input only if ``key`` and ``key2`` both agree (`uatlab.data.information.input_groups`)
+    key2: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.word)
 
     @classmethod
     def from_sequences(
-        cls, word: list[np.ndarray], label: list[np.ndarray], key: list[np.ndarray], first_sequence: int, h: np.ndarray
+        cls,
+        word: list[np.ndarray],
+        label: list[np.ndarray],
+        key: list[np.ndarray],
+        first_sequence: int,
+        h: np.ndarray,
+        key2: np.ndarray | None = None,
     ) -> TokenTable:
-        """Flatten per-sequence id arrays (global index of the first sequence given) with their (T, K) columns."""
+        """Flatten per-sequence id arrays (global index of the first sequence given) with their (T, K) columns
+        and (T,) second keys ``key2`` (already flat, if given)."""
         lengths = np.array([len(w) for w in word], dtype=np.int64)
         T = int(lengths.sum())
         if h.shape[0] != T:
@@ -172,6 +184,7 @@ class TokenTable:
             np.arange(T) - starts,
             np.repeat(lengths, lengths),
             h,
+            None if key2 is None else np.asarray(key2, dtype=np.int64),
         )
 
 
@@ -192,19 +205,40 @@ def append_partitioned(
                 hashers[b].update(part.view(np.uint8))
 
 
+_SALT_TABLE: dict[tuple[int, int], np.ndarray] = {}  # per process: the salt table of the current bucket pass
+
+
+def _salt_table(salt: int, vocabulary: int) -> np.ndarray:
+    """`uatlab.data.keys.salt_table`, drawn once per process and pass (every chunk of a pass uses the same)."""
+    table = _SALT_TABLE.get((salt, vocabulary))
+    if table is None:
+        _SALT_TABLE.clear()
+        table = _SALT_TABLE[(salt, vocabulary)] = _keys.salt_table(salt, vocabulary)
+    return table
+
+
 def chunk_records(
-    z: dict[str, Any], columns: Callable[[list[np.ndarray]], np.ndarray], num_columns: int
+    z: dict[str, Any],
+    columns: Callable[[list[np.ndarray]], np.ndarray],
+    num_columns: int,
+    salt: int,
+    vocabulary: int,
+    context: str,
 ) -> tuple[int, np.ndarray]:
-    """One chunk's token records with their columns (the map step of the bucket pass): (sequences, records)."""
-    cuts = np.cumsum(z["lengths"])[:-1]
+    """One chunk's token records with their columns and second, salted input keys
+    (`uatlab.data.keys.salted_input_keys` over ``salt_table(salt, vocabulary)``, ``context`` as the store's):
+    the map step of the bucket pass; returns (sequences, records)."""
+    lengths = np.asarray(z["lengths"], dtype=np.int64)
+    cuts = np.cumsum(lengths)[:-1]
     word = np.split(z["word"], cuts)
+    key2 = _keys.salted_input_keys(z["word"], np.r_[0, np.cumsum(lengths)], _salt_table(salt, vocabulary), context)
     table = TokenTable.from_sequences(
-        word, np.split(z["label"], cuts), np.split(z["key"], cuts), z["first_sequence"], columns(word)
+        word, np.split(z["label"], cuts), np.split(z["key"], cuts), z["first_sequence"], columns(word), key2
     )
     if table.h.shape[1] != num_columns:
         raise ValueError(f"columns() returned {table.h.shape[1]} columns, expected {num_columns}")
     rec = np.empty(len(table), dtype=record_dtype(num_columns))
-    for name in ("word", "label", "key", "seq", "pos", "length", "h"):
+    for name in ("word", "label", "key", "key2", "seq", "pos", "length", "h"):
         rec[name] = getattr(table, name)
     return len(word), rec
 
@@ -215,6 +249,7 @@ def record_dtype(columns: int) -> np.dtype:
             ("word", "<i8"),
             ("label", "<i4"),
             ("key", "<i8"),
+            ("key2", "<i8"),
             ("seq", "<i8"),
             ("pos", "<i4"),
             ("length", "<i4"),
@@ -699,12 +734,15 @@ class TokenStore:
         in chunk order (e.g. `uatlab.experiments.executor.map_ordered`); default: in this process.
 
         ``signature`` describes the columns (e.g. β candidates, seed); a finished pass with the same signature
-        is reused. Returns the number of buckets.
+        (and records of this layout) is reused, with the second input keys its run salted. Otherwise every
+        token's second input key (`uatlab.data.keys.salted_input_keys`) is formed under a salt drawn at random
+        now (`uatlab.data.keys.fresh_salt`), after the data was read. Returns the number of buckets.
         """
         if not self.complete:
             raise InputError(f"{self.dir}: the data has not been read completely; cannot bucket it")
         done = self.m.get("buckets")
-        if done is not None and done.get("signature") == signature and done.get("columns") == num_columns:
+        same_records = done is not None and done.get("record") == list(record_dtype(num_columns).names)
+        if same_records and done.get("signature") == signature and done.get("columns") == num_columns:
             self._check_bucket_files(digest=False)  # present, whole and of their sizes; digests as they are read
             return int(done["count"])
         bdir = self.dir / "buckets"
@@ -715,7 +753,8 @@ class TokenStore:
         bdir.mkdir(exist_ok=True)
         B = max(1, math.ceil(self.tokens / self.chunk_tokens))
         tallies = [_AppendTally() for _ in range(B)]
-        items = ((z, columns, num_columns) for z in self.chunk_arrays())
+        salt, vocabulary = _keys.fresh_salt(), len(self.token_to_id)
+        items = ((z, columns, num_columns, salt, vocabulary, self.context) for z in self.chunk_arrays())
         recs = mapper(chunk_records, items) if mapper is not None else (chunk_records(*i) for i in items)
         for sequences, rec in recs:  # in chunk order: every bucket file holds its tokens in data order
             append_partitioned(rec, rec["word"] % B, B, self._bucket_path, tallies)
@@ -724,6 +763,7 @@ class TokenStore:
         self.m["buckets"] = {
             "count": B,
             "columns": num_columns,
+            "record": list(record_dtype(num_columns).names),  # a pass of an older layout is not reused
             "signature": signature,
             "files": [t.entry() for t in tallies],  # per bucket: bytes appended (0: no file) and their digest
         }
@@ -779,6 +819,7 @@ class TokenStore:
                 rec["pos"].astype(np.int64),
                 rec["length"].astype(np.int64),
                 rec["h"].reshape(len(rec), -1),
+                rec["key2"],
             )
 
     def remove(self) -> None:

@@ -111,7 +111,7 @@ import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset
-from uatlab.data.keys import input_keys, salt_table, salted_input_keys
+from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.float_bounds import (
@@ -1823,10 +1823,7 @@ def certify_chunks(
             "certified); covers torch.exp (0.56 ulp measured), torch.softmax (0.99), numpy float32 exp (2.54) "
             "when this is ≥ 2.6",
             "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks",
-            "the ceiling counts two tokens as one input (whose minority labels no model can get right) only if two "
-            "64-bit keys of their inputs agree: the data's rolling hash and a non-linear one salted at random for "
-            "this certificate, which data written without knowing the salt makes collide with probability about "
-            "2^-64 per pair of different inputs",
+            input_identity_assumption("this certificate"),
             "float32 matmul precision 'highest' (no TF32/bf16 reduced-precision modes): checked in this process, "
             "environment['float32_matmul_precision']; eager execution (torch.compile not covered, not checked)",
         ],

@@ -40,6 +40,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.select import check_request, ch
 from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.data.encoded import EncodedData, encode_dataset
 from uatlab.data.information import label_information, merge_label_information
+from uatlab.data.keys import fresh_salt, input_identity_assumption, salt_table, salted_input_keys
 from uatlab.data.token_store import TokenStore, TokenTable
 from uatlab.errors import InputError
 from uatlab.models.io import load, save
@@ -153,7 +154,7 @@ def _compile_tables(
         risky, ratio = np.zeros((len(pool), max_len)), np.full((len(pool), max_len), np.inf)
         step = _stage(progress, "choose query scales", num_tables)
         for table in tables():  # pass 1: scores per (candidate, position)
-            info_parts.append(label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab)))
+            info_parts.append(_label_information(table, len(id2lab)))
             r, q = position_scores(table, pool, max_len, dtype)
             if step:
                 step(1)
@@ -181,9 +182,7 @@ def _compile_tables(
 
         def items():  # label information per table here, the grouping wherever the mapper runs it
             for table in _counted(tables(), step):
-                info_parts.append(
-                    label_information(table.word, table.label, table.pos, table.key, num_labels=len(id2lab))
-                )
+                info_parts.append(_label_information(table, len(id2lab)))
                 yield table, list(range(len(pool))), id2tok, id2lab, lines, by_position
 
         for parts in mapper(group_bucket, items()):  # in bucket order
@@ -216,8 +215,8 @@ def _compile_tables(
         "sequences": sequences,
         "tokens": occ.tokens,
         "distinct_contexts": int(occ.distinct),
-        # the ceiling per identical input (by key, as the certificate counts it): tokens whose different inputs
-        # share an h (collisions) are winnable, only conflicts are inherent
+        # the ceiling per identical input (both input keys agree, as the certificate counts it): tokens whose
+        # different inputs share an h (collisions) are winnable, only conflicts are inherent
         "ceiling_tokens": information.ceiling_tokens,
         "conflict_tokens": occ.tokens - information.ceiling_tokens,
         "conflicts": occ.conflicts,
@@ -235,6 +234,11 @@ def _compile_tables(
         "stage_seconds": times,
     }
     return model, report
+
+
+def _label_information(table: TokenTable, num_labels: int):
+    """`label_information` of one table, inputs told apart by both its keys (rolling and salted)."""
+    return label_information(table.word, table.label, table.pos, table.key, num_labels=num_labels, key2=table.key2)
 
 
 def compile_encoded(
@@ -266,7 +270,15 @@ def compile_encoded(
     max_len = max(max_len or 0, max(len(w) for w in enc.ids))
     alpha = word_key_codes(len(enc.encoding.token_to_id), seed)
     h = context_columns(alpha, max_len, pool, seed, causal)(enc.ids)  # (T, K)
-    table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h)
+    # the second input key, salted at random now (the certificate's approach): two tokens are one input for the
+    # report's ceiling, conflicts and label information only if both keys agree
+    lengths = np.fromiter((len(w) for w in enc.ids), np.int64, len(enc.ids))
+    tok = np.concatenate(enc.ids).astype(np.int64, copy=False)
+    vocabulary = max(len(enc.encoding.token_to_id), int(tok.max()) + 1 if len(tok) else 0)
+    key2 = salted_input_keys(
+        tok, np.r_[0, np.cumsum(lengths)], salt_table(fresh_salt(), vocabulary), "prefix" if causal else "sequence"
+    )
+    table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h, key2)
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(
         lambda: [table],
@@ -407,7 +419,8 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "certificate_dense_units": cert.dense_units if cert else None,
         "exp_ulps": cert.exp_ulps if cert else None,
         "environment": cert.environment if cert else None,
-        "assumptions": cert.assumptions if cert else None,
+        # without a certificate: what the compile's own ceiling, conflicts and label information assume
+        "assumptions": cert.assumptions if cert else [input_identity_assumption("this run")],
         "collision_tokens": report["collision_tokens"],
         "accuracy": (cert.correct_tokens / report["tokens"]) if cert else None,
         "ceiling_accuracy": (cert.ceiling_tokens if cert else report["ceiling_tokens"]) / report["tokens"],

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from uatlab.constructions.paper_a.cor1_memorizer.layout import positional_codes, query_scales
+from uatlab.data.information import input_groups
 from uatlab.data.token_store import TokenTable
 
 
@@ -219,8 +220,12 @@ def group_occurrences(
 
     ``table`` must hold every occurrence of each of its words, in data order (ties between labels of one
     point go to the label seen first). ``lines`` maps a global sequence index to its source line.
+
+    A point whose tokens have several labels is a conflict if its tokens are one input, else a collision: two
+    tokens are one input only if both input keys agree, ``table.key`` and the salted ``table.key2``
+    (`uatlab.data.information.input_groups`). The points and their labels do not depend on the keys.
     """
-    word, lab, key, hh = table.word, table.label, table.key, h
+    word, lab, hh = table.word, table.label, h
     T = len(word)
     if T == 0:
         e = np.zeros(0, dtype=np.int64)
@@ -229,7 +234,7 @@ def group_occurrences(
     pos_all = table.pos if by_position else None
     grp = context_groups(word, table.pos, by_position)
     order = group_value_order(grp, hh)  # = np.lexsort((hh, grp)): tokens of one (group, h) point in data order
-    w_s, h_s, l_s, k_s, g_s = word[order], hh[order], lab[order], key[order], grp[order]
+    w_s, h_s, l_s, g_s = word[order], hh[order], lab[order], grp[order]
     new = np.r_[True, (g_s[1:] != g_s[:-1]) | (h_s[1:] != h_s[:-1])]
     first = np.flatnonzero(new)  # (G,) first sorted token of each point
     G = len(first)
@@ -256,6 +261,7 @@ def group_occurrences(
     conflicts: list[dict[str, Any]] = []
     collision = 0
     if multi.any():
+        k_s = input_groups(table.key, table.key2)[order]  # one id per input (both keys agree)
         starts = np.r_[np.flatnonzero(new), T]
         for g in np.flatnonzero(multi):
             members = np.arange(starts[g], starts[g + 1])
