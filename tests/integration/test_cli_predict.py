@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
 from uatlab.cli import main
 from uatlab.data.jsonl import read_jsonl
+from uatlab.errors import InputError
 
 
 def _synth_and_compile(tmp_path):
@@ -121,3 +124,45 @@ def test_jsonl_without_labels_is_read_for_prediction(tmp_path, capsys):
     path.write_text('{"words": ["t1"]}\n')  # still an object with "tokens"
     assert main(["predict", str(model), str(path)]) == 2
     assert f'{path}:1: expected an object with "tokens"' in " ".join(capsys.readouterr().err.split())
+
+
+def test_conll_with_a_missing_label_is_refused_naming_the_line_by_every_command(tmp_path, capsys):
+    # the labels are words of the vocabulary too, so a plain-text reading of the broken file would run
+    data = tmp_path / "d.conll"
+    data.write_text("the DET\ncat NOUN\nsat VERB\n\nDET DET\nNOUN NOUN\nVERB VERB\n\ndog NOUN\n")
+    model = tmp_path / "m.safetensors"
+    assert main(["compile", str(data), "--out", str(model), "--json"]) == 0
+    good = "the DET\ncat NOUN\nsat VERB\n\nthe DET\ndog NOUN\n\nDET DET\ncat NOUN\n".split("\n")
+    for bad_line in (1, 2, 6):
+        lines = list(good)
+        word = lines[bad_line - 1].split()[0]
+        lines[bad_line - 1] = word  # the label column of this line is missing
+        bad = tmp_path / f"bad{bad_line}.conll"
+        bad.write_text("\n".join(lines))
+        for argv in (
+            ["predict", str(model), str(bad)],
+            ["predict", str(model), str(bad), "--format", "conll"],
+            ["compile", str(bad), "--out", str(tmp_path / f"c{bad_line}.safetensors")],
+            ["certify", str(model), str(bad)],
+        ):
+            capsys.readouterr()
+            assert main(argv) == 2, argv
+            err = " ".join(capsys.readouterr().err.split())
+            assert f"{bad}:{bad_line}: " in err and repr(word) in err, (argv, err)
+        capsys.readouterr()
+        assert main(["predict", str(model), str(bad), "--format", "text", "--json"]) == 0  # read as asked
+        assert json.loads(capsys.readouterr().out)["sentences"] == sum(1 for x in lines if x.strip())
+
+
+def test_text_with_one_word_lines_and_unlabelled_conll_are_still_read(tmp_path):
+    from uatlab.cli.predict import read_sentences
+
+    text = tmp_path / "t.txt"  # sentences of one word and of two: plain text
+    text.write_text("hello world\nhi\nbye now\n")
+    assert read_sentences(text, "auto") == [["hello", "world"], ["hi"], ["bye", "now"]]
+    text.write_text("the cat sat\nhi\n\nthe dog ran\nbye\n")  # one-word lines as many as the others
+    assert read_sentences(text, "auto") == [["the", "cat", "sat"], ["hi"], ["the", "dog", "ran"], ["bye"]]
+    blocks = tmp_path / "u.conll"  # unlabelled CoNLL, a line of two columns among them: that line is named
+    blocks.write_text("t1\nt2\nt3 x\n\nt4\n")
+    with pytest.raises(InputError, match=rf"{blocks}:3: 2 columns in a file of one token per line"):
+        read_sentences(blocks, "conll")

@@ -49,18 +49,17 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
 
 
 def _one_column(path: Path) -> bool:
-    """True when the first line with a token (``-DOCSTART-`` aside) has one column."""
+    """True when more lines with a token (``-DOCSTART-`` aside) have one column than have more: unlabelled
+    CoNLL, whose reader names the first line of several columns; otherwise the file is labelled CoNLL, whose
+    reader names the first line of one column (a label missing)."""
     from uatlab.data.text_file import iter_lines
 
-    lines = iter_lines(path)
-    try:
-        for _, line in lines:
-            cols = line.split()
-            if cols and not cols[0].startswith("-DOCSTART-"):
-                return len(cols) == 1
-    finally:
-        lines.close()
-    return False
+    balance = 0  # lines of one column minus lines of more
+    for _, line in iter_lines(path):
+        cols = line.split()
+        if cols and not cols[0].startswith("-DOCSTART-"):
+            balance += 1 if len(cols) == 1 else -1
+    return balance > 0
 
 
 @app.command("predict")
@@ -78,7 +77,8 @@ def predict_cmd(
         "sentences, or one sentence of several lines each ending in an IOB tag; unlabelled CoNLL when every line has one "
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
         "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, or a single line; "
-        "several 2-column lines in one block not all tagged are refused: give --format.",
+        "several 2-column lines in one block not all tagged are refused: give --format. A file CoNLL but for fewer "
+        "lines of one word (a label missing) is refused naming the first.",
     ),
     unknown: str = typer.Option(
         "",

@@ -151,17 +151,23 @@ def conll_or_text(path: str | os.PathLike) -> str:
     - otherwise (one block of ≥ 2 lines of 2 columns, not all ending in an IOB tag: a ``word label`` sentence
       or two-word sentences) an InputError naming the file and asking for ``--format conll`` or
       ``--format text``.
+
+    A file whose lines have one width of ≥ 2 columns except some lines of one word, fewer than the others,
+    and whose wider lines alone are CoNLL by the first rule is CoNLL with a label missing: an InputError
+    naming the first one-word line (plain text gets there only with sentences of one length split into
+    blank-line-separated paragraphs, and ``--format text`` reads it).
     """
     from uatlab.data.conll import IOB_TAG
     from uatlab.data.text_file import iter_lines
 
-    widths: set[int] = set()
-    blocks = rows = block_rows = longest = 0
-    in_block = False
-    tagged = True  # every line's last column an IOB tag so far
+    widths: set[int] = set()  # widths of the lines of two or more columns
+    blocks = wide_blocks = rows = narrow = block_rows = longest = 0
+    in_block = block_wide = False
+    tagged = True  # the last column of every line of two or more columns an IOB tag so far
+    first_narrow: tuple[int, str] | None = None  # (line number, text) of the first one-word line
     lines = iter_lines(path)
     try:
-        for _, line in lines:
+        for lineno, line in lines:
             cols = line.split()
             if not cols:
                 in_block = False
@@ -169,24 +175,41 @@ def conll_or_text(path: str | os.PathLike) -> str:
             if cols[0].startswith("-DOCSTART-"):
                 continue
             if not in_block:
-                if blocks == 1 and len(widths) == 1 and min(widths) >= 2:
-                    return "conll"  # a second sentence of the same shape
+                if wide_blocks == 1 and not narrow and len(widths) == 1:
+                    return "conll"  # a second sentence after one of the same shape: the reader names any bad line
                 blocks += 1
-                in_block = True
+                in_block, block_wide = True, False
                 block_rows = 0
-            widths.add(len(cols))
             rows += 1
             block_rows += 1
             longest = max(longest, block_rows)
+            if len(cols) == 1:
+                narrow += 1
+                first_narrow = first_narrow or (lineno, line.strip())
+                continue
+            widths.add(len(cols))
             if len(widths) > 1:
                 return "text"
-            tagged = tagged and len(cols) >= 2 and bool(IOB_TAG.fullmatch(cols[-1]))
+            if not block_wide:
+                wide_blocks += 1
+                block_wide = True
+            tagged = tagged and bool(IOB_TAG.fullmatch(cols[-1]))
     finally:
         lines.close()
-    if not widths:
+    if not rows:
         return "text"  # empty or blank: the text reader says so
-    if widths == {1}:  # one word per line: sentences of several lines between blank lines are unlabelled CoNLL
+    if not widths:  # one word per line: sentences of several lines between blank lines are unlabelled CoNLL
         return "conll" if blocks >= 2 and longest >= 2 else "text"
+    if first_narrow is not None:
+        wide = rows - narrow
+        if wide > narrow and (wide_blocks >= 2 or tagged):
+            lineno, word = first_narrow
+            raise InputError(
+                f"{path}:{lineno}: 1 column ({word!r}) where the other lines have {min(widths)} (word ... label): "
+                "this is CoNLL with a missing column; fix the line, or give --format text to read the file as "
+                "plain text"
+            )
+        return "text"  # sentences of one word and of several
     if rows == 1:
         return "text"  # one line: a sentence ("please send E-mail") rather than a one-token CoNLL file
     if tagged:
