@@ -285,6 +285,21 @@ def test_chunk_atomic_and_resume_checks_identity(case_dir: Path, capsys) -> None
     assert not work.exists()
 
 
+def test_resume_from_a_fifo_is_refused_before_the_work_directory_is_read(case_dir: Path, capsys) -> None:
+    """--resume reads the data again from its start (to check the stored sequences): a FIFO (a process
+    substitution, a pipe on /dev/stdin) cannot be, and is refused naming it, the stored work left as it was."""
+    assert main(["compile", "surrogate.jsonl", "--out", "m.safetensors", "--chunk-tokens", "1"]) == 2
+    work = case_dir / "m.safetensors.work"
+    stored = {p.name: p.read_bytes() for p in work.iterdir()}
+    assert stored
+    os.mkfifo(case_dir / "pipe")
+    capsys.readouterr()
+    assert main(["compile", "pipe", "--out", "m.safetensors", "--work-dir", str(work), "--resume"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "data file pipe is a FIFO (named pipe), not a regular file" in err, err
+    assert {p.name: p.read_bytes() for p in work.iterdir()} == stored
+
+
 @pytest.mark.parametrize(
     ("data", "extra"),
     [
