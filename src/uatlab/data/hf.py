@@ -42,6 +42,14 @@ def dataset_from_hf_split(split: Any, source: str) -> SequenceDataset:
 def load_conll2003_hf(split: str = "train", name: str | None = None) -> SequenceDataset:
     """Load one split ('train', 'validation', 'test') of CoNLL-2003 through ``datasets``.
 
+    Needs the optional ``datasets`` package (``pip install 'uatlab[datasets]'``) and the Hub, or the split in
+    the ``datasets`` cache. The result is a `SequenceDataset` as `read_conll` gives for the column files (the tag
+    ids mapped to their class names, empty ``-DOCSTART-`` rows dropped), its ``source`` ``'hf:NAME/SPLIT'``.
+
+    Args:
+        split: the split to load: 'train', 'validation' or 'test'.
+        name: the dataset's name on the Hub; None tries ``eriktks/conll2003``, then ``conll2003``.
+
     Raises:
         UatlabError: when ``datasets`` is not installed or the data cannot be reached, saying what to do.
     """
