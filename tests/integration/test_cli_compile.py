@@ -102,6 +102,37 @@ def test_synth_then_compile_causal_float32(capsys, tmp_path):
     assert f32["certified_tokens"] == f32["ceiling_tokens"] and "note" not in f32
 
 
+def _timeless(value):
+    """``value`` (JSON) without its wall-clock figures (seconds, load average): what a rerun can change."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if "seconds" not in k and not k.startswith("load_average")}
+    return [_timeless(v) for v in value] if isinstance(value, list) else value
+
+
+def test_synth_record_changes_nothing_compile_and_certify_read(capsys, tmp_path, monkeypatch):
+    # line 1 of synth's output holds the "synth" record of its options: the same file without it (as an older synth
+    # wrote it), under the same name, compiles to the same model and certifies to the same figures
+    monkeypatch.chdir(tmp_path)
+    models, certs = [], []
+    for folder in ("with", "without"):
+        (tmp_path / folder).mkdir()
+        monkeypatch.chdir(tmp_path / folder)
+        _json(capsys, ["synth", "d.jsonl", "-N", "30", "-n", "5", "-V", "12", "-C", "3", "--seed", "6"])
+        lines = (tmp_path / folder / "d.jsonl").read_text().splitlines(keepends=True)
+        first = json.loads(lines[0])
+        assert first.pop("synth")["seed"] == 6
+        if folder == "without":
+            (tmp_path / folder / "d.jsonl").write_text(json.dumps(first) + "\n" + "".join(lines[1:]))
+        _json(capsys, ["compile", "d.jsonl", "--causal", "--out", "m.safetensors"])
+        with safe_open("m.safetensors", "pt") as f:
+            meta = {k: json.loads(v) if v.startswith("{") else v for k, v in f.metadata().items()}
+            models.append((_timeless(meta), {k: f.get_tensor(k) for k in f.keys()}))
+        certs.append(_timeless(_json(capsys, ["certify", "m.safetensors", "d.jsonl"])))
+    assert models[0][0] == models[1][0] and certs[0] == certs[1]
+    assert models[0][1].keys() == models[1][1].keys()
+    assert all(torch.equal(models[0][1][k], models[1][1][k]) for k in models[0][1])
+
+
 def test_malformed_line_checkpoint_and_resume(capsys, tmp_path):
     good = "".join(f"w{i} O\nv{i} B-X\n\n" for i in range(30))
     path = tmp_path / "bad.conll"

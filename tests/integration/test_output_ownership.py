@@ -206,6 +206,84 @@ def test_synth_refuses_its_own_file_changed_after_the_first_line(work: Path, cap
     assert _digest(data) == before
 
 
+def _edit(number: int, change):
+    """A change to line ``number`` (from 1) as JSON, written back in synth's own spacing: only the content differs."""
+
+    def edit(text: str) -> str:
+        lines = text.splitlines(keepends=True)
+        obj = json.loads(lines[number - 1])
+        change(obj)
+        lines[number - 1] = json.dumps(obj) + "\n"
+        return "".join(lines)
+
+    return edit
+
+
+def _other_label(obj: dict) -> None:  # c<k> → c<k+1 mod C>: still one of synth's labels
+    obj["labels"][0] = f"c{(int(obj['labels'][0][1:]) + 1) % 3}"
+
+
+def _other_token(obj: dict) -> None:  # t<k> → t<k+1 mod V>
+    obj["tokens"][-1] = f"t{(int(obj['tokens'][-1][1:]) + 1) % 10}"
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+@pytest.mark.parametrize(
+    "change,bad_line",
+    [
+        pytest.param(_edit(5, _other_label), 5, id="label-edited"),
+        pytest.param(_edit(1, _other_label), 1, id="label-edited-on-line-1"),
+        pytest.param(_edit(3, _other_token), 3, id="token-edited"),
+        pytest.param(lambda text: "".join(_lines(text)[:3] + _lines(text)[4:]), 4, id="line-4-deleted"),
+        pytest.param(lambda text: "".join(_lines(text)[:-1]), 12, id="last-line-deleted"),
+        pytest.param(lambda text: text + _lines(text)[1], 13, id="line-2-appended-again"),
+        pytest.param(lambda text: "".join((ls := _lines(text))[:5] + [ls[6], ls[5]] + ls[7:]), 6, id="6-7-swapped"),
+        pytest.param(_edit(1, lambda obj: obj["synth"].update(N=11)), 1, id="record-edited"),
+    ],
+)
+def test_synth_refuses_its_own_file_edited_into_other_synthetic_looking_data(
+    work: Path, capsys, change, bad_line
+) -> None:
+    # every line still a {"tokens": ["t…"], "labels": ["c…"]} record of the same length: only a comparison with
+    # what synth wrote from the options recorded on line 1 tells the user's edit apart
+    data = work / "s.jsonl"
+    data.write_text(change(data.read_text()))
+    assert data.read_text().count("\n") >= 11
+    before = _digest(data)
+    msg = _refused(capsys, ["synth", "s.jsonl", *SYNTH, "--seed", "1"], "s.jsonl")
+    assert f"line {bad_line}" in msg and "move it away or choose another path" in msg
+    assert _digest(data) == before
+
+
+def test_synth_refuses_its_output_from_before_the_record(work: Path, capsys) -> None:
+    # what synth wrote before line 1 recorded its options: the same lines without the "synth" key
+    from uatlab.data.synthetic import iter_synthetic
+
+    old = work / "old.jsonl"
+    old.write_text("".join(json.dumps({"tokens": t, "labels": y}) + "\n" for t, y in iter_synthetic(12, 4, 10, 3)))
+    before = _digest(old)
+    msg = _refused(capsys, ["synth", "old.jsonl", *SYNTH], "old.jsonl")
+    assert 'line 1 does not start with the "synth" record' in msg and "older uatlab" in msg
+    assert _digest(old) == before
+
+
+@pytest.mark.parametrize(
+    "earlier",
+    [["-N", "3", "-n", "2", "-V", "5", "-C", "2", "--no-repeats", "--seed", "9"], ["-N", "30", "--seed", "4"]],
+    ids=["no-repeats", "defaults"],
+)
+def test_synth_replaces_its_unedited_output_of_other_options(work: Path, capsys, earlier: list[str]) -> None:
+    from uatlab.data.synthetic import synthetic_lines
+
+    assert main(["synth", "s.jsonl", *earlier, "--json"]) == 0
+    assert main(["synth", "s.jsonl", *SYNTH, "--seed", "5", "--json"]) == 0
+    capsys.readouterr()
+    assert (work / "s.jsonl").read_text() == "".join(synthetic_lines(12, 4, 10, 3, seed=5))
+
+
 # ------------------------------------------------------------------------------------------------ approx, experiment
 HEADS = ["approx", "heads", "--heads", "1,2", "--points", "201", "--out", "ao", "--json"]
 

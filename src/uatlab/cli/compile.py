@@ -741,7 +741,9 @@ def synth_cmd(
     out: Path = typer.Argument(
         ...,
         parser=file_path("data file"),
-        help="JSONL file to write (an existing file is replaced, atomically at the end, only if synth wrote it).",
+        help="JSONL file to write. An existing file is replaced (atomically, at the end) only if it is empty or byte "
+        "for byte synth's output for the options its line 1 records; any other file (edited synthetic data too) is "
+        "refused and kept.",
     ),
     sequences: int = typer.Option(1000, "-N", "--sequences", min=1, max=10**12, help="Number of sequences N."),
     length: int = typer.Option(32, "-n", "--length", min=1, max=10**6, help="Tokens per sequence n."),
@@ -752,16 +754,16 @@ def synth_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Write N random labelled sequences (uniform tokens and labels) as JSONL."""
-    from uatlab.data.synthetic import check_synthetic_target, write_synthetic
+    from uatlab.data.synthetic import write_synthetic
 
     if no_repeats and length > vocab:
         raise InputError(
             f"--no-repeats: sequences of n={length} distinct tokens need a vocabulary V ≥ n, got V={vocab}"
         )
     check_output_file(out)
-    check_synthetic_target(out)  # only a file synth wrote (or an empty one) is replaced
     t0 = time.perf_counter()
     with OutputLock(out):
+        # refuses an existing file unless it is synth's output unedited (or empty): check_synthetic_target
         write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
     fig = {
         "out": str(out),

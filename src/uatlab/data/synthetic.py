@@ -6,7 +6,9 @@ sequence has n distinct tokens (paper A's no-duplicate hypothesis; needs n ≤ V
 
 Token strings are ``t0 … t{V−1}``, labels ``c0 … c{C−1}``. `write_synthetic` streams the JSONL format
 of `uatlab.data.jsonl` (``{"tokens": [...], "labels": [...]}`` per line) without holding the data.
-It replaces an existing file only if that file is one it wrote (or empty): `check_synthetic_target`.
+Line 1 also records the options it was written with (``"synth": {"version": 1, "N": …, "seed": …}``, a key every
+reader ignores), so that it replaces an existing file only if that file is byte for byte what it wrote with the
+options recorded there (or empty): `check_synthetic_target`.
 """
 
 from __future__ import annotations
@@ -30,43 +32,103 @@ def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
         raise InputError(f"sequences of n={n} distinct tokens need a vocabulary V ≥ n, got V={V}")
 
 
-_RECORD = re.compile(rb'\{"tokens": \[("t\d+"(?:, "t\d+")*)\], "labels": \[("c\d+"(?:, "c\d+")*)\]\}\n')
+SYNTH_KEY = "synth"  # the key of line 1's object that records the options `write_synthetic` wrote the file with
+SYNTH_VERSION = 1  # of the file format: the record's keys and the generator; a file of another version is refused
+_HEAD = 4096  # bytes of line 1 read to find the record (it is the first key, a few dozen bytes long)
+_RECORD = re.compile(rb'\{"' + SYNTH_KEY.encode() + rb'": (\{[^{}]*\}), "tokens": ')
 
 
-def first_non_synthetic_line(path: str | os.PathLike) -> int | None:
-    """The number (from 1) of the first line of ``path`` that is not a record as `write_synthetic` writes it,
-    or None if every line is one: exactly ``{"tokens": ["t<int>", …], "labels": ["c<int>", …]}`` in
-    `json.dumps`'s spacing, equally many tokens and labels, as many as on the first line, and a final newline.
-    Every line is read (a file that merely starts like synthetic data is not synthetic data)."""
-    n = None
+def synthetic_options(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0) -> dict:
+    """The record of the options that line 1 of a `write_synthetic` file holds under ``"synth"``."""
+    return {"version": SYNTH_VERSION, "N": N, "n": n, "V": V, "C": C, "repeats": repeats, "seed": seed}
+
+
+def synthetic_lines(N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0) -> Iterator[str]:
+    """The lines `write_synthetic` writes, newline included, streaming: ``{"tokens": [...], "labels": [...]}`` per
+    sequence of `iter_synthetic`, the first with the ``"synth"`` record of the options (`synthetic_options`) as
+    its first key. Every JSONL reader of uatlab reads the tokens and labels and ignores other keys."""
+    head: dict = {SYNTH_KEY: synthetic_options(N, n, V, C, repeats, seed)}
+    for t, y in iter_synthetic(N, n, V, C, repeats, seed):
+        yield json.dumps({**head, "tokens": t, "labels": y}) + "\n"
+        head = {}
+
+
+def recorded_options(path: str | os.PathLike) -> tuple[dict | None, str]:
+    """The options recorded on line 1 of ``path`` by `write_synthetic` (as `synthetic_options`, checked to be
+    options it takes), or (None, why not)."""
     with open(path, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            m = _RECORD.fullmatch(line)
-            if m is None:
-                return number
-            toks, labs = m.group(1).count(b","), m.group(2).count(b",")
-            if toks != labs or (n is not None and toks != n):
-                return number
-            n = toks
+        head = fh.read(_HEAD)
+    m = _RECORD.match(head)
+    if m is None:
+        return None, (
+            f'line 1 does not start with the "{SYNTH_KEY}" record of the options synth wrote it with (synth of an '
+            "older uatlab wrote none, so its output cannot be told from an edited copy)"
+        )
+    try:
+        opts = json.loads(m.group(1))
+    except ValueError:
+        opts = None
+    keys = set(synthetic_options(1, 1, 1, 1))
+    if not isinstance(opts, dict) or set(opts) != keys or opts["version"] != SYNTH_VERSION:
+        return None, f'line 1 has a "{SYNTH_KEY}" record that is not one of synth\'s (version {SYNTH_VERSION})'
+    sizes = all(type(opts[k]) is int and opts[k] >= 1 for k in ("N", "n", "V", "C"))
+    seed = type(opts["seed"]) is int and opts["seed"] >= 0
+    if not (sizes and seed) or type(opts["repeats"]) is not bool or (not opts["repeats"] and opts["n"] > opts["V"]):
+        return None, f'line 1 has a "{SYNTH_KEY}" record of options synth does not take: {m.group(1).decode()}'
+    return opts, ""
+
+
+def first_changed_line(path: str | os.PathLike) -> tuple[int, str] | None:
+    """None if ``path`` is byte for byte what `write_synthetic` writes with the options recorded on its line 1
+    (`recorded_options`), else (the number from 1 of the first line that differs, why). The expected lines are
+    regenerated and compared as they come (memory: one block of `iter_synthetic`), stopping at the first
+    difference."""
+    opts, why = recorded_options(path)
+    if opts is None:
+        return 1, why
+    args = {k: v for k, v in opts.items() if k != "version"}
+    given = " ".join(f"-{k} {v}" for k, v in args.items() if k in ("N", "n", "V", "C")) + f" --seed {args['seed']}"
+    given = f"the options recorded on line 1 ({given}{'' if args['repeats'] else ' --no-repeats'})"
+    if 12 * args["n"] > os.path.getsize(path):  # a line of n tokens and labels has ≥ 12n bytes: line 1 cannot be whole
+        return 1, f"line 1 differs from what synth writes with {given}"
+    with open(path, "rb") as fh:
+        number = 0
+        lines = synthetic_lines(**args)
+        while True:
+            try:
+                line = next(lines, None)
+            except (ValueError, OverflowError) as e:  # options numpy cannot draw from (e.g. V ≥ 2^64)
+                return 1, f"synth cannot write with {given}: {e}"
+            if line is None:
+                break
+            number += 1
+            want = line.encode("ascii")
+            got = fh.read(len(want))
+            if got != want:
+                if not got:
+                    return number, f"the file ends before line {number}, which synth writes with {given}"
+                return number, f"line {number} differs from what synth writes with {given}"
+        if fh.read(1):
+            return number + 1, f"line {number + 1} follows the {number} lines synth writes with {given}"
     return None
 
 
 def check_synthetic_target(path: str | os.PathLike) -> None:
-    """Refuse to write over an existing non-empty file that is not synthetic data written by `write_synthetic`
-    (a model, a CoNLL file, the user's own JSONL, synthetic data the user extended or edited by hand):
-    synthetic data is regenerated from its options and seed, anything else would be lost."""
+    """Refuse to write over an existing non-empty file unless it is byte for byte what `write_synthetic` wrote
+    with the options recorded in it (`first_changed_line`): anything else (a model, a CoNLL file, the user's own
+    JSONL, synthetic data the user extended or edited by hand, synthetic data of an older uatlab without the
+    record) would be lost, while unedited synthetic data is regenerated from its options and seed."""
     p = Path(path)
     if not (p.is_file() and p.stat().st_size > 0):
         return
     try:
-        line = first_non_synthetic_line(p)
+        changed = first_changed_line(p)
     except OSError as e:
         raise InputError(f"{p} exists and cannot be read to check that synth wrote it: {e}") from e
-    if line is not None:
+    if changed is not None:
         raise InputError(
-            f"{p} exists and is not synthetic data written by uatlab synth (line {line} is not a "
-            '{"tokens": ["t…"], "labels": ["c…"]} record of the same length as line 1); move it away or '
-            "choose another path"
+            f"{p} exists and is not synthetic data as uatlab synth wrote it: {changed[1]}; left unchanged, move it "
+            "away or choose another path"
         )
 
 
@@ -118,6 +180,6 @@ def write_synthetic(
         raise InputError(f"seed must be ≥ 0, got {seed}")
     check_synthetic_target(path)
     with atomic_write(path) as fh:  # an existing file is replaced only once the new one is complete
-        for t, y in iter_synthetic(N, n, V, C, repeats, seed):
-            fh.write(json.dumps({"tokens": t, "labels": y}) + "\n")
+        for line in synthetic_lines(N, n, V, C, repeats, seed):
+            fh.write(line)
     return path
