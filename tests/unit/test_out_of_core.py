@@ -1,6 +1,7 @@
 """Out-of-core compiling: the on-disk token store, the bounded-memory ceiling counter, point reduction."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -84,6 +85,24 @@ def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
     assert all(not (a & b) for i, a in enumerate(words) for b in words[i + 1 :])
     with pytest.raises(InputError, match="context='sequence'"):
         TokenStore(tmp_path / "w", "data", "prefix", resume=True)
+
+
+@pytest.mark.parametrize("now", ["missing", "fifo"])
+def test_resume_refuses_a_source_that_was_a_file_and_is_not_one_now(tmp_path, now):
+    """The stored sequences were read from a file: a resume must be able to check that file again."""
+    source = tmp_path / "data.txt"
+    source.write_text("a b c\n" * 40)
+    records = list(_records(synthetic_dataset(40, 3, 5, 2, seed=3)))
+    store = TokenStore(tmp_path / "w", str(source), "sequence", chunk_tokens=30)
+    with pytest.raises(InputError, match="ragged"):
+        store.read(iter(records[:10] + [(["x", "y"], ["A"], 11)]), input_keys)
+    manifest = (tmp_path / "w/manifest.json").read_bytes()
+    source.unlink()
+    if now == "fifo":
+        os.mkfifo(source)
+    with pytest.raises(InputError, match=r"data\.txt is not a regular file now[\s\S]*without --resume"):
+        TokenStore(tmp_path / "w", str(source), "sequence", chunk_tokens=30, resume=True)
+    assert (tmp_path / "w/manifest.json").read_bytes() == manifest  # the stored work is kept
 
 
 @pytest.mark.parametrize("context", ["sequence", "prefix"])

@@ -445,8 +445,14 @@ class TokenStore:
     def _check_same_input(self) -> None:
         """Refuse to resume from another input file than the one whose sequences are stored."""
         ident = self.m.get("input")
-        if not ident or not Path(self.source).is_file():
+        if not ident:  # nothing was recorded: the stored source was not a regular file (e.g. a data set name)
             return
+        if not Path(self.source).is_file():  # it was a file when stored: its contents must be checked again
+            raise InputError(
+                f"--resume: {self.source} is not a regular file now (missing, or a pipe or device), so it cannot be "
+                f"checked to be the data this work directory was made from ({self.m.get('source')!r}, "
+                f"{ident['bytes']} bytes); give that file again, or start again without --resume"
+            )
         now = prefix_identity(self.source, ident["lines"])
         if now["sha256"] != ident["sha256"] or now["bytes"] != ident["bytes"]:
             what = "the file" if ident["lines"] is None else f"its first {ident['lines']} lines"
