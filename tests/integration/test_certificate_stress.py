@@ -128,3 +128,29 @@ def test_the_harness_catches_a_certificate_of_the_wrong_dtype():
     ys = np.ones((1, 2), dtype=np.int64)
     assert (logits.argmax(-1) != ys).all() and (observed_margins(logits, ys) < np.stack(cert64.margins)).all()
     assert stress(copy.deepcopy(model).float(), data, encoding=enc)["tokens"] == 0  # the fixed certificate
+
+
+def test_a_certified_model_is_right_in_padded_batches_whatever_the_padding_row_holds():
+    """`Transformer.predict` pads with id 0. Its embedding row is read by no real token of data without that word,
+    so the certificate never bounds it; a padded run must still give what the certificate proved."""
+    data = synthetic_dataset(120, 8, 40, 4, seed=5)
+    model = compile_dataset(data, dtype="float64", run_certificate=False).model
+    pad_word = model.encoding.id_to_token[0]
+    keep = [i for i, t in enumerate(data.tokens) if pad_word not in t and len(set(t)) > 1]
+    short = [data.tokens[i][: 3 + i % 6] for i in keep]  # several lengths: predict pads the shorter ones
+    labels = [data.labels[i][: len(s)] for i, s in zip(keep, short, strict=True)]
+    subset = from_lists(short, labels)
+    with torch.no_grad():
+        model.embed.weight[0] = torch.finfo(torch.float64).max / 2  # finite: W_V times it overflows
+        model.blocks[0].attn.W_V.left.mul_(4.0)  # times 4 and divided by 4: powers of two, so every real
+        model.blocks[0].attn.W_O.left.div_(4.0)  # token's arithmetic is unchanged
+    cert = certify(model, subset, keep_margins=True)
+    assert cert.certified_tokens > 0
+    predicted = model.predict(short)
+    wrong = [
+        (s, k)
+        for s, (pred, ys, m) in enumerate(zip(predicted, labels, cert.margins, strict=True))
+        for k in range(len(ys))
+        if m[k] > 0 and pred[k] != ys[k]
+    ]
+    assert not wrong

@@ -40,6 +40,26 @@ def test_forward_shapes_and_padding():
     torch.testing.assert_close(out[1:2, :5], alone)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_padding_token_whose_value_overflows_leaves_real_tokens_as_without_padding(causal):
+    """A masked key has weight exactly 0, but 0 · ∞ is NaN: the padding token's value must not reach real tokens
+    even when it overflows (a padding id whose embedding row no real token of the batch uses)."""
+    torch.manual_seed(1)
+    model = Transformer(small_config(causal=causal))
+    with torch.no_grad():
+        model.embed.weight[0] = torch.finfo(torch.float64).max / 2  # finite, but W_V · row overflows
+        model.blocks[0].attn.W_V.left.mul_(8.0)
+    ids = torch.tensor([[3, 5, 7, 2, 0, 0], [4, 1, 6, 8, 9, 10]])  # sequence 0: 4 tokens, padded with id 0
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, 4:] = False
+    with torch.no_grad():
+        padded = model(ids, attend_mask=mask)
+        alone = model(ids[:1, :4])
+    assert torch.isfinite(alone).all()
+    torch.testing.assert_close(padded[0, :4], alone[0])  # only the products' blocking differs
+    assert torch.isfinite(padded[1]).all()
+
+
 def test_parameter_counts_match_the_architecture():
     cfg = small_config()
     model = Transformer(cfg)

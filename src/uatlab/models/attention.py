@@ -271,6 +271,11 @@ class MultiHeadSelfAttention(nn.Module):
         w = self.effective_weights()
         p = self.attention_weights(x, attend_mask)  # (B, h, n, n)
         v = torch.einsum("bnd,hsd->bhns", x, w["W_V"])  # (B, h, n, s)
+        if attend_mask is not None:
+            # a masked key's weight is exactly 0, but 0 · ±∞ is NaN: a padding token whose value overflows (its
+            # embedding row is never read by real tokens otherwise) would turn every row of the sequence into
+            # NaN. Its value is zeroed, so padding adds exact zeros whatever it holds (as without padding)
+            v = v.masked_fill(~attend_mask.bool()[:, None, :, None], 0.0)
         heads = p @ v  # (B, h, n, s)
         update = torch.einsum("bhns,hds->bnd", heads, w["W_O"])  # (B, n, d)
         return x + update

@@ -7,7 +7,7 @@ What is proved, per token t with true label c (the "target"):
 where "its dtype" is the dtype of the model's parameters (float32 or float64; a model whose tensors mix
 dtypes is refused), and an "evaluation" is any implementation of the model's formula in that dtype: any
 summation order / blocking / FMA use, a residual add fused into the preceding matrix product, with or
-without padding masks, whose exp errs by at most ``exp_ulps`` ulp in the normal range (see "Assumptions"
+without padding masks (a masked key's weight exactly 0 and its value zeroed, as uatlab's forward does), whose exp errs by at most ``exp_ulps`` ulp in the normal range (see "Assumptions"
 below). The proof is a forward error analysis (Higham's model, see
 `uatlab.numerics.float_bounds`):
 
@@ -1822,7 +1822,8 @@ def certify_chunks(
             f"exp accurate to {bm.exp_ulps:g} ulp for normal results (softmax rows that could underflow are not "
             "certified); covers torch.exp (0.56 ulp measured), torch.softmax (0.99), numpy float32 exp (2.54) "
             "when this is ≥ 2.6",
-            "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks",
+            "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks as "
+            "uatlab's forward applies them (masked keys' values zeroed: a padding token adds exact zeros)",
             input_identity_assumption("this certificate"),
             "float32 matmul precision 'highest' (no TF32/bf16 reduced-precision modes): checked in this process, "
             "environment['float32_matmul_precision']; eager execution (torch.compile not covered, not checked)",
