@@ -1,8 +1,10 @@
 """The certificate's assumptions: the exp error is a parameter, the checkable ones are checked at run time,
 a residual add fused into the preceding GEMM is covered, and the Certificate serialises to JSON text."""
 
+import copy
 import ctypes
 import ctypes.util
+import dataclasses
 import json
 import platform
 
@@ -14,6 +16,7 @@ from uatlab.cli import main
 from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset, save_compiled
 from uatlab.data.jsonl import write_jsonl
 from uatlab.data.synthetic import synthetic_dataset
+from uatlab.errors import InputError
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
 
@@ -133,3 +136,41 @@ def test_certificate_to_json_is_json_text_with_per_token_margins(compiled):
     streamed = certify(model, data, keep_margins=False)
     with pytest.raises(ValueError, match="kept no per-token margins"):
         streamed.margin(0, 0)
+
+
+def test_a_broken_assumption_in_this_process_means_not_certified(compiled):
+    model, data = compiled
+    assert certify(model, data).certified
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        cert = certify(model, data)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert cert.environment["ok"] is False
+    assert cert.certified_tokens >= cert.ceiling_tokens and not cert.certified
+
+
+def _edited(model, edit):
+    clone = copy.deepcopy(model)
+    edit(clone)
+    return clone
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: setattr(m, "config", dataclasses.replace(m.config, causal=True)), "layer 0.*causal=False"),
+        (lambda m: setattr(m.blocks[0].attn, "attention", "hardmax"), "layer 0's attention is 'hardmax'"),
+        (lambda m: setattr(m.blocks[0].attn, "causal", True), "layer 0.*causal=True"),
+        (lambda m: setattr(m.embed, "max_norm", 1.0), "max_norm=1.0"),
+        (lambda m: setattr(m, "config", dataclasses.replace(m.config, num_labels=7)), "num_labels=7"),
+    ],
+    ids=["config-says-causal", "module-hardmax", "module-causal", "embedding-max-norm", "config-labels"],
+)
+def test_modules_that_disagree_with_the_config_are_refused(compiled, edit, message):
+    """The ceiling reads the config (one input = whole sequence, or prefix if causal); the bounds read the modules:
+    a model whose modules compute something else than its config describes is not certified against either."""
+    model, data = compiled
+    with pytest.raises(InputError, match=message):
+        certify(_edited(model, edit), data)

@@ -157,8 +157,8 @@ class Certificate:
         conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
         correct_tokens: tokens whose label is the argmax of the float64 reference logits.
         certified_tokens: tokens whose certified lower margin is > 0.
-        certified: ``certified_tokens ≥ ceiling_tokens`` and the PyTorch spot check found no certified
-            token misclassified.
+        certified: ``certified_tokens ≥ ceiling_tokens``, the PyTorch spot check found no certified
+            token misclassified, and every checkable assumption held in this process (``environment["ok"]``).
         certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data).
         min_certified_margin: the smallest certified lower margin among certified tokens (None if none).
         min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
@@ -623,6 +623,44 @@ def _gate_rows(WJ: np.ndarray, m: int) -> tuple[np.ndarray, ...]:
     return gated, cap, code_abs, code_terms, code_mag, G, np.packbits(unit_pattern, axis=1)
 
 
+def check_modules_match_config(model: Transformer) -> None:
+    """Refuse a model whose modules would compute something else than the config the certificate reads.
+
+    The bounds are built from the modules' tensors and attributes (the attention kind and causal mask of each
+    layer, the score scale), while the ceiling's notion of one input (the whole sequence, or the prefix of a
+    causal model), the width d and the label count come from ``model.config``: they must agree. A config edited
+    in memory (``dataclasses.replace(model.config, causal=True)``) or a module switched to hardmax would
+    otherwise be certified against the wrong model. An embedding that renormalises its rows when read
+    (``nn.Embedding(max_norm=...)``) computes with other vectors than its stored weights: refused too."""
+    cfg = model.config
+    for i, block in enumerate(model.blocks):
+        attn = block.attn
+        if attn.attention != "softmax":
+            raise InputError(
+                f"layer {i}'s attention is {attn.attention!r}: certify supports softmax attention only (hardmax is "
+                "discontinuous in its scores)"
+            )
+        if bool(attn.causal) != bool(cfg.causal):
+            raise InputError(
+                f"layer {i}'s attention has causal={bool(attn.causal)} but the model's config says "
+                f"causal={bool(cfg.causal)}: the config must describe the modules"
+            )
+    if model.embed is not None:
+        if model.embed.max_norm is not None:
+            raise InputError(
+                f"the token embedding renormalises rows to max_norm={model.embed.max_norm} when it reads them: "
+                "certify needs an embedding that returns its stored rows (max_norm=None)"
+            )
+        if model.embed.weight.shape[1] != cfg.d_model:
+            raise InputError(
+                f"the token embedding has width {model.embed.weight.shape[1]} but the config says d_model={cfg.d_model}"
+            )
+    if model.readout is not None and model.readout.weight.shape[0] != cfg.num_labels:
+        raise InputError(
+            f"the readout has {model.readout.weight.shape[0]} rows but the config says num_labels={cfg.num_labels}"
+        )
+
+
 class _BoundedModel:
     """A uatlab Transformer as float64 arrays, evaluated with error radii for runs in its parameters' dtype."""
 
@@ -634,6 +672,7 @@ class _BoundedModel:
             raise InputError("certify needs a model with a label readout (num_labels set)")
         if cfg.attention != "softmax":
             raise InputError("certify supports softmax attention only (hardmax is discontinuous in its scores)")
+        check_modules_match_config(model)
         self.cfg = cfg
         self.dtype = parameter_dtype(model)  # the arithmetic PyTorch will do (not cfg.dtype)
         self.exp_ulps = check_exp_ulps(exp_ulps)
@@ -1802,7 +1841,9 @@ def certify_chunks(
         correct_tokens=correct,
         certified_tokens=certified_tokens,
         # a PyTorch run contradicting a certified token would mean the proof is wrong: never claim success then
-        certified=certified_tokens >= ceiling and spot["certified_but_wrong"] == 0,
+        # nor when this process breaks a checkable assumption (e.g. flush-to-zero): the bounds above were computed
+        # under it, and the runs they are about would be made under it
+        certified=certified_tokens >= ceiling and spot["certified_but_wrong"] == 0 and bool(env["ok"]),
         certified_fraction=certified_tokens / ceiling if ceiling else 1.0,
         min_certified_margin=None if min_at is None else min_margin,
         min_margin_at=min_at,
