@@ -131,3 +131,31 @@ def test_a_run_that_can_overflow_is_not_certified():
     data, enc = from_lists([["a"]], [["B"]]), {"tokens": ["a"], "labels": ["A", "B"]}
     cert = certify_chunks(model, [(0, data)], 1, enc, spot_check_flops=0)  # the proof alone, no PyTorch veto
     assert cert.certified_tokens == 0 and not cert.certified
+
+
+def test_the_spot_check_meets_long_sequences_when_short_ones_could_use_up_its_budget(monkeypatch):
+    """A length-1 sequence's softmax is 1 whatever its scores: a veto spent on short sequences alone would never
+    run PyTorch's attention over several keys. Rounds over the lengths, in a spread order, reach the longest."""
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset
+
+    short = [[f"w{i % 50}"] for i in range(3000)]
+    long = [[f"w{(i * 7 + k) % 50}" for k in range(12)] for i in range(4)]
+    mid = [[f"w{(i + k) % 50}" for k in range(5)] for i in range(4)]
+    tokens = short + mid + long
+    data = from_lists(tokens, [["A" if w[-1] in "02468" else "B" for w in s] for s in tokens])
+    model = compile_dataset(data, dtype="float64", run_certificate=False).model
+    seen: list[int] = []
+    forward = type(model).forward
+
+    def recording(self, inputs, *a, **k):
+        seen.append(int(inputs.shape[1]))
+        return forward(self, inputs, *a, **k)
+
+    monkeypatch.setattr(type(model), "forward", recording)
+    per_token = sum(p.numel() for p in model.parameters() if p.dim() == 2) - model.embed.weight.numel()
+    cert = certify_chunks(model, [(0, data)], len(data), spot_check_flops=300 * per_token)  # 300 tokens' worth
+    assert set(seen) == {1, 5, 12}
+    assert cert.torch_spot_check["tokens"] >= 300 and cert.torch_spot_check["certified_but_wrong"] == 0
+    takes, left = certificate_module._spot_takes([1, 5, 12], [3000, 4, 4], 300, 1)
+    assert takes[1] >= 1 and takes[2] >= 1 and left <= 0
+    assert sum(t * n for t, n in zip(takes, [1, 5, 12], strict=True)) - left == 300  # what was spent

@@ -1983,15 +1983,32 @@ def _spot_budgets(
 
 
 def _spot_takes(lengths: list[int], counts: list[int], budget: int, cost_per_token: int) -> tuple[list[int], int]:
-    """Sequences the spot check takes of each length (in the order given, ``counts[i]`` of length ``lengths[i]``)
-    from ``budget`` multiply-adds, and the budget left: at least one of a length while any budget is left."""
-    takes = []
-    for n, count in zip(lengths, counts, strict=True):
-        take = 0
-        if budget > 0:
-            take = max(1, min(count, budget // (n * cost_per_token)))
-            budget -= take * n * cost_per_token
-        takes.append(take)
+    """Sequences the spot check takes of each length (``counts[i]`` of length ``lengths[i]``, lengths increasing)
+    from ``budget`` multiply-adds, and the budget left: the first ones of each length, in rounds of one more per
+    length while any budget is left (a sequence may overrun what is left). A round visits the lengths in a spread
+    order (van der Corput over their rank: the shortest, the longest, the middle one, the quartiles, ...), so a
+    budget smaller than one round still meets long sequences, whose attention has the most keys, and not only the
+    shortest (a length-1 sequence's softmax is 1 whatever its scores)."""
+    m = len(lengths)
+    bits = max(1, (m - 1).bit_length())
+    order = sorted(range(m), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
+    takes = [0] * m
+    while budget > 0:
+        live = [i for i in order if takes[i] < counts[i]]
+        if not live:
+            break
+        round_cost = sum(lengths[i] for i in live) * cost_per_token
+        full = min(budget // round_cost, min(counts[i] - takes[i] for i in live))
+        if full >= 1:  # whole rounds at once
+            for i in live:
+                takes[i] += full
+            budget -= full * round_cost
+            continue
+        for i in live:  # the last, partial round
+            if budget <= 0:
+                break
+            takes[i] += 1
+            budget -= lengths[i] * cost_per_token
     return takes, budget
 
 
