@@ -164,3 +164,20 @@ def test_both_one_sequence_per_line_readers_agree(tmp_path, name, raw):
         assert a == [(1, ["the", "cat"]), (4, ["sat", "on", "the", "mat"]), (5, ["last"])]
     else:
         assert a == f"InputError: {path}: no sequences found (the file is empty or blank)"
+
+
+def test_a_document_marker_ends_a_sentence_in_both_conll_readers(tmp_path):
+    """-DOCSTART- with no blank line before it is still a document boundary: no sentence spans two documents,
+    and the labelled reader and the unlabelled one (`read_token_blocks`, used by predict) cut the same way."""
+    from uatlab.data.text_file import read_token_blocks
+
+    labelled = tmp_path / "l.conll"
+    labelled.write_text("Alva B-PER\nsleeps O\n-DOCSTART- -X- -X- O\nKestrel B-PER\n\nZorbia B-ORG\nwakes O\n")
+    data = read_conll(labelled)
+    assert data.tokens == [["Alva", "sleeps"], ["Kestrel"], ["Zorbia", "wakes"]]
+    assert data.lines == [1, 4, 6]
+    unlabelled = tmp_path / "u.conll"
+    unlabelled.write_text(
+        "".join(line.split()[0] + "\n" if line else "\n" for line in labelled.read_text().split("\n"))
+    )
+    assert [t for _, t in read_token_blocks(unlabelled)] == data.tokens

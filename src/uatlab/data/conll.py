@@ -2,7 +2,8 @@
 
 Format: one token per line, columns separated by white space, the **word first** and the **label
 last** (CoNLL-2003: ``word POS chunk NER``); sentences are separated by blank lines; lines starting
-with ``-DOCSTART-`` are document markers and are skipped. Text is UTF-8 (a leading byte-order mark is
+with ``-DOCSTART-`` are document markers: they end the sentence before them (as a blank line does) and are
+skipped. Text is UTF-8 (a leading byte-order mark is
 ignored). Errors name the file and line.
 
 Tagging schemes: IOB2 (every entity starts with ``B-``) and IOB1 (``B-`` only between two adjacent
@@ -44,15 +45,13 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
         # a blank line after the last one ends the last sentence like any other
         for lineno, raw in itertools.chain(enumerate(fh, start=1), [(0, b"")]):
             line = decode_line(raw, path, lineno).strip()
-            if not line:
+            if not line or line.startswith("-DOCSTART-"):  # a document marker ends a sentence too
                 if tokens:
                     if held:
                         yield tokens, labels, start
                     else:
                         first, held = (tokens, labels, start), True
                     tokens, labels = [], []
-                continue
-            if line.startswith("-DOCSTART-"):
                 continue
             cols = line.split()
             if len(cols) < 2:
