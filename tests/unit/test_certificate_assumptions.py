@@ -17,6 +17,7 @@ from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset, save_co
 from uatlab.data.jsonl import write_jsonl
 from uatlab.data.synthetic import synthetic_dataset
 from uatlab.errors import InputError
+from uatlab.models.feedforward import FeedForward
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
 
@@ -151,6 +152,44 @@ def test_a_broken_assumption_in_this_process_means_not_certified(compiled):
     assert cert.certified_tokens >= cert.ceiling_tokens and not cert.certified
 
 
+class _Doubled(FeedForward):
+    """A feed-forward layer whose forward is not uatlab's (same tensors, other computation)."""
+
+    def __init__(self, ff):
+        super().__init__(ff.d_model, ff.width, dtype=ff.hidden.weight.dtype, bias=ff.hidden.bias is not None)
+        self.load_state_dict(ff.state_dict())
+
+    def forward(self, x, max_activations=None):
+        return 2 * super().forward(x, max_activations)
+
+
+def test_a_global_forward_hook_is_refused(compiled):
+    model, data = compiled
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: out)
+    try:
+        with pytest.raises(InputError, match="global forward hook"):
+            certify(model, data)
+    finally:
+        handle.remove()
+    assert certify(model, data).certified
+
+
+def test_a_full_matrix_set_beside_low_rank_factors_is_the_one_bounded(compiled):
+    """`LowRankLinearMaps.weight` (the forward) uses ``full`` whenever it is set: so must the bounds."""
+    model, data = compiled
+    edited = copy.deepcopy(model)
+    maps = edited.blocks[0].attn.W_Q
+    with torch.no_grad():
+        maps.full = torch.nn.Parameter(maps.left @ maps.right * (1 + 2.0**-10))
+    ids = np.stack(edited.encoding.encode_tokens(data))
+    L, rL, bad = logit_bounds(edited, ids)
+    with torch.no_grad():
+        run = edited(torch.from_numpy(ids)).double().numpy()
+    assert not bad.all()
+    ok = ~bad[..., None]
+    assert (np.abs(run - L) <= rL)[np.broadcast_to(ok, L.shape)].all()
+
+
 def _edited(model, edit):
     clone = copy.deepcopy(model)
     edit(clone)
@@ -165,8 +204,22 @@ def _edited(model, edit):
         (lambda m: setattr(m.blocks[0].attn, "causal", True), "layer 0.*causal=True"),
         (lambda m: setattr(m.embed, "max_norm", 1.0), "max_norm=1.0"),
         (lambda m: setattr(m, "config", dataclasses.replace(m.config, num_labels=7)), "num_labels=7"),
+        (lambda m: m.readout.register_forward_hook(lambda mod, args, out: -out), "readout has a forward hook"),
+        (lambda m: m.blocks[0].attn.register_forward_pre_hook(lambda mod, args: None), "blocks.0.attn has a forward"),
+        (lambda m: setattr(m.blocks[0].ff, "forward", lambda x, *a: x), "blocks.0.ff has its forward replaced"),
+        (lambda m: setattr(m.blocks[0], "ff", _Doubled(m.blocks[0].ff)), "blocks.0.ff is a .*_Doubled"),
     ],
-    ids=["config-says-causal", "module-hardmax", "module-causal", "embedding-max-norm", "config-labels"],
+    ids=[
+        "config-says-causal",
+        "module-hardmax",
+        "module-causal",
+        "embedding-max-norm",
+        "config-labels",
+        "forward-hook",
+        "pre-hook",
+        "instance-forward",
+        "subclass",
+    ],
 )
 def test_modules_that_disagree_with_the_config_are_refused(compiled, edit, message):
     """The ceiling reads the config (one input = whole sequence, or prefix if causal); the bounds read the modules:

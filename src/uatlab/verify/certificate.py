@@ -313,7 +313,7 @@ def _attention_weights(attn, dtype: str) -> _Attention:
     factor_abs = 0.0
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         maps = getattr(attn, name)
-        if maps.left is None:
+        if maps.full is not None:  # what `LowRankLinearMaps.weight` (the forward) uses whenever it is set
             w = maps.full.detach().to(torch.float64).numpy().copy()
             r = np.zeros_like(w)
         else:
@@ -623,6 +623,40 @@ def _gate_rows(WJ: np.ndarray, m: int) -> tuple[np.ndarray, ...]:
     return gated, cap, code_abs, code_terms, code_mag, G, np.packbits(unit_pattern, axis=1)
 
 
+def _check_plain_modules(model: Transformer) -> None:
+    """Refuse a model whose forward is not uatlab's: a module of another class (a subclass may compute anything),
+    a ``forward`` replaced on an instance, or a forward hook (on a module or global) that may rewrite what a
+    module returns. The bounds describe the computation of uatlab's own classes on the stored tensors."""
+    from torch.nn.modules import module as torch_module
+
+    from uatlab.models.attention import LowRankLinearMaps, MultiHeadSelfAttention
+    from uatlab.models.feedforward import FeedForward
+    from uatlab.models.transformer import Block
+
+    allowed = (Transformer, Block, MultiHeadSelfAttention, LowRankLinearMaps, FeedForward)
+    allowed += (torch.nn.Linear, torch.nn.Embedding, torch.nn.ModuleList)
+    hooks = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")
+    if any(getattr(torch_module, "_global" + h, None) for h in ("_forward_hooks", "_forward_pre_hooks")):
+        raise InputError(
+            "a global forward hook is registered (torch.nn.modules.module.register_module_forward_hook or "
+            "_pre_hook): it may change every module's output, so the model's forward is not the one certified"
+        )
+    for name, module in model.named_modules():
+        where = name or "the model"
+        if type(module) not in allowed:
+            raise InputError(
+                f"{where} is a {type(module).__module__}.{type(module).__qualname__}: certify covers uatlab's "
+                "own modules only (a subclass or another module may compute something else)"
+            )
+        if "forward" in vars(module):
+            raise InputError(f"{where} has its forward replaced on the instance: its computation is not certified")
+        if any(getattr(module, h, None) for h in hooks):
+            raise InputError(
+                f"{where} has a forward hook: it may change what the module returns, so the model's forward is not "
+                "the one certified (remove it, e.g. handle.remove(), then certify)"
+            )
+
+
 def check_modules_match_config(model: Transformer) -> None:
     """Refuse a model whose modules would compute something else than the config the certificate reads.
 
@@ -633,6 +667,7 @@ def check_modules_match_config(model: Transformer) -> None:
     otherwise be certified against the wrong model. An embedding that renormalises its rows when read
     (``nn.Embedding(max_norm=...)``) computes with other vectors than its stored weights: refused too."""
     cfg = model.config
+    _check_plain_modules(model)
     for i, block in enumerate(model.blocks):
         attn = block.attn
         if attn.attention != "softmax":
