@@ -227,3 +227,20 @@ def test_modules_that_disagree_with_the_config_are_refused(compiled, edit, messa
     model, data = compiled
     with pytest.raises(InputError, match=message):
         certify(_edited(model, edit), data)
+
+
+def test_a_per_backend_float32_precision_is_checked_and_does_not_crash_the_certificate(compiled):
+    """PyTorch's per-backend settings (torch.backends.mkldnn.matmul.fp32_precision) lower the CPU's float32
+    matmul precision too, and make the legacy getter raise once mixed with it."""
+    model, data = compiled
+    leaf = torch.backends.mkldnn.matmul
+    previous = leaf.fp32_precision
+    leaf.fp32_precision = "bf16"
+    try:
+        env = environment_checks()
+        cert = certify(model, data)
+    finally:
+        leaf.fp32_precision = previous
+    assert env["float32_matmul_backends"]["mkldnn"] == "bf16" and env["ok"] is False
+    assert cert.environment["ok"] is False and not cert.certified
+    assert environment_checks()["ok"]

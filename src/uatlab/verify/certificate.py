@@ -574,11 +574,36 @@ def environment_checks() -> dict[str, Any]:
         out = t * torch.tensor([0.5, 2.0], dtype=dt)  # a subnormal output; a subnormal input
         gradual &= bool((out.view(it) == torch.tensor(bits_out, dtype=it)).all())
     checks["gradual_underflow"] = gradual
-    precision = torch.get_float32_matmul_precision()
+    matmul = _float32_matmul_backends()
+    try:
+        precision = torch.get_float32_matmul_precision()
+    except RuntimeError:  # the legacy getter refuses once the per-backend settings were mixed with it
+        precision = "mixed per-backend settings: " + ", ".join(f"{k}={v}" for k, v in matmul.items())
     checks["float32_matmul_precision"] = precision
+    checks["float32_matmul_backends"] = matmul
     checks["torch_compile"] = "not checked (not visible from the model): eager evaluation assumed"
-    checks["ok"] = bool(nearest and gradual and precision == "highest")
+    full = precision == "highest" and all(v == "ieee" for v in matmul.values())
+    checks["ok"] = bool(nearest and gradual and full)
     return checks
+
+
+def _float32_matmul_backends() -> dict[str, str]:
+    """The float32 matmul precision each backend uses ("ieee": full float32; "tf32", "bf16": reduced), from
+    PyTorch's per-backend settings (``torch.backends.<backend>.matmul.fp32_precision``, which inherit from
+    ``torch.backends.<backend>.fp32_precision`` and then ``torch.backends.fp32_precision`` while "none"); the
+    legacy ``torch.set_float32_matmul_precision`` writes the same settings. Empty on a PyTorch without them."""
+    backends = torch.backends
+    out: dict[str, str] = {}
+    for name in ("mkldnn", "cuda"):
+        chain = [
+            getattr(getattr(getattr(backends, name, None), "matmul", None), "fp32_precision", None),
+            getattr(getattr(backends, name, None), "fp32_precision", None),
+            getattr(backends, "fp32_precision", None),
+        ]
+        chain = [str(v) for v in chain if v is not None]
+        if chain:
+            out[name] = next((v for v in chain if v != "none"), "ieee")
+    return out
 
 
 def _gate_rows(WJ: np.ndarray, m: int) -> tuple[np.ndarray, ...]:
