@@ -2042,16 +2042,34 @@ def _spot_budgets(
         _, budget = _spot_takes(lengths.tolist(), counts.tolist(), budget, cost_per_token)
 
 
+def _spread_order(m: int) -> list[int]:
+    """0 … m−1 in the order of the fractions 0, 1, 1/2, 1/4, 3/4, 1/8, 3/8, … of the range (each rounded to the
+    nearest index, repeats dropped): the ends first, then ever finer midpoints, so every prefix of the order is
+    spread over the whole range. Once the step 1/2^k is below 1/(m − 1) every index has been met."""
+    order: list[int] = []
+    seen: set[int] = set()
+    fractions = [0.0, 1.0]
+    k = 1
+    while len(order) < m:
+        for f in fractions:
+            i = round(f * (m - 1))
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+        fractions = [j / 2**k for j in range(1, 2**k, 2)]
+        k += 1
+    return order
+
+
 def _spot_takes(lengths: list[int], counts: list[int], budget: int, cost_per_token: int) -> tuple[list[int], int]:
     """Sequences the spot check takes of each length (``counts[i]`` of length ``lengths[i]``, lengths increasing)
     from ``budget`` multiply-adds, and the budget left: the first ones of each length, in rounds of one more per
     length while any budget is left (a sequence may overrun what is left). A round visits the lengths in a spread
-    order (van der Corput over their rank: the shortest, the longest, the middle one, the quartiles, ...), so a
-    budget smaller than one round still meets long sequences, whose attention has the most keys, and not only the
-    shortest (a length-1 sequence's softmax is 1 whatever its scores)."""
+    order (`_spread_order`: the shortest, the longest, the middle one, the quartiles, ...), so a budget smaller
+    than one round still meets long sequences, whose attention has the most keys, and not only the shortest (a
+    length-1 sequence's softmax is 1 whatever its scores)."""
     m = len(lengths)
-    bits = max(1, (m - 1).bit_length())
-    order = sorted(range(m), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))
+    order = _spread_order(m)
     takes = [0] * m
     while budget > 0:
         live = [i for i in order if takes[i] < counts[i]]
