@@ -148,8 +148,12 @@ def test_a_broken_assumption_in_this_process_means_not_certified(compiled):
         cert = certify(model, data)
     finally:
         torch.set_float32_matmul_precision(previous)
-    assert cert.environment["ok"] is False
-    assert cert.certified_tokens >= cert.ceiling_tokens and not cert.certified
+    assert cert.environment["ok"] is False and not cert.certified
+    assert cert.bound_certified_tokens >= cert.ceiling_tokens  # what the bounds give: void in this process
+    assert cert.certified_tokens == 0 and cert.certified_fraction == 0.0
+    assert cert.invalidated_by == [
+        "run-time checks of the assumptions failed in this process: float32_matmul_precision=medium"
+    ]
 
 
 class _Doubled(FeedForward):
@@ -244,3 +248,21 @@ def test_a_per_backend_float32_precision_is_checked_and_does_not_crash_the_certi
     assert env["float32_matmul_backends"]["mkldnn"] == "bf16" and env["ok"] is False
     assert cert.environment["ok"] is False and not cert.certified
     assert environment_checks()["ok"]
+
+
+def test_cli_says_a_void_proof_proves_nothing(compiled, tmp_path, capsys):
+    model, data = compiled
+    path, model_path = tmp_path / "d.jsonl", tmp_path / "m.safetensors"
+    write_jsonl(data, path)
+    save_compiled(model, model_path)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    try:
+        assert main(["certify", str(model_path), str(path), "--json"]) == 0
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["certified"] is False and out["certified_tokens"] == 0
+    assert out["bound_certified_tokens"] == out["ceiling_tokens"] and out["invalidated_by"]
+    assert "the proof is void, no token is proven" in captured.err

@@ -95,8 +95,11 @@ def test_a_pytorch_run_that_contradicts_the_proof_vetoes_the_certificate(monkeyp
         certificate_module._BoundedModel, "forward_bounds_groups", lambda self, groups, counters=None: [wrong]
     )
     cert = certify(model, from_lists([["a"]], [["B"]]), encoding={"tokens": ["a"], "labels": ["A", "B"]})
-    assert cert.certified_tokens == 1 and cert.torch_spot_check["certified_but_wrong"] == 1
-    assert not cert.certified
+    assert cert.bound_certified_tokens == 1 and cert.torch_spot_check["certified_but_wrong"] == 1
+    assert not cert.certified  # a void proof proves no token
+    assert cert.certified_tokens == 0 and cert.certified_fraction == 0.0 and cert.min_margin_at is None
+    assert "PyTorch's own forward got 1 of the 1 certified tokens" in cert.invalidated_by[0]
+    assert np.isneginf(cert.margin(0, 0))
 
 
 def two_layer_model(causal: bool) -> Transformer:

@@ -626,6 +626,7 @@ def _compile(
         )
     if cert is not None and not cert.certified:
         warn_not_certified(cert.certified_tokens, cert.ceiling_tokens, dtype, out)
+        warn_void(cert)
     if json_out:
         print_json(fig)
         return
@@ -725,6 +726,7 @@ def certify_cmd(
     fig["seconds"] = time.perf_counter() - t0
     fig["threads"] = thread_settings
     fig["executor"] = {"executor": executor, "workers": workers}
+    warn_void(cert)
     if json_out:
         print_json(fig)
         return
@@ -734,6 +736,17 @@ def certify_cmd(
         f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in the float64 reference)",
         highlight=False,
     )
+
+
+def warn_void(cert) -> None:
+    """One stderr line per reason when the certificate's proof is void (it then proves no token)."""
+    for reason in cert.invalidated_by:
+        err_console.print(
+            f"warning: the proof is void, no token is proven: {reason} (the bounds alone would prove "
+            f"{cert.bound_certified_tokens} tokens)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("synth")

@@ -156,10 +156,10 @@ class Certificate:
             position, or the prefix for a causal model), the count of its majority label.
         conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
         correct_tokens: tokens whose label is the argmax of the float64 reference logits.
-        certified_tokens: tokens whose certified lower margin is > 0.
-        certified: ``certified_tokens ≥ ceiling_tokens``, the PyTorch spot check found no certified
-            token misclassified, and every checkable assumption held in this process (``environment["ok"]``).
-        certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data).
+        certified_tokens: tokens proven correct: whose certified lower margin is > 0, or 0 when the proof is
+            void (``invalidated_by``).
+        certified: ``certified_tokens ≥ ceiling_tokens`` and the proof is not void.
+        certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data, unless void).
         min_certified_margin: the smallest certified lower margin among certified tokens (None if none).
         min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
         max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|).
@@ -174,8 +174,14 @@ class Certificate:
         environment: run-time checks of the checkable assumptions in this process
             (`environment_checks`); ``environment["ok"]`` is False if one fails.
         torch_spot_check: PyTorch's own forward on a few sequences (a veto, not part of the proof).
+        bound_certified_tokens: tokens whose certified lower margin the bounds found > 0 (equal to
+            ``certified_tokens`` unless the proof is void; then what the bounds would prove if nothing voided them).
+        invalidated_by: why the proof is void, empty if it stands: the PyTorch spot check found a certified token
+            wrong (the model that runs is not the one the bounds describe), or a run-time check of the assumptions
+            failed in this process (``environment["ok"]`` false). Then no token is proven: ``certified_tokens`` is
+            0, every margin −inf, and ``min_margin_at`` None.
         margins: per sequence (data order), a float64 array with every token's certified lower margin
-            (−inf where a softmax row could leave the normal range); None when not kept
+            (−inf where a softmax row could leave the normal range, and everywhere when void); None when not kept
             (``keep_margins=False``). Excluded from ``to_dict``/``to_json`` unless asked for.
     """
 
@@ -201,6 +207,8 @@ class Certificate:
     environment: dict[str, Any] = field(default_factory=dict)
     margins: list[np.ndarray] | None = field(default=None, repr=False)
     dense_units: int | None = None
+    bound_certified_tokens: int | None = None
+    invalidated_by: list[str] = field(default_factory=list)
 
     def margin(self, sequence: int, position: int) -> float:
         """The certified lower margin of one token (> 0: proven correct)."""
@@ -1888,6 +1896,27 @@ def certify_chunks(
         raise InputError("no tokens to certify (the data has no sequences)")
     tokens = n_tok
     env = environment_checks()
+    # what voids the proof: a PyTorch run contradicting a certified token (the model that runs is not the one the
+    # bounds describe), or a checkable assumption broken in this process (e.g. flush-to-zero: the bounds were
+    # computed under it, and the runs they are about would be made under it). Then no token is proven
+    invalidated_by = []
+    if spot["certified_but_wrong"]:
+        invalidated_by.append(
+            f"PyTorch's own forward got {spot['certified_but_wrong']} of the {spot['certified']} certified tokens it "
+            "ran wrong: the model that runs is not the one the bounds describe"
+        )
+    if not env["ok"]:
+        failed = [k for k in ("round_to_nearest", "gradual_underflow") if not env[k]]
+        if env["float32_matmul_precision"] != "highest" or any(
+            v != "ieee" for v in env["float32_matmul_backends"].values()
+        ):
+            failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+        invalidated_by.append("run-time checks of the assumptions failed in this process: " + ", ".join(failed))
+    bound_certified_tokens = certified_tokens
+    if invalidated_by:
+        certified_tokens, min_at = 0, None
+        if margins is not None:
+            margins = {i: np.full_like(m, -np.inf) for i, m in margins.items()}
     return Certificate(
         dtype=bm.dtype,
         config_dtype=bm.cfg.dtype,
@@ -1900,11 +1929,10 @@ def certify_chunks(
         conflict_tokens=tokens - ceiling,
         correct_tokens=correct,
         certified_tokens=certified_tokens,
-        # a PyTorch run contradicting a certified token would mean the proof is wrong: never claim success then
-        # nor when this process breaks a checkable assumption (e.g. flush-to-zero): the bounds above were computed
-        # under it, and the runs they are about would be made under it
-        certified=certified_tokens >= ceiling and spot["certified_but_wrong"] == 0 and bool(env["ok"]),
-        certified_fraction=certified_tokens / ceiling if ceiling else 1.0,
+        bound_certified_tokens=bound_certified_tokens,
+        invalidated_by=invalidated_by,
+        certified=certified_tokens >= ceiling and not invalidated_by,
+        certified_fraction=certified_tokens / ceiling if ceiling else float(not invalidated_by),
         min_certified_margin=None if min_at is None else min_margin,
         min_margin_at=min_at,
         max_logit_error_bound=max_err,
