@@ -153,7 +153,10 @@ class Certificate:
         sequences: sequences checked.
         tokens: tokens checked.
         ceiling_tokens: tokens a perfect model can get right: per identical input (whole sequence and
-            position, or the prefix for a causal model), the count of its majority label.
+            position, or the prefix for a causal model), the count of its majority label. A model without
+            positional encoding cannot tell inputs apart that differ only in order (its attention is
+            permutation-equivariant), so for it the ceiling can exceed what it can reach: certifying is then
+            harder, never easier.
         conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
         correct_tokens: tokens whose label is the argmax of the float64 reference logits.
         certified_tokens: tokens proven correct: whose certified lower margin is > 0, or 0 when the proof is
