@@ -68,3 +68,9 @@ def test_compile_next_token_refuses_fractional_ids_and_pads_after_a_token():
     padded = np.array([[2, 0, 1], [2, 2, 1], [0, 1, 1]])
     built = uatlab.compile_next_token(padded.astype(float), lab, V=2, C=3)
     assert built.certificate.certified
+
+
+@pytest.mark.parametrize("bad", ["5", True, None, [5]])
+def test_certify_refuses_an_exp_ulps_that_is_not_a_real_number(compiled, bad):
+    with pytest.raises(TypeError, match=r"exp_ulps .*must be a real number, got .*\(" + type(bad).__name__):
+        uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), exp_ulps=bad)

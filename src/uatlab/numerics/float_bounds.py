@@ -25,6 +25,7 @@ blocking or vectorisation PyTorch/BLAS picks):
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -61,11 +62,11 @@ def gamma(n: int | np.ndarray, u: float) -> float | np.ndarray:
 
 
 def check_exp_ulps(ulps: float) -> float:
-    """Validate an assumed exp error in ulps: finite, ≥ 0.5 (a correctly rounded exp) and ≤ 10^4."""
-    try:
-        value = float(ulps)
-    except (TypeError, ValueError):
-        raise ValueError(f"the exp error must be a number of ulps, got {ulps!r}") from None
+    """Validate an assumed exp error in ulps: a real number (not a string or a bool: TypeError naming
+    ``exp_ulps``), finite, ≥ 0.5 (a correctly rounded exp) and ≤ 10^4 (ValueError)."""
+    if isinstance(ulps, bool) or not isinstance(ulps, numbers.Real):
+        raise TypeError(f"exp_ulps (the exp error in ulps) must be a real number, got {ulps!r} ({type(ulps).__name__})")
+    value = float(ulps)
     if not math.isfinite(value) or value < 0.5 or value > 1e4:
         raise ValueError(f"the exp error must be between 0.5 ulp (correctly rounded) and 10000 ulp, got {ulps!r}")
     return value

@@ -1764,7 +1764,8 @@ def certify(
         InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
             than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes).
         ValueError: ``exp_ulps`` outside [0.5, 10^4].
-        TypeError: ``model`` or ``data`` of another type (e.g. a list of token lists instead of a dataset).
+        TypeError: ``model`` or ``data`` of another type (e.g. a list of token lists instead of a dataset), or an
+            ``exp_ulps`` that is not a real number (a string, a bool).
 
     A seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025; ``uatlab compile --ff deep``, a module with a
     ``memo``) is certified by its exact-integer certificate instead
