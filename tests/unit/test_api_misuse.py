@@ -349,3 +349,36 @@ def test_a_builder_and_logit_bounds_name_a_malformed_argument(compiled):
         logit_bounds(model, [[0, 1], [1]])
     with pytest.raises(InputError, match=r"ids must be token ids of shape \(B, n\), got shape \(2,\)"):
         logit_bounds(model, [0, 1])
+
+
+@pytest.mark.parametrize(
+    ("facts", "error", "message"),
+    [
+        ("hello", TypeError, r"save\(\): facts must be a dict of JSON values .* not a str"),
+        ({"x": object()}, TypeError, r"save\(\): facts\['x'\] is a object .*not a JSON value"),
+        ({"a": [1, {"b": float("nan")}]}, InputError, r"save\(\): facts\['a'\]\[1\]\['b'\] is nan, which JSON cannot"),
+        ({"a": float("-inf")}, InputError, r"facts\['a'\] is -inf, which JSON cannot hold"),
+        ({"a": {3: "x"}}, TypeError, r"facts\['a'\] has the key 3 \(int\); JSON keys are strings"),
+    ],
+)
+def test_save_refuses_facts_that_are_not_json_naming_the_key(compiled, tmp_path, facts, error, message):
+    with pytest.raises(error, match=message):
+        uatlab.save(compiled.model, tmp_path / "m.safetensors", facts=facts)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_keeps_json_facts_as_standard_json(compiled, tmp_path):
+    import json
+
+    import numpy as np
+
+    facts = {"n": np.int64(3), "x": np.float32(0.5), "ok": np.bool_(True), "t": (1, "a"), "d": {"k": None}}
+    path = uatlab.save(compiled.model, tmp_path / "m.safetensors", facts=facts)
+    with safe_open(str(path), framework="pt") as f:
+        extra = json.loads(f.metadata()["uatlab_extra"], parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+    assert extra["facts"] == {"n": 3, "x": 0.5, "ok": True, "t": [1, "a"], "d": {"k": None}}
+
+
+def test_save_names_an_empty_path(compiled):
+    with pytest.raises(InputError, match=r"save\(\): the path is empty; give the model file's name"):
+        uatlab.save(compiled.model, "")

@@ -609,7 +609,9 @@ def _compile(
     fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
     fig["chunk_tokens"] = chunk_tokens
     _check_unchanged(data, fingerprint, out)
-    save(con.model, out, facts={k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")})
+    from uatlab._util import to_jsonable  # a non-finite figure is stored as a string ("inf"): JSON has none
+
+    save(con.model, out, facts=to_jsonable({k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")}))
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:
         store.remove()

@@ -8,10 +8,14 @@ and every tensor's shape, and turns every failure into a `ModelFileError` naming
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -26,6 +30,8 @@ def check_model_path(path: object, what: str = "save()") -> Path:
     """``path`` as a Path once it can name a model file: a str or PathLike that is not a folder."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what}: path must be a str or os.PathLike, not a {type(path).__name__}")
+    if os.fspath(path) == "":
+        raise InputError(f"{what}: the path is empty; give the model file's name, e.g. 'model.safetensors'")
     p = Path(path)
     if p.is_dir() or p.name in ("", ".", ".."):
         raise InputError(f"{what}: {path} is a folder; give the model file's name, e.g. {p / 'model.safetensors'}")
@@ -175,9 +181,53 @@ def header_object(path: Path, meta: dict[str, str], key: str) -> dict[str, Any]:
     return obj
 
 
+def check_facts(facts: object, where: str = "save()") -> dict[str, Any] | None:
+    """``facts`` as plain JSON (tuples as lists, numpy scalars unwrapped) once it is None or a dict of JSON values:
+    str keys; values None, bool, str, finite numbers, lists and dicts of these. Anything else is a TypeError (an
+    object, a non-str key) or an InputError (NaN, ±inf: not JSON) naming the key, e.g. ``facts['a'][2]``."""
+    if facts is None:
+        return None
+    if not isinstance(facts, Mapping):
+        raise TypeError(f"{where}: facts must be a dict of JSON values (str keys), not a {type(facts).__name__}")
+    return _json_value(facts, "facts", where)
+
+
+def _json_value(value: object, at: str, where: str) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            raise InputError(
+                f"{where}: {at} is {value!r}, which JSON cannot hold; give a finite number (or a string such as 'inf')"
+            )
+        return float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: {at} has the key {key!r} ({type(key).__name__}); JSON keys are strings")
+            out[key] = _json_value(item, f"{at}[{key!r}]", where)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item, f"{at}[{i}]", where) for i, item in enumerate(value)]
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise TypeError(
+        f"{where}: {at} is a {type(value).__name__} ({shown}), not a JSON value (str, finite number, bool, None, "
+        "list or dict)"
+    )
+
+
 def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: dict[str, Any] | None = None) -> Path:
     """Save a compiled or trained model as one file: weights, config, token encoding, construction facts and
     the uatlab version, all in the safetensors header (metadata ``uatlab_extra``).
+
+    ``facts`` is None or a dict of JSON values (`check_facts`: str keys, finite numbers; TypeError or
+    InputError naming the key otherwise), checked before anything is written.
 
     ``encoding`` (an `uatlab.data.Encoding`) defaults to ``model.encoding``. `load` reads it back.
     A next-token memorizer (Kajitsuka & Sato, ICLR 2025; a module with a ``memo``) is saved in the same
@@ -194,6 +244,7 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
             f"uatlab.compile_* / uatlab.load), not a {type(model).__name__}"
         )
     path = check_model_path(path)
+    facts = check_facts(facts)
     if not isinstance(model, Transformer):
         from uatlab.constructions.paper_c.model_file import save_next_token
         from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer

@@ -667,8 +667,10 @@ def compile_memorizer(
 
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
     """`uatlab.models.io.save` with the compile report (without the conflict lists) as the facts."""
+    from uatlab._util import to_jsonable  # a non-finite figure is stored as a string ("inf"): JSON has none
+
     facts = {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")}
-    return save(model, path, facts=facts)
+    return save(model, path, facts=to_jsonable(facts))
 
 
 def load_compiled(path: str | os.PathLike) -> Transformer:
