@@ -382,3 +382,32 @@ def test_save_keeps_json_facts_as_standard_json(compiled, tmp_path):
 def test_save_names_an_empty_path(compiled):
     with pytest.raises(InputError, match=r"save\(\): the path is empty; give the model file's name"):
         uatlab.save(compiled.model, "")
+
+
+@pytest.mark.parametrize(
+    ("tokens", "labels", "named"),
+    [
+        ([["a", "b c"]], [["X", "Y"]], "sequence 0, position 1: the token 'b c' contains white space"),
+        ([["a"], ["", "b"]], [["X"], ["X", "Y"]], "sequence 1, position 0: the token '' is empty"),
+        ([["a", "b"]], [["X", "Y\t"]], "sequence 0, position 1: the label 'Y\\t' contains white space"),
+    ],
+)
+def test_a_token_or_label_that_is_not_one_word_is_refused_naming_it(tokens, labels, named):
+    # no file can hold such a word: CoNLL and text files split at white space, and the JSONL reader refuses it
+    for build in (from_lists, SequenceDataset):
+        with pytest.raises(InputError, match=re.escape(named)):
+            build(tokens, labels)
+
+
+def test_integer_tokens_are_read_as_strings_by_from_lists_and_predict_alike():
+    import numpy as np
+
+    data = from_lists([[1, 2], [2, np.int64(1)]], [["X", "Y"], ["Y", "X"]])
+    assert data.tokens == [["1", "2"], ["2", "1"]]
+    model = uatlab.compile_memorizer(data).model
+    assert model.predict([[1, 2], [np.int64(2), "1"]]) == model.predict([["1", "2"], ["2", "1"]]) == data.labels
+    for bad, kind in ((1.0, "float"), (True, "bool"), (object(), "object")):
+        with pytest.raises(InputError, match=f"sequence 0, position 1: the token .* is a {kind}, neither a string"):
+            from_lists([[1, bad]], [["X", "Y"]])
+        with pytest.raises(InputError, match=f"sentence 0, position 1: the token .* is a {kind}, neither a string"):
+            model.predict([[1, bad]])

@@ -7,6 +7,7 @@ Token and label vocabularies are built in first-seen order, which makes ids dete
 
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,15 +44,23 @@ class SequenceDataset:
             for what, seq in (("token", t), ("label", y)):
                 if isinstance(seq, str):  # iterating a string would make each character a token
                     raise InputError(
-                        f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not the string {seq!r} "
-                        "(uatlab.data.from_lists converts other items to strings)"
+                        f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not the string {seq!r}"
                     )
                 if not all(isinstance(item, str) for item in seq):
                     k, item = next((k, item) for k, item in enumerate(seq) if not isinstance(item, str))
                     raise InputError(
                         f"{self.where(i)}: sequence {i}, position {k}: the {what} {item!r} is a "
-                        f"{type(item).__name__}, not a string (uatlab.data.from_lists converts items to strings)"
+                        f"{type(item).__name__}, not a string (uatlab.data.from_lists converts integers to strings)"
                     )
+                joined = "".join(seq)
+                if not (all(seq) and joined.split() == [joined]):  # fast check: no empty item, no white space
+                    for k, item in enumerate(seq):
+                        if not item or item.split() != [item]:
+                            problem = "is empty" if not item else "contains white space"
+                            raise InputError(
+                                f"{self.where(i)}: sequence {i}, position {k}: the {what} {item!r} {problem}; a "
+                                f"{what} is one word without white space (CoNLL and text files split at white space)"
+                            )
             if len(t) == 0:
                 raise InputError(f"{self.where(i)}: sequence {i} is empty")
             if len(t) != len(y):
@@ -195,7 +204,8 @@ class Encoding:
         return _encode(data, data.tokens, self.token_to_id, "token", "the model's vocabulary", start, fallback)
 
     def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
-        """Token ids (int64) of unlabelled sentences (lists of token strings).
+        """Token ids (int64) of unlabelled sentences (lists of token strings; an integer token is read as its
+        decimal string, as `from_lists` reads it, and any other non-string is an `InputError` naming it).
 
         ``unknown``: ``"error"`` (an unknown word is an `InputError` naming the word, the sentence and
         the position) or ``"unk"`` (the unknown-word id); default ``"unk"`` when the encoding has an
@@ -216,6 +226,13 @@ class Encoding:
         for i, sent in enumerate(sentences):
             ids = np.empty(len(sent), dtype=np.int64)
             for k, tok in enumerate(sent):
+                if not isinstance(tok, str):  # an integer is read as its digits, as from_lists does
+                    if not is_integer(tok):
+                        raise InputError(
+                            f"sentence {i}, position {k}: the token {tok!r} is a {type(tok).__name__}, neither a "
+                            "string nor an integer"
+                        )
+                    tok = as_word(tok)
                 j = self.token_to_id.get(tok)
                 if j is None:
                     if unknown == "error":
@@ -265,10 +282,12 @@ def _encode(
 
 
 def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[object]], source: str = "<memory>"):
-    """Build a dataset from nested lists; tokens and labels are converted to strings (``1`` becomes ``"1"``).
+    """Build a dataset from nested lists of strings or integers; integers become strings (``1`` becomes ``"1"``,
+    as the JSONL reader reads them and as `uatlab.Transformer.predict` looks them up).
 
-    A ``None`` token or label is an InputError naming the sequence and position (it would become the string
-    ``"None"``, a word or class of its own)."""
+    Each token and label is one non-empty word without white space (as CoNLL, JSONL and text files hold them).
+    Any other item (None, a float, a bool, an object) is an InputError naming the sequence and position, as is
+    an empty item or one with white space."""
     for what, rows in (("token", tokens), ("label", labels)):
         for i, seq in enumerate(rows):
             if isinstance(seq, str):
@@ -276,6 +295,22 @@ def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[obj
             for k, item in enumerate(seq):
                 if item is None:
                     raise InputError(f"{source}: sequence {i}, position {k}: the {what} is None")
+                if not isinstance(item, str) and not is_integer(item):
+                    raise InputError(
+                        f"{source}: sequence {i}, position {k}: the {what} {item!r} is a {type(item).__name__}, "
+                        "neither a string nor an integer"
+                    )
     return SequenceDataset(
-        [[str(t) for t in seq] for seq in tokens], [[str(y) for y in seq] for seq in labels], source=source
+        [[as_word(t) for t in seq] for seq in tokens], [[as_word(y) for y in seq] for seq in labels], source=source
     )
+
+
+def is_integer(item: object) -> bool:
+    """An integer token or label (Python's or numpy's; not a bool), which `from_lists` and `Encoding.encode_sentences`
+    read as its decimal string."""
+    return isinstance(item, numbers.Integral) and not isinstance(item, (bool, np.bool_))
+
+
+def as_word(item: object) -> str:
+    """A token or label as its string: a string itself, an integer its decimal digits."""
+    return item if isinstance(item, str) else str(int(item))

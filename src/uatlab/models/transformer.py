@@ -310,7 +310,8 @@ class Transformer(nn.Module):
     def predict(
         self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 8192
     ) -> list[list[str]]:
-        """Labels (strings) of every token of ``sentences`` (lists of token strings).
+        """Labels (strings) of every token of ``sentences`` (lists of token strings; integers are read as their
+        decimal strings, as `uatlab.data.from_lists` reads them).
 
         Encodes with `encoding`, pads, masks and batches (at most ``max_tokens`` padded tokens per
         batch, sentences of similar length together), runs the model in evaluation mode without gradients
