@@ -411,3 +411,63 @@ def test_integer_tokens_are_read_as_strings_by_from_lists_and_predict_alike():
             from_lists([[1, bad]], [["X", "Y"]])
         with pytest.raises(InputError, match=f"sentence 0, position 1: the token .* is a {kind}, neither a string"):
             model.predict([[1, bad]])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("layers", 0, "an integer in [1, 256]"),
+        ("embed_std", -1.0, "a finite number in [0, 1000] or None"),
+        ("weight_decay", math.inf, "a finite number in [0, 1000]"),
+        ("clip", -1.0, "a finite number in [0, 1000000000]"),
+        ("warmup_steps", -5, "an integer in [0, 1000000000]"),
+        ("min_lr_ratio", 2.0, "a finite number in [0, 1]"),
+        ("momentum", math.nan, "a finite number in [0, 1)"),
+        ("dim", 0, "an integer in [1, 65536]"),
+        ("rank", 0, "an integer in [1, 65536] or None"),
+        ("epochs", 2.5, "an integer in [1, 1000000]"),
+        ("lr", "0.1", "a finite number in (0, 1000]"),
+        ("seed", -1, "an integer in [0, 4294967295]"),
+        ("focus_margin", 0.0, "a finite number in (0, 1000000]"),
+        ("batch_size", True, "an integer in [1, 1000000]"),
+    ],
+)
+def test_train_config_checks_every_field_naming_it_its_value_and_range(field, value, allowed):
+    with pytest.raises(InputError, match=re.escape(f"TrainConfig: {field} must be {allowed}, got {value!r}")) as e:
+        uatlab.TrainConfig(**{field: value})
+    assert "--" not in str(e.value)
+
+
+def test_train_config_checks_choices_and_fields_that_depend_on_each_other():
+    with pytest.raises(
+        InputError, match="TrainConfig: positional must be one of 'none', 'learned', 'given', got 'rope'"
+    ):
+        uatlab.TrainConfig(positional="rope")
+    with pytest.raises(InputError, match=r"TrainConfig: rank must be at most min\(dim, head_dim\) = 2 .* got 3"):
+        uatlab.TrainConfig(dim=8, head_dim=2, rank=3)
+    with pytest.raises(InputError, match="TrainConfig: ff_width lists 1 widths for 2 layers"):
+        uatlab.TrainConfig(layers=2, ff_width=[4])
+    with pytest.raises(InputError, match="TrainConfig: give ff_width or ff_mult"):
+        uatlab.TrainConfig(ff_width=None, ff_mult=None)
+    import numpy as np
+
+    cfg = uatlab.TrainConfig(epochs=np.int64(3), lr=1, embed_std=0)  # plain numbers; 0 = PyTorch's N(0, 1)
+    assert (type(cfg.epochs), type(cfg.lr), cfg.embed_std) == (int, float, None)
+
+
+def test_train_refuses_a_bad_time_budget_before_touching_the_output(tmp_path):
+    cfg = uatlab.TrainConfig(epochs=1, dim=8)
+    for bad in (-1, 0, math.nan, "5"):
+        with pytest.raises(
+            InputError, match=re.escape("train(): max_minutes must be a finite number in (0, 10000000]")
+        ):
+            uatlab.train(SequenceDataset(TOKENS, LABELS), cfg, tmp_path / "run", progress=False, max_minutes=bad)
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_train_checks_its_config_before_reading_the_data(tmp_path, capsys):
+    from uatlab.cli import main
+
+    assert main(["train", str(tmp_path / "missing.conll"), "--rank", "2", "--head-dim", "1"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--rank must be at most min(dim, head_dim) = 1" in err and "missing" not in err

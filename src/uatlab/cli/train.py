@@ -15,8 +15,10 @@ from uatlab.cli.options import (
     finite,
     given_options,
     int_list,
+    int_range,
     list_items,
     one_of,
+    real_range,
     refuse_given,
     reject_overridden,
     thread_count,
@@ -24,6 +26,7 @@ from uatlab.cli.options import (
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir, file_identity
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
+from uatlab.train_limits import CHOICES, RANGES
 
 if TYPE_CHECKING:
     from uatlab.data.dataset import SequenceDataset
@@ -153,55 +156,60 @@ def train_command(
     data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
     valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
     out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
-    layers: int = typer.Option(1, "--layers", min=1, max=256, help="Number of blocks L."),
+    layers: int = typer.Option(1, "--layers", **int_range("layers"), help="Number of blocks L."),
     rank: str = typer.Option(
         "1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none).", callback=_rank_option
     ),
-    dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
-    heads: int = typer.Option(1, "--heads", min=1, max=1024, help="Attention heads per layer."),
-    head_dim: int = typer.Option(1, "--head-dim", min=1, max=65536, help="Head size s."),
+    dim: int = typer.Option(128, "--dim", **int_range("dim"), help="Token dimension d."),
+    heads: int = typer.Option(1, "--heads", **int_range("heads"), help="Attention heads per layer."),
+    head_dim: int = typer.Option(1, "--head-dim", **int_range("head_dim"), help="Head size s."),
     ff_width: int | None = typer.Option(
-        None, "--ff-width", min=0, max=10**6, help="Feed-forward width (default: ff-mult × dim)."
+        None, "--ff-width", **int_range("ff_width"), help="Feed-forward width (default: ff-mult × dim)."
     ),
-    ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of dim."),
+    ff_mult: int = typer.Option(
+        4, "--ff-mult", **int_range("ff_mult"), help="Feed-forward width as a multiple of dim."
+    ),
     embed_std: float = typer.Option(
-        0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).", callback=finite(0, 1e3)
+        0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).", callback=real_range("embed_std")
     ),
-    epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs to train."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch (length-bucketed)."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="'adamw' or 'sgd'.", callback=one_of("adamw", "sgd")),
-    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate.", callback=finite(0, 1e3, lo_open=True)),
+    epochs: int = typer.Option(20, "--epochs", **int_range("epochs"), help="Epochs to train."),
+    batch_size: int = typer.Option(
+        32, "--batch-size", **int_range("batch_size"), help="Sentences per batch (length-bucketed)."
+    ),
+    optimizer: str = typer.Option(
+        "adamw", "--optimizer", help="'adamw' or 'sgd'.", callback=one_of(*CHOICES["optimizer"])
+    ),
+    lr: float = typer.Option(3e-3, "--lr", help="Peak learning rate.", callback=real_range("lr")),
     schedule: str = typer.Option(
-        "cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'.", callback=one_of("cosine", "constant")
+        "cosine", "--schedule", help="'cosine' (warmup + cosine) or 'constant'.", callback=one_of(*CHOICES["schedule"])
     ),
-    warmup_steps: int = typer.Option(200, "--warmup-steps", min=0, max=10**9, help="Linear warmup steps."),
+    warmup_steps: int = typer.Option(200, "--warmup-steps", **int_range("warmup_steps"), help="Linear warmup steps."),
     weight_decay: float = typer.Option(
-        0.0, "--weight-decay", help="Weight decay (0 for memorization).", callback=finite(0, 1e3)
+        0.0, "--weight-decay", help="Weight decay (0 for memorization).", callback=real_range("weight_decay")
     ),
-    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off).", callback=finite(0, 1e9)),
-    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of initialisation and batch order."),
+    clip: float = typer.Option(1.0, "--clip", help="Gradient-norm clipping (0 = off).", callback=real_range("clip")),
+    seed: int = typer.Option(0, "--seed", **int_range("seed"), help="Seed of initialisation and batch order."),
     focus: float = typer.Option(
         0.0,
         "--focus",
         help="Weight of the margin loss on the batch's hard tokens (margin < --focus-margin), averaged over "
         "those tokens only (0 = off).",
-        callback=finite(0, 1e6),
+        callback=real_range("focus"),
     ),
     focus_margin: float = typer.Option(
         1.0,
         "--focus-margin",
         help="Logit margin a token needs to stop being hard.",
-        callback=finite(0, 1e6, lo_open=True),
+        callback=real_range("focus_margin"),
     ),
     replay: int = typer.Option(
         0,
         "--replay",
-        min=0,
-        max=10**6,
+        **int_range("replay"),
         help="Append this many of the sentences the last full pass got wrong to every batch (0 = off).",
     ),
     dtype: str = typer.Option(
-        "float32", "--dtype", help="'float32' or 'float64' weights.", callback=one_of("float32", "float64")
+        "float32", "--dtype", help="'float32' or 'float64' weights.", callback=one_of(*CHOICES["dtype"])
     ),
     stop_at_ceiling: bool = typer.Option(
         False, "--stop-at-ceiling", help="End after the first epoch with no errors beyond the inherent conflicts."
@@ -217,7 +225,7 @@ def train_command(
         None,
         "--max-minutes",
         help="Checkpoint and stop after this long (start-up included; at least one optimizer step per run).",
-        callback=finite(0, 1e7, lo_open=True),
+        callback=real_range("max_minutes"),
     ),
     threads: int = typer.Option(
         1, "--threads", min=1, callback=thread_count(auto=False), help="torch CPU threads (results depend on it)."
@@ -244,6 +252,39 @@ def train_command(
     """
     import torch
 
+    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train, train_output_folder
+
+    try:  # every field against its range, and rank against dim and head size, before any file is read
+        cfg = TrainConfig(
+            layers=layers,
+            rank=_parse_rank(rank),
+            dim=dim,
+            heads=heads,
+            head_dim=head_dim,
+            ff_width=ff_width,
+            ff_mult=ff_mult,
+            embed_std=embed_std,
+            epochs=epochs,
+            batch_size=batch_size,
+            optimizer=optimizer,
+            lr=lr,
+            schedule=schedule,
+            warmup_steps=warmup_steps,
+            weight_decay=weight_decay,
+            clip=clip,
+            seed=seed,
+            init=str(init) if init is not None else None,
+            focus=focus,
+            focus_margin=focus_margin,
+            replay=replay,
+            dtype=dtype,
+        )
+    except InputError as e:  # "TrainConfig: head_dim must ..." → "--head-dim must ..."
+        message = str(e).removeprefix("TrainConfig: ")
+        field, _, rest = message.partition(" ")
+        if field in RANGES or field in CHOICES or field == "init":
+            message = f"--{field.replace('_', '-')} {rest}"
+        raise InputError(message) from None
     if focus == 0 and given_options(ctx, "focus_margin"):  # the margin only shapes the focus loss
         raise InputError(
             "--focus-margin has no effect without --focus (the margin loss is off at --focus 0); give --focus > 0 "
@@ -255,8 +296,6 @@ def train_command(
         if extra is not None:
             check_input_file(extra, name)
     check_output_dir(out, [data, valid, init])
-    from uatlab.training.trainer import train_output_folder
-
     train_output_folder(out, (data, valid, init)).check()  # a user's file of the run's names, or the init model
     if init is not None:  # the model's shape comes from the init model
         asked = {"dim": dim, "layers": layers, "rank": _parse_rank(rank), "heads": heads, "head_dim": head_dim}
@@ -270,32 +309,6 @@ def train_command(
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
-    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train
-
-    cfg = TrainConfig(
-        layers=layers,
-        rank=_parse_rank(rank),
-        dim=dim,
-        heads=heads,
-        head_dim=head_dim,
-        ff_width=ff_width,
-        ff_mult=ff_mult,
-        embed_std=embed_std if embed_std > 0 else None,
-        epochs=epochs,
-        batch_size=batch_size,
-        optimizer=optimizer,
-        lr=lr,
-        schedule=schedule,
-        warmup_steps=warmup_steps,
-        weight_decay=weight_decay,
-        clip=clip,
-        seed=seed,
-        init=str(init) if init is not None else None,
-        focus=focus,
-        focus_margin=focus_margin,
-        replay=replay,
-        dtype=dtype,
-    )
     with OutputLock(out):
         result = train(
             train_data,
@@ -389,18 +402,18 @@ def depth_ablation_command(
     layers: str = typer.Option(
         "1,3,6", "--layers", help="Depths to train, comma-separated.", callback=int_list(1, 256, "depth")
     ),
-    epochs: int = typer.Option(20, "--epochs", min=1, max=10**6, help="Epochs per depth."),
+    epochs: int = typer.Option(20, "--epochs", **int_range("epochs"), help="Epochs per depth."),
     sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),
-    dim: int = typer.Option(128, "--dim", min=1, max=65536, help="Token dimension d."),
-    ff_mult: int = typer.Option(4, "--ff-mult", min=0, max=1024, help="Feed-forward width as a multiple of d."),
+    dim: int = typer.Option(128, "--dim", **int_range("dim"), help="Token dimension d."),
+    ff_mult: int = typer.Option(4, "--ff-mult", **int_range("ff_mult"), help="Feed-forward width as a multiple of d."),
     lr: float = typer.Option(
-        3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).", callback=finite(0, 1e3, lo_open=True)
+        3e-3, "--lr", help="Peak AdamW learning rate (warmup + cosine).", callback=real_range("lr")
     ),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, max=10**6, help="Sentences per batch."),
+    batch_size: int = typer.Option(32, "--batch-size", **int_range("batch_size"), help="Sentences per batch."),
     embed_std: float = typer.Option(
-        0.1, "--embed-std", help="Std of the initial token embeddings.", callback=finite(0, 1e3)
+        0.1, "--embed-std", help="Std of the initial token embeddings (0 = N(0,1)).", callback=real_range("embed_std")
     ),
-    seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
+    seed: int = typer.Option(0, "--seed", **int_range("seed"), help="Seed."),
     quick: bool = typer.Option(
         False,
         "--quick",

@@ -46,6 +46,7 @@ from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import OutputFolder, write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
+from uatlab.train_limits import check_train_fields, check_value
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
 from uatlab.training.checkpoint import (
     CheckpointError,
@@ -86,6 +87,12 @@ class TrainConfig:
 
     With ``init`` (a saved model to start from) the model fields are the init model's: `train` replaces
     them with its values (`config_of_init_model`), so the recorded config is the model that was trained.
+
+    Every field is checked at construction against `uatlab.train_limits.RANGES` and ``CHOICES`` (the ranges
+    of ``uatlab train``'s options): a number of the wrong type is a TypeError, one outside its range (NaN and
+    infinity included) or a misspelt choice an InputError, naming the field, its value and the allowed range.
+    ``embed_std=0`` means None; ``rank`` is at most min(``dim``, ``head_dim``); with ``init`` the model fields
+    are not range-checked (the init model's replace them).
     """
 
     layers: int = 1
@@ -116,22 +123,10 @@ class TrainConfig:
     replay: int = 0
 
     def __post_init__(self) -> None:
-        if not (self.focus >= 0 and math.isfinite(self.focus)) or not (
-            self.focus_margin > 0 and math.isfinite(self.focus_margin)
-        ):
-            raise InputError(f"need focus ≥ 0 and focus margin > 0 (got {self.focus}, {self.focus_margin})")
-        if self.replay < 0:
-            raise InputError(f"replay must be ≥ 0, got {self.replay}")
-        if self.dtype not in ("float32", "float64"):
-            raise InputError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        if self.optimizer not in ("adamw", "sgd"):
-            raise InputError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
-        if self.schedule not in ("cosine", "constant"):
-            raise InputError(f"schedule must be 'cosine' or 'constant', got {self.schedule!r}")
-        if self.epochs < 1 or self.batch_size < 1 or not (self.lr > 0):
-            raise InputError(
-                f"need epochs ≥ 1, batch size ≥ 1, lr > 0 (got {self.epochs}, {self.batch_size}, {self.lr})"
-            )
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name, value in check_train_fields(fields).items():  # plain ints and floats, init as a str...
+            if value is not fields[name]:
+                object.__setattr__(self, name, value)
 
     @property
     def feedforward_width(self) -> int:
@@ -465,7 +460,8 @@ def train(
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
             the run would replace and that an earlier run did not write (or the init model itself).
         TypeError: ``train_data`` or ``valid_data`` not a `SequenceDataset`, or ``cfg`` not a `TrainConfig`
-            (before any file).
+            (before any file); ``max_minutes`` not a number.
+        InputError: also ``max_minutes`` outside (0, 10^7] (before any file).
     """
     for name, part in (("train_data", train_data), ("valid_data", valid_data)):
         if part is not None and not isinstance(part, SequenceDataset):
@@ -473,6 +469,7 @@ def train(
     if not isinstance(cfg, TrainConfig):
         hint = " (TrainConfig(**d) builds one from a dict)" if isinstance(cfg, dict) else ""
         raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}{hint}")
+    max_minutes = check_value("max_minutes", max_minutes, "train()")
     with train_output_folder(out_dir, (cfg.init,)):
         return _train_in(
             train_data,
@@ -735,7 +732,7 @@ def _train_in(
                     raise TrainingError(
                         f"loss became {float(loss.detach())} at epoch {epoch + 1}, batch {batch_in_epoch + 1}/{len(batches)} "
                         f"(step {step + 1}, first sentence {train_data.where(first)}); the last good checkpoint "
-                        f"{ckpt_path if ckpt_path.exists() else '(none yet)'} was kept. Lower --lr or keep --clip on."
+                        f"{ckpt_path if ckpt_path.exists() else '(none yet)'} was kept. Lower the learning rate (lr) or clip the gradient norm (clip > 0)."
                     )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
