@@ -471,3 +471,20 @@ def test_cli_train_checks_its_config_before_reading_the_data(tmp_path, capsys):
     assert main(["train", str(tmp_path / "missing.conll"), "--rank", "2", "--head-dim", "1"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "--rank must be at most min(dim, head_dim) = 1" in err and "missing" not in err
+
+
+def test_train_advice_names_arguments_not_cli_flags(tmp_path):
+    from uatlab.cli.train import in_flags
+    from uatlab.training.checkpoint import CheckpointError
+
+    cfg = uatlab.TrainConfig(epochs=1, dim=8, warmup_steps=0)
+    data = SequenceDataset(TOKENS, LABELS)
+    uatlab.train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
+    with pytest.raises(CheckpointError, match=r"already exists: resume it \(resume=True\), or train into another") as e:
+        uatlab.train(data, cfg, tmp_path / "run", progress=False, with_f1=False)
+    assert "--" not in str(e.value)
+    assert "pass --resume to continue it, or choose another --out" in in_flags(str(e.value))
+    other = uatlab.TrainConfig(epochs=1, dim=8, warmup_steps=0, lr=0.5)
+    with pytest.raises(CheckpointError, match="was written for a different run .* without resume") as e:
+        uatlab.train(data, other, tmp_path / "run", progress=False, with_f1=False, resume=True)
+    assert "--" not in str(e.value) and "use another --out or drop --resume" in in_flags(str(e.value))

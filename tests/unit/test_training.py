@@ -276,7 +276,11 @@ def test_resume_warns_when_the_thread_count_differs(tmp_path):
     finally:
         torch.set_num_threads(before)
     assert done.status == "completed"
-    assert any("written with 1 torch threads" in m and "--threads 1" in m for m in said)
+    warning = next(m for m in said if "written with 1 torch threads" in m)
+    assert "call torch.set_num_threads(1)" in warning and "--" not in warning  # the library names no CLI flag
+    from uatlab.cli.train import in_flags
+
+    assert "pass --threads 1 for a bit-identical" in in_flags(warning)
 
 
 def test_focus_loss_is_the_mean_margin_shortfall_over_hard_tokens_only():

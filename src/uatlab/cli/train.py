@@ -252,6 +252,7 @@ def train_command(
     """
     import torch
 
+    from uatlab.training.checkpoint import CheckpointError
     from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train, train_output_folder
 
     try:  # every field against its range, and rank against dim and head size, before any file is read
@@ -310,22 +311,41 @@ def train_command(
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
     with OutputLock(out):
-        result = train(
-            train_data,
-            cfg,
-            out,
-            valid_data=valid_data,
-            resume=resume,
-            max_minutes=max_minutes,
-            targets=DEFAULT_TARGETS,
-            progress=True,
-            with_f1=not no_f1,
-            log=lambda m: err_console.print(m, highlight=False, soft_wrap=True),
-            stop_at_ceiling=stop_at_ceiling,
-            data_sha256=hashes,
-            label_scheme=scheme,
-        )
+        try:
+            result = train(
+                train_data,
+                cfg,
+                out,
+                valid_data=valid_data,
+                resume=resume,
+                max_minutes=max_minutes,
+                targets=DEFAULT_TARGETS,
+                progress=True,
+                with_f1=not no_f1,
+                log=lambda m: err_console.print(in_flags(m), highlight=False, soft_wrap=True),
+                stop_at_ceiling=stop_at_ceiling,
+                data_sha256=hashes,
+                label_scheme=scheme,
+            )
+        except CheckpointError as e:
+            raise CheckpointError(in_flags(str(e))) from None
     _print_training(data, result, valid_data is not None, json_out)
+
+
+# what the trainer's messages say in the library's words → the same advice in ``uatlab train``'s options
+_FLAG_WORDS = (
+    ("resume it (resume=True), or train into another out_dir", "pass --resume to continue it, or choose another --out"),
+    ("train into another out_dir, or without resume", "use another --out or drop --resume"),
+)
+
+
+def in_flags(message: str) -> str:
+    """A trainer message with its advice in ``uatlab train``'s options (the library names arguments)."""
+    import re
+
+    for words, flags in _FLAG_WORDS:
+        message = message.replace(words, flags)
+    return re.sub(r"call torch\.set_num_threads\((\d+)\)", r"pass --threads \1", message)
 
 
 def _print_training(data: Path, result, has_valid: bool, json_out: bool) -> None:

@@ -380,8 +380,8 @@ def _check_data_hashes(
         if had is not None and have is not None and had != have:
             raise CheckpointError(
                 f"{role} data file {sources.get(role)}: its content changed since {ckpt_path} was written (SHA-256 "
-                f"{have[:12]}…; the checkpoint was written for other data, {had[:12]}…); restore that file, or use "
-                "another --out or drop --resume to start again"
+                f"{have[:12]}…; the checkpoint was written for other data, {had[:12]}…); restore that file, or train "
+                "into another out_dir, or without resume to start again"
             )
     return saved.get("train_sha256") is not None and saved.get("train_sha256") == hashes.get("train_sha256")
 
@@ -635,7 +635,7 @@ def _train_in(
         if diffs:
             raise CheckpointError(
                 f"{ckpt_path} was written for a different run ({'; '.join(diffs[:4])}"
-                f"{f'; {len(diffs) - 4} more' if len(diffs) > 4 else ''}); use another --out or drop --resume"
+                f"{f'; {len(diffs) - 4} more' if len(diffs) > 4 else ''}); train into another out_dir, or without resume"
             )
         try:
             model.load_state_dict(state["model"])
@@ -653,12 +653,11 @@ def _train_in(
             # CPU reductions split work by thread: a different count can change float sums in the last bits
             say(
                 f"warning: the checkpoint was written with {saved_threads} torch threads, this run uses "
-                f"{torch.get_num_threads()}; pass --threads {saved_threads} for a bit-identical continuation"
+                f"{torch.get_num_threads()}; call torch.set_num_threads({saved_threads}) for a bit-identical "
+                "continuation"
             )
     elif ckpt_path.exists():
-        raise CheckpointError(
-            f"{ckpt_path} already exists: pass --resume to continue it, or choose another --out folder"
-        )
+        raise CheckpointError(f"{ckpt_path} already exists: resume it (resume=True), or train into another out_dir")
 
     def checkpoint(ep: int, bi: int, st: int, secs: float) -> None:
         save_checkpoint(
