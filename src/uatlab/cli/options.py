@@ -17,17 +17,17 @@ from typing import Any
 import typer
 
 from uatlab.errors import InputError
-from uatlab.train_limits import RANGES, SEED_MAX  # noqa: F401  (SEED_MAX: imported from here by the commands)
+from uatlab.training.limits import RANGES, SEED_MAX  # noqa: F401  (SEED_MAX: imported from here by the commands)
 
 
 def int_range(name: str) -> dict[str, int]:
-    """typer's ``min=``/``max=`` of the integer training field ``name`` (`uatlab.train_limits.RANGES`)."""
+    """typer's ``min=``/``max=`` of the integer training field ``name`` (`uatlab.training.limits.RANGES`)."""
     r = RANGES[name]
     return {"min": int(r.lo), "max": int(r.hi)}
 
 
 def real_range(name: str) -> Callable[[Any], Any]:
-    """The `finite` callback of the real training field ``name`` (`uatlab.train_limits.RANGES`)."""
+    """The `finite` callback of the real training field ``name`` (`uatlab.training.limits.RANGES`)."""
     r = RANGES[name]
     return finite(r.lo, r.hi, lo_open=r.lo_open, hi_open=r.hi_open)
 

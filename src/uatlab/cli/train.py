@@ -26,7 +26,7 @@ from uatlab.cli.options import (
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir, file_identity
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
-from uatlab.train_limits import CHOICES, RANGES
+from uatlab.training.limits import CHOICES, RANGES
 
 if TYPE_CHECKING:
     from uatlab.data.dataset import SequenceDataset

@@ -1,38 +1,46 @@
-"""Training uatlab Transformers: trainer, length-bucketed batches, checkpoints, full-pass metrics."""
+"""Training uatlab Transformers: trainer, length-bucketed batches, checkpoints, full-pass metrics.
 
-from uatlab.training.batching import collate, encode, epoch_batches, fit_encoding
-from uatlab.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from uatlab.training.metrics import EvalResult, entity_f1, evaluate
-from uatlab.training.trainer import (
-    DEFAULT_TARGETS,
-    PAPER_ACCURACY,
-    TrainConfig,
-    TrainingError,
-    TrainResult,
-    epochs_to_targets,
-    init_model,
-    learning_rate,
-    train,
-)
+The names below are imported on first use (PEP 562), so ``uatlab.training.limits``, the option ranges the
+command line reads when it starts, loads without PyTorch."""
 
-__all__ = [
-    "DEFAULT_TARGETS",
-    "PAPER_ACCURACY",
-    "CheckpointError",
-    "EvalResult",
-    "TrainConfig",
-    "TrainResult",
-    "TrainingError",
-    "init_model",
-    "collate",
-    "encode",
-    "entity_f1",
-    "epoch_batches",
-    "epochs_to_targets",
-    "evaluate",
-    "fit_encoding",
-    "learning_rate",
-    "load_checkpoint",
-    "save_checkpoint",
-    "train",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "collate": "uatlab.training.batching",
+    "encode": "uatlab.training.batching",
+    "epoch_batches": "uatlab.training.batching",
+    "fit_encoding": "uatlab.training.batching",
+    "CheckpointError": "uatlab.training.checkpoint",
+    "load_checkpoint": "uatlab.training.checkpoint",
+    "save_checkpoint": "uatlab.training.checkpoint",
+    "EvalResult": "uatlab.training.metrics",
+    "entity_f1": "uatlab.training.metrics",
+    "evaluate": "uatlab.training.metrics",
+    "DEFAULT_TARGETS": "uatlab.training.trainer",
+    "PAPER_ACCURACY": "uatlab.training.trainer",
+    "TrainConfig": "uatlab.training.trainer",
+    "TrainingError": "uatlab.training.trainer",
+    "TrainResult": "uatlab.training.trainer",
+    "epochs_to_targets": "uatlab.training.trainer",
+    "init_model": "uatlab.training.trainer",
+    "learning_rate": "uatlab.training.trainer",
+    "train": "uatlab.training.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'uatlab.training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

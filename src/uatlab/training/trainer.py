@@ -46,7 +46,6 @@ from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import OutputFolder, write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
-from uatlab.train_limits import check_train_fields, check_value
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
 from uatlab.training.checkpoint import (
     CheckpointError,
@@ -54,6 +53,7 @@ from uatlab.training.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from uatlab.training.limits import check_train_fields, check_value
 from uatlab.training.metrics import evaluate
 
 PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epochs
@@ -88,7 +88,7 @@ class TrainConfig:
     With ``init`` (a saved model to start from) the model fields are the init model's: `train` replaces
     them with its values (`config_of_init_model`), so the recorded config is the model that was trained.
 
-    Every field is checked at construction against `uatlab.train_limits.RANGES` and ``CHOICES`` (the ranges
+    Every field is checked at construction against `uatlab.training.limits.RANGES` and ``CHOICES`` (the ranges
     of ``uatlab train``'s options): a number of the wrong type is a TypeError, one outside its range (NaN and
     infinity included) or a misspelt choice an InputError, naming the field, its value and the allowed range.
     ``embed_std=0`` means None; ``rank`` is at most min(``dim``, ``head_dim``); with ``init`` the model fields
