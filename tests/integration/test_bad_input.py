@@ -860,3 +860,30 @@ def test_ctrl_c_inside_a_librarys_clean_up_is_an_interrupt(monkeypatch, capsys, 
     monkeypatch.setattr(cli, "_load_commands", interrupted_then_clean_up_fails)
     assert main(["compile", "data.txt"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted (partial results, if any, were kept)"
+
+
+# ------------------------------------------------------------------------------------------------ compile: nothing written
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` (folders as None, files with their bytes)."""
+    return {str(p.relative_to(folder)): (None if p.is_dir() else p.read_bytes()) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        (["--beta", "3"], "--beta must be 'auto' or a positive power of two"),
+        (["--beta", "1e308"], "--beta must be 'auto' or a positive power of two"),
+        (["--beta", "8.98846567431158e307"], "--beta 8.98846567431158e307: out of range for float64"),
+        (["--beta", "7.006492321624085e-46", "--dtype", "float32"], "out of range for float32"),
+    ],
+    ids=["not-power-of-two", "huge-not-power", "2^1023", "float32-underflow"],
+)
+def test_bad_beta_is_refused_before_anything_is_written(case_dir: Path, capsys, opts, match) -> None:
+    """--beta that is not a power of two, or whose query scale 2β overflows or vanishes in --dtype, is refused
+    before the data is read: the folder holds exactly what it held (no work directory, no --out folders)."""
+    before = _tree(case_dir)
+    assert main(["compile", "data.txt", "--out", "new/sub/m.safetensors", *opts]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("error:") == 1, err
+    assert "reading" not in err, err  # refused before the first pass over the data
+    assert _tree(case_dir) == before

@@ -277,7 +277,7 @@ def compile_cmd(
         return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
-    beta_value = _parse_beta(beta)
+    beta_value = _parse_beta(beta, dtype)
     _check_group(group)
     _check_code(code)
     if dim:  # the smallest d any data set needs with these options (the exact minimum is checked after reading)
@@ -526,15 +526,26 @@ def warn_long_outlier_store(store, data: Path, factor: float = 20.0, minimum: in
         )
 
 
-def _parse_beta(beta: str) -> float | str:
+def _parse_beta(beta: str, dtype: str) -> float | str:
+    """--beta as a number, refused before any file is touched unless it is a power of two (the query codes are
+    exact) whose query scale stays finite and non-zero in ``dtype``: 2^-1074 ≤ β ≤ 2^1022 in float64,
+    2^-149 ≤ β ≤ 2^126 in float32 (the query of a position is below 2β)."""
+    import math
+
     if beta == "auto":
         return beta
     try:
         value = float(beta)
     except ValueError:
         raise InputError(f"--beta must be 'auto' or a positive power of two, got {beta!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise InputError(f"--beta must be 'auto' or a positive power of two, got {beta!r}")
+    if not (value > 0 and value < float("inf") and math.frexp(value)[0] == 0.5):
+        raise InputError(f"--beta must be 'auto' or a positive power of two (exact query codes), got {beta!r}")
+    low, high = (-149, 126) if dtype == "float32" else (-1074, 1022)
+    if not (2.0**low <= value <= 2.0**high):
+        raise InputError(
+            f"--beta {beta}: out of range for {dtype} (2^{math.frexp(value)[1] - 1}; use a power of two from "
+            f"2^{low} to 2^{high}, so that the query scale 2β is finite and non-zero)"
+        )
     return value
 
 
