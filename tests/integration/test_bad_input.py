@@ -887,3 +887,55 @@ def test_bad_beta_is_refused_before_anything_is_written(case_dir: Path, capsys, 
     assert match in err and err.count("error:") == 1, err
     assert "reading" not in err, err  # refused before the first pass over the data
     assert _tree(case_dir) == before
+
+
+AFTER_READ_ERRORS = [
+    ("data.txt", ["--code", "60000-hot"], "--code 60000-hot: more ones than the 6 words"),
+    ("data.txt", ["--dim", "6", "--labels", "one-hot"], "--dim 6 is too small: data.txt"),
+    ("data.txt", ["--labels", "one-hot", "--dim", "7"], "--dim 7 is too small: data.txt"),
+    ("data.txt", ["--ff", "ramps", "--dim", "9"], "--dim 9 is too small: data.txt"),
+    ("data.txt", ["--max-memory", "1K"], "above the limit of 1.0 KB"),
+    ("s.jsonl", ["--causal", "--dim", "6"], "--dim 6 is too small: this data needs"),  # known after the attention
+]
+
+
+def _synth_small(folder: Path, capsys) -> None:
+    """s.jsonl: 20 random sequences whose knots code needs more coordinates than the data-free bound."""
+    assert main(["synth", "s.jsonl", "-N", "20", "-n", "5", "-V", "10", "-C", "3", "--json"]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("out", ["new/sub/m.safetensors", "m2.safetensors"])
+@pytest.mark.parametrize("data, opts, match", AFTER_READ_ERRORS, ids=[" ".join(c[1]) for c in AFTER_READ_ERRORS])
+def test_option_refused_after_reading_leaves_the_folder_as_it_was(case_dir: Path, capsys, data, opts, match, out):
+    """An option the data does not allow (found once the data is read, or after the attention pass) ends the run
+    with one error line and nothing written: no work directory, no folder made for --out. The error starts a line
+    of its own, after the progress bars."""
+    _synth_small(case_dir, capsys)
+    before = _tree(case_dir)
+    assert main(["compile", data, "--out", out, *opts]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and match in err, err
+    assert "reading" in err  # it was refused after the data was read...
+    assert err.startswith("error:") or "\nerror:" in err, err  # ...and the error line is not glued to the bars
+    assert _tree(case_dir) == before
+
+
+def test_option_refused_after_reading_keeps_a_given_work_dir_and_kept_work(case_dir: Path, capsys) -> None:
+    """A --work-dir that existed (empty) stays, empty; --keep-work keeps the data read and the error says where."""
+    (case_dir / "mine").mkdir()
+    before = _tree(case_dir)
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--code", "60000-hot", "--work-dir", "mine"]) == 2
+    assert _tree(case_dir) == before
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--code", "60000-hot", "--keep-work"]) == 2
+    err = capsys.readouterr().err
+    assert "kept in the work directory m.safetensors.work (--keep-work)" in err, err
+    assert (case_dir / "m.safetensors.work" / "manifest.json").is_file()
+    assert not (case_dir / "m.safetensors").exists()
+    # the kept work is resumed with options the data allows; a refused --resume run keeps it too
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--dim", "6", "--labels", "one-hot", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "(--resume)" in err and (case_dir / "m.safetensors.work" / "manifest.json").is_file(), err
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--resume", "--json"]) == 0
+    assert (case_dir / "m.safetensors").is_file() and not (case_dir / "m.safetensors.work").exists()

@@ -16,7 +16,7 @@ import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
 from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
-from uatlab.errors import InputError
+from uatlab.errors import InputError, PrecisionError, UatlabError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
@@ -549,6 +549,19 @@ def _parse_beta(beta: str, dtype: str) -> float | str:
     return value
 
 
+def _refused_after_read(exc: UatlabError, store, resume: bool, keep_work: bool) -> UatlabError:
+    """The error that ends a run refused after the data was stored (an option the data does not allow, a limit
+    it exceeds, the input changed): the work directory is removed as the refused run leaves nothing written
+    (`TokenStore.remove`: only the files this store wrote, and the folder if it created it), unless the user
+    asked to keep it (--keep-work) or it came from an earlier run (--resume); then the error says where it is."""
+    if not (resume or keep_work):
+        store.remove()
+        return exc
+    why = "--resume" if resume else "--keep-work"
+    kept = f"{exc}; the data read is kept in the work directory {store.dir} ({why})"
+    return type(exc)(kept) if type(exc) in (InputError, PrecisionError) else exc
+
+
 def _compile(
     data: Path,
     fmt: str,
@@ -594,32 +607,36 @@ def _compile(
         if store.sequences == 0:  # nothing was computed: leave no work directory behind
             store.remove()
             raise no_data_error(data)
-        warn_long_outlier_store(store, data)
-        _check_after_read(store, data, dim, ff, dtype, code, labels, group)
-        if not no_certify:  # refuse now, before compiling, rather than after
-            check_certify_memory(store.max_len, f"{data}:{store.m.get('max_len_line', '?')}")
-        con = compile_memorizer(
-            store,
-            dtype=dtype,
-            causal=causal,
-            beta=beta_value,
-            seed=seed,
-            d_model=dim or None,
-            code=code,
-            group=group,
-            ff=ff,
-            labels=labels,
-            certify=not no_certify,
-            progress=bars,
-            exp_ulps=exp_ulp,
-            mapper=mapper,
-        )
+        try:
+            warn_long_outlier_store(store, data)
+            _check_after_read(store, data, dim, ff, dtype, code, labels, group)
+            if not no_certify:  # refuse now, before compiling, rather than after
+                check_certify_memory(store.max_len, f"{data}:{store.m.get('max_len_line', '?')}")
+            con = compile_memorizer(
+                store,
+                dtype=dtype,
+                causal=causal,
+                beta=beta_value,
+                seed=seed,
+                d_model=dim or None,
+                code=code,
+                group=group,
+                ff=ff,
+                labels=labels,
+                certify=not no_certify,
+                progress=bars,
+                exp_ulps=exp_ulp,
+                mapper=mapper,
+            )
+            _check_unchanged(data, fingerprint, out)
+        except UatlabError as exc:
+            bars.close()  # the error line starts a line of its own
+            raise _refused_after_read(exc, store, resume, keep_work) from None
     cert = con.certificate
     t = time.perf_counter()
     fig = dict(con.facts)
     fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
     fig["chunk_tokens"] = chunk_tokens
-    _check_unchanged(data, fingerprint, out)
     from uatlab._util import to_jsonable  # a non-finite figure is stored as a string ("inf"): JSON has none
 
     save(con.model, out, facts=to_jsonable({k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
@@ -44,9 +45,18 @@ class StageBars:
         return update
 
     def close(self) -> None:
+        """Close the bars. On a terminal tqdm clears the bar's line; elsewhere (a log file, a pipe) the last
+        bar's text stays, so the line is ended: what is printed next (an error, a warning) starts a line."""
+        shown = bool(self._bars)
         for bar in self._bars.values():
             bar.close()
         self._bars.clear()
+        if shown:
+            stream = sys.stderr
+            isatty = getattr(stream, "isatty", None)
+            if not (callable(isatty) and isatty()):
+                stream.write("\n")
+                stream.flush()
 
     def __enter__(self) -> StageBars:
         return self
