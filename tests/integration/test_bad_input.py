@@ -939,3 +939,55 @@ def test_option_refused_after_reading_keeps_a_given_work_dir_and_kept_work(case_
     assert "(--resume)" in err and (case_dir / "m.safetensors.work" / "manifest.json").is_file(), err
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--resume", "--json"]) == 0
     assert (case_dir / "m.safetensors").is_file() and not (case_dir / "m.safetensors.work").exists()
+
+
+def test_interrupt_after_the_model_is_in_place_says_it_was_saved(case_dir: Path, capsys, monkeypatch) -> None:
+    """Ctrl-C or SIGTERM (both raise KeyboardInterrupt) just after the model file was renamed into place: exit 130,
+    and the line says the model was saved, complete; the work directory is removed as after a finished run."""
+    import uatlab.models.io as model_io
+
+    real_save = model_io.save
+
+    def save_then_interrupt(*args, **kwargs):
+        real_save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_io, "save", save_then_interrupt)
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 130
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("interrupted after the model was saved: m.safetensors is complete"), err
+    assert "partial results" not in err
+    monkeypatch.setattr(model_io, "save", real_save)
+    assert main(["certify", "m.safetensors", "data.txt", "--json"]) == 0  # the saved model is whole
+    assert json.loads(capsys.readouterr().out)["certified"] is True
+    assert not (case_dir / "m.safetensors.work").exists()
+    # with --keep-work the work directory stays, and the line says so
+    monkeypatch.setattr(model_io, "save", save_then_interrupt)
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--keep-work"]) == 130
+    err = capsys.readouterr().err
+    assert "is complete; the work directory m.safetensors.work is kept" in err, err
+    assert (case_dir / "m.safetensors.work" / "manifest.json").is_file()
+
+
+def test_interrupt_while_compiling_says_what_is_kept_for_resume(case_dir: Path, capsys, monkeypatch) -> None:
+    """Ctrl-C during the attention pass: exit 130, --out as it was, and the line names the work directory kept
+    for --resume, which then completes the model."""
+    import uatlab.constructions.paper_a.cor1_memorizer as memorizer
+
+    real = memorizer.compile_memorizer
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(memorizer, "compile_memorizer", interrupted)
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "interrupted: no model was saved (m.safetensors is as it was); the data read so far is kept in "
+        "m.safetensors.work: run again with --resume to continue from it"
+    ), err
+    assert not (case_dir / "m.safetensors").exists()
+    monkeypatch.setattr(memorizer, "compile_memorizer", real)
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--resume", "--json"]) == 0
+    assert (case_dir / "m.safetensors").is_file() and not (case_dir / "m.safetensors.work").exists()

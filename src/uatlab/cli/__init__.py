@@ -122,12 +122,13 @@ def main(argv: list[str] | None = None) -> int:
         from uatlab.memory_guard import set_memory_limit
 
         set_memory_limit(None)  # each invocation starts from the default limit (or UATLAB_MAX_MEMORY)
+        _interrupted_line()  # and says only what it kept itself when interrupted
         _load_commands()
         code = app(args=argv, prog_name="uatlab", standalone_mode=False)
         if code == 130:  # typer turns Ctrl-C inside a command into a silent exit code 130
-            sys.stderr.write(f"{INTERRUPTED}\n")
+            sys.stderr.write(f"{_interrupted_line()}\n")
     except KeyboardInterrupt:
-        sys.stderr.write(f"{INTERRUPTED}\n")
+        sys.stderr.write(f"{_interrupted_line()}\n")
         return 130
     except SystemExit as exc:
         code = exc.code
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         # click's exception classes (typer may vendor its own copy of click): matched by name
         kinds = {cls.__name__ for cls in type(exc).__mro__}
         if "Abort" in kinds or _raised_while_interrupted(exc):
-            sys.stderr.write(f"{INTERRUPTED}\n")
+            sys.stderr.write(f"{_interrupted_line()}\n")
             return 130
         if isinstance(exc, UatlabError):
             return _error(str(exc))
@@ -160,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:
             _quiet_after_main()
     return code if isinstance(code, int) else 0
+
+
+def _interrupted_line() -> str:
+    """The line an interrupted command ends with: what it saved or kept, if it said (`say_on_interrupt`)."""
+    app = sys.modules.get("uatlab.cli.app")
+    return app.interrupt_line(INTERRUPTED) if app is not None else INTERRUPTED
 
 
 def _raised_while_interrupted(exc: BaseException) -> bool:

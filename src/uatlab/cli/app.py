@@ -56,6 +56,19 @@ def _root(
     """uatlab: what softmax attention can express, made executable."""
 
 
+_interrupt_line: list[str] = []  # what the running command kept, said when Ctrl-C or SIGTERM ends it
+
+
+def say_on_interrupt(line: str) -> None:
+    """Say ``line`` (what the command saved or kept) instead of the generic one if an interrupt ends it now."""
+    _interrupt_line[:] = [line]
+
+
+def interrupt_line(default: str) -> str:
+    """The line `say_on_interrupt` left (taken: the next command starts with none), else ``default``."""
+    return _interrupt_line.pop() if _interrupt_line else default
+
+
 console = Console()
 err_console = Console(stderr=True)
 

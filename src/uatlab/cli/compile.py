@@ -8,13 +8,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from uatlab.cli.app import app, console, err_console, key_value_table, print_json
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
 from uatlab.errors import InputError, PrecisionError, UatlabError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
@@ -237,8 +238,12 @@ def compile_cmd(
     Exit status 0 when the model is saved, also when its certificate does not prove every token that can be
     right ("certified": false, as `uatlab certify` reports it with exit 0): then the model is still written
     and one line "warning: the model is not certified: ..." goes to stderr, in every output mode. Exit 2 with
-    one "error: ..." line on bad input or options (nothing written), 130 on Ctrl-C (the work is kept for
-    --resume). Options that do not apply to the chosen --task or --ff are refused, not ignored.
+    one "error: ..." line on bad input or options (nothing written; --keep-work or --resume keep the work
+    directory, and the error says where). Exit 130 on Ctrl-C or SIGTERM, with one line saying what was kept:
+    before the model file is in place, --out is as it was and the sequences read so far stay in the work
+    directory for --resume (none before the first is read; --ff deep and --task next-token keep none); once it
+    is in place, the line says the model was saved to OUT, complete (only the figures are not printed).
+    Options that do not apply to the chosen --task or --ff are refused, not ignored.
     """
     if task not in ("token", "next-token"):
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
@@ -249,7 +254,7 @@ def compile_cmd(
         check_input_file(data)
         check_output_file(out, [data])
         _refuse_existing_default_out(ctx, out)
-        with OutputLock(out):
+        with OutputLock(out), _say_what_is_kept(out):
             thread_settings = _threads(threads)
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
             return print_next_token_compile(fig, json_out, thread_settings)
@@ -272,7 +277,7 @@ def compile_cmd(
         check_input_file(data)
         check_output_file(out, [data])
         _refuse_existing_default_out(ctx, out)
-        with OutputLock(out):
+        with OutputLock(out), _say_what_is_kept(out):
             _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
@@ -290,30 +295,33 @@ def compile_cmd(
         raise InputError(f"--work-dir {work} is the input file {data}")
     _refuse_existing_default_out(ctx, out)
     with OutputLock(out), OutputLock(work, hint="choose another --work-dir"):
-        _compile(
-            data,
-            fmt,
-            dtype,
-            dim,
-            out,
-            causal,
-            beta_value,
-            seed,
-            code,
-            group,
-            ff,
-            labels,
-            no_certify,
-            exp_ulp,
-            resume,
-            chunk_tokens,
-            work,
-            keep_work,
-            json_out,
-            threads,
-            executor,
-            workers,
-        )
+        run: dict[str, Any] = {}  # the run's TokenStore, once it exists
+        with _say_what_is_kept(out, run, keep_work):
+            _compile(
+                data,
+                fmt,
+                dtype,
+                dim,
+                out,
+                causal,
+                beta_value,
+                seed,
+                code,
+                group,
+                ff,
+                labels,
+                no_certify,
+                exp_ulp,
+                resume,
+                chunk_tokens,
+                work,
+                keep_work,
+                json_out,
+                threads,
+                executor,
+                workers,
+                run,
+            )
 
 
 # options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
@@ -549,6 +557,55 @@ def _parse_beta(beta: str, dtype: str) -> float | str:
     return value
 
 
+def _file_id(path: Path) -> tuple[int, ...] | None:
+    """Which file is at ``path`` now (device, inode, size, modification time), None if none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@contextlib.contextmanager
+def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: bool = False):
+    """Around a compile run: if Ctrl-C or SIGTERM ends it, its last line says what was saved and kept (exit 130).
+    ``run`` (a run with a work directory) receives its TokenStore as ``run["store"]``; None: a run without one."""
+    before = _file_id(out)
+    try:
+        yield
+    except KeyboardInterrupt:
+        say_on_interrupt(_what_was_kept(out, before, run, keep_work))
+        raise
+
+
+def _what_was_kept(out: Path, before: tuple[int, ...] | None, run: dict[str, Any] | None, keep_work: bool) -> str:
+    """The line that ends a compile run stopped by Ctrl-C or SIGTERM: the model saved (a new file is at ``out``:
+    `uatlab.models.io.save` renames it into place whole), or the work directory kept for --resume, or neither."""
+    from uatlab.io_safety import owns
+
+    store = run.get("store") if run is not None else None
+    stored = store is not None and owns(store.dir, store.m.get("work_id"))
+    if _file_id(out) not in (None, before):
+        if stored and not keep_work:
+            store.remove()  # as after a run that was not interrupted: the model is complete, the work is done
+            stored = False
+        kept = f"; the work directory {store.dir} is kept" if stored else ""
+        return (
+            f"interrupted after the model was saved: {out} is complete{kept} (its figures were not printed; "
+            f"uatlab certify {out} DATA prints its certificate)"
+        )
+    if stored:
+        return (
+            f"interrupted: no model was saved ({out} is as it was); the data read so far is kept in {store.dir}: "
+            "run again with --resume to continue from it"
+        )
+    if run is None:
+        return f"interrupted: no model was saved ({out} is as it was); this kind of run keeps no work to resume"
+    if store is None:  # before the data was read (a --resume work directory is as it was)
+        return f"interrupted before the data was read: no model was saved ({out} is as it was)"
+    return f"interrupted: no model was saved ({out} is as it was) and no work was kept"
+
+
 def _refused_after_read(exc: UatlabError, store, resume: bool, keep_work: bool) -> UatlabError:
     """The error that ends a run refused after the data was stored (an option the data does not allow, a limit
     it exceeds, the input changed): the work directory is removed as the refused run leaves nothing written
@@ -585,6 +642,7 @@ def _compile(
     threads: str,
     executor: str = "local",
     workers: int = 1,
+    run: dict[str, Any] | None = None,
 ) -> None:
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
@@ -599,6 +657,8 @@ def _compile(
     t0 = time.perf_counter()
     records = _records(data, fmt)  # before the work directory is made: an unknown format touches nothing
     store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
+    if run is not None:
+        run["store"] = store
     if resume:
         err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
     with StageBars(not json_out) as bars:
