@@ -991,3 +991,40 @@ def test_interrupt_while_compiling_says_what_is_kept_for_resume(case_dir: Path, 
     monkeypatch.setattr(memorizer, "compile_memorizer", real)
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--resume", "--json"]) == 0
     assert (case_dir / "m.safetensors").is_file() and not (case_dir / "m.safetensors.work").exists()
+
+
+def test_disk_full_while_compile_stores_the_data_leaves_no_partial_chunk(case_dir: Path, capsys, monkeypatch) -> None:
+    """No space left while a chunk of the data is written: one error line, no partial chunk file left. At the first
+    chunk nothing was stored and the folder is as it was; later the chunks already written are kept for --resume."""
+    import errno
+
+    import numpy as np
+
+    real_savez = np.savez
+    written = [0]
+
+    def full_after(n: int):
+        def savez(path, **arrays):
+            if written[0] >= n:
+                Path(path).write_bytes(b"PK\x03\x04 partial")  # what a full disk leaves: the start of the file
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            written[0] += 1
+            return real_savez(path, **arrays)
+
+        return savez
+
+    before = _tree(case_dir)
+    monkeypatch.setattr(np, "savez", full_after(0))
+    assert main(["compile", "data.txt", "--out", "new/m.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "no space left on device" in err, err
+    assert _tree(case_dir) == before
+
+    monkeypatch.setattr(np, "savez", full_after(1))
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--chunk-tokens", "2"]) == 2
+    assert "no space left on device" in capsys.readouterr().err
+    work = case_dir / "m.safetensors.work"
+    assert sorted(p.name for p in work.iterdir()) == [".uatlab-work", "chunk_00000.npz", "manifest.json"]
+    monkeypatch.setattr(np, "savez", real_savez)
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--chunk-tokens", "2", "--resume", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certified"] is True

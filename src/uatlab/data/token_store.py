@@ -486,8 +486,12 @@ class TokenStore:
 
     def _save_manifest(self) -> None:
         tmp = self.dir / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(self.m, indent=1))
-        tmp.replace(self.dir / MANIFEST)  # atomic: a crash leaves the old or the new manifest
+        try:
+            tmp.write_text(json.dumps(self.m, indent=1))
+            tmp.replace(self.dir / MANIFEST)  # atomic: a crash leaves the old or the new manifest
+        except BaseException:  # disk full, Ctrl-C: the old manifest stands, a partial new one is removed
+            tmp.unlink(missing_ok=True)
+            raise
 
     def _read_chunk(self, c: dict[str, Any], names: tuple[str, ...]) -> dict[str, np.ndarray]:
         """The arrays ``names`` of the chunk of manifest entry ``c``, after checking its size and digest;
@@ -601,6 +605,7 @@ class TokenStore:
                     progress(1)
                 if n_tok >= self.chunk_tokens:
                     flush()
+            flush()  # the last chunk: a failure writing it (disk full) is handled as one while reading
         except InputError as exc:
             flush()
             if self.sequences == 0:  # nothing to resume: leave no work behind (`remove`: only what is ours)
@@ -615,10 +620,12 @@ class TokenStore:
             ) from None
         except BaseException:  # interrupted or failed: keep what was read (whole sequences only)
             flush()
+            if self.sequences == 0:  # nothing to resume (disk full at the first chunk): leave no work behind
+                self.remove()
+                raise
             self._record_input(int(self.lines[-1]) if len(self.lines) else 0)
             self._save_manifest()
             raise
-        flush()
         self.m["complete"] = True
         self._record_input(None)
         self._save_manifest()
@@ -668,19 +675,23 @@ class TokenStore:
         new_tokens = list(itertools.islice(self.token_to_id, vocab_mark, None))
         new_labels = list(itertools.islice(self.label_to_id, label_mark, None))
         tmp = self.dir / (name + ".tmp.npz")
-        np.savez(
-            tmp,
-            lengths=lengths,
-            word=np.concatenate(w),
-            label=labels,
-            key=np.concatenate(k),
-            lines=np.array(lines, dtype=np.int64),
-            label_counts=counts,
-            new_tokens=np.array(json.dumps(new_tokens)),
-            new_labels=np.array(json.dumps(new_labels)),
-        )
-        size, digest = digest_file(tmp)  # of the bytes on disk (the page cache: no second read from the device)
-        tmp.replace(self.dir / name)
+        try:
+            np.savez(
+                tmp,
+                lengths=lengths,
+                word=np.concatenate(w),
+                label=labels,
+                key=np.concatenate(k),
+                lines=np.array(lines, dtype=np.int64),
+                label_counts=counts,
+                new_tokens=np.array(json.dumps(new_tokens)),
+                new_labels=np.array(json.dumps(new_labels)),
+            )
+            size, digest = digest_file(tmp)  # of the bytes on disk (the page cache: no second read from the device)
+            tmp.replace(self.dir / name)
+        except BaseException:  # disk full, Ctrl-C: a partial chunk is of no use to anyone (it is never resumed)
+            tmp.unlink(missing_ok=True)
+            raise
         entry = {
             "file": name,
             "first_sequence": self.sequences,
