@@ -76,8 +76,9 @@ def _usage_error(exc) -> str:
 def _os_error(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        reason = "no space left on device (nothing was replaced; free some space and run again)"
+    if exc.errno == errno.ENOSPC:  # notes: what the command kept (``add_note``)
+        kept = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))
+        reason = f"no space left on device (nothing was replaced; {kept}free some space and run again)"
     return f"{name}: {reason}" if name else reason
 
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import typer
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
 from uatlab.errors import InputError, PrecisionError, UatlabError
-from uatlab.io_safety import OutputLock, check_input_file, check_output_file, same_file
+from uatlab.io_safety import OutputLock, check_input_file, check_output_file, owns, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
@@ -576,13 +577,16 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
     except KeyboardInterrupt:
         say_on_interrupt(_what_was_kept(out, before, run, keep_work))
         raise
+    except OSError as exc:  # disk full: the error line says where the data read so far is kept
+        store = run.get("store") if run is not None else None
+        if exc.errno == errno.ENOSPC and store is not None and owns(store.dir, store.m.get("work_id")):
+            exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
+        raise
 
 
 def _what_was_kept(out: Path, before: tuple[int, ...] | None, run: dict[str, Any] | None, keep_work: bool) -> str:
     """The line that ends a compile run stopped by Ctrl-C or SIGTERM: the model saved (a new file is at ``out``:
     `uatlab.models.io.save` renames it into place whole), or the work directory kept for --resume, or neither."""
-    from uatlab.io_safety import owns
-
     store = run.get("store") if run is not None else None
     stored = store is not None and owns(store.dir, store.m.get("work_id"))
     if _file_id(out) not in (None, before):
