@@ -239,8 +239,9 @@ def compile_cmd(
     Exit status 0 when the model is saved, also when its certificate does not prove every token that can be
     right ("certified": false, as `uatlab certify` reports it with exit 0): then the model is still written
     and one line "warning: the model is not certified: ..." goes to stderr, in every output mode. Exit 2 with
-    one "error: ..." line on bad input or options (nothing written; --keep-work or --resume keep the work
-    directory, and the error says where). Exit 130 on Ctrl-C or SIGTERM, with one line saying what was kept:
+    one "error: ..." line on bad input or options: nothing is written, except that the work directory is kept
+    with --keep-work or --resume, or when bad data (or a full disk) stops the reading after some sequences were
+    stored, for --resume; the error says where. Exit 130 on Ctrl-C or SIGTERM, with one line saying what was kept:
     before the model file is in place, --out is as it was and the sequences read so far stay in the work
     directory for --resume (none before the first is read; --ff deep and --task next-token keep none); once it
     is in place, the line says the model was saved to OUT, complete (only the figures are not printed).
