@@ -38,6 +38,18 @@ from uatlab.errors import InputError, UatlabError
 
 MARKER = ".uatlab-work"  # file name of the ownership marker inside a work directory
 
+#: errno values that say the machine cannot hold a file (a full disk or quota, a read-only file system, no
+#: permission): the environment failed, not the computation that was writing
+ENVIRONMENT_ERRNOS = frozenset(
+    e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EROFS, errno.EACCES, errno.EPERM) if e is not None
+)
+
+
+def is_environment_error(exc: BaseException) -> bool:
+    """True if ``exc`` is an OSError saying a file could not be written or read for a reason of the machine's
+    (`ENVIRONMENT_ERRNOS`), not of the data or the code."""
+    return isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS
+
 
 # ------------------------------------------------------------------------------------------------ interrupts
 @contextlib.contextmanager
@@ -234,6 +246,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink()
         if not isinstance(exc, (OSError, UatlabError, KeyboardInterrupt, SystemExit)) and _disk_full(path.parent):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        if isinstance(exc, OSError) and exc.errno is not None and exc.filename in (None, str(tmp), tmp):
+            # a writer's error names no file, or the temporary one: name the file the user asked for
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
         raise
     _fsync_dir(path.parent)
 

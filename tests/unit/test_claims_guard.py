@@ -24,6 +24,47 @@ def test_reproduce_exits_nonzero_when_a_claim_raises(tmp_path, capsys):
         _REGISTRY.pop("guard.passes", None)
 
 
+@pytest.mark.parametrize("code", ["ENOSPC", "EROFS", "EACCES"])
+def test_reproduce_stops_with_exit_2_when_a_claim_cannot_write_its_outputs(code, tmp_path, capsys):
+    """A full disk (or a read-only or forbidden folder) is the machine's failure, not the claim's: exit 2 with one
+    line naming the file, and no report recording the claim as an error."""
+    import errno
+    import os
+
+    from uatlab.io_safety import save_figure
+
+    number = getattr(errno, code)
+
+    class Figure:  # a writer that meets the disk's error, as matplotlib's PNG writer does (no file name)
+        def savefig(self, path, **kwargs):
+            with open(path, "wb") as fh:
+                fh.write(b"\x89PNG")
+            raise OSError(number, os.strerror(number))
+
+    @register_claim(id="guard.writes", statement="writes a figure", paper="none", theorem="T")
+    def writes(ctx):
+        save_figure(Figure(), ctx.figure_path("guard.writes", "plot.png"))
+        return ClaimResult("pass", figures={"x": 1})
+
+    out = tmp_path / "rep"
+    try:
+        assert main(["reproduce", "--quick", "--only", "guard.writes", "--out", str(out), "--json"]) == 2
+    finally:
+        _REGISTRY.pop("guard.writes", None)
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("error:") == 1 and "Traceback" not in err, err
+    figure = out / "figures" / "guard.writes__plot.png"
+    assert str(figure) in err
+    if number == errno.ENOSPC:
+        assert f"no space left on device writing {figure}" in err
+    else:
+        assert os.strerror(number) in err
+    assert not (out / "claims.json").exists() and not (out / "report.md").exists()
+    assert '"verdict"' not in captured.out
+    assert not figure.exists() and not [p for p in (out / "figures").iterdir()]  # no temporary file left
+
+
 def test_claims_read_conll_only_from_the_argument_or_the_environment(tmp_path, monkeypatch):
     monkeypatch.delenv(CONLL_DIR_ENV, raising=False)
     assert ClaimContext(quick=True, out_dir=tmp_path).conll_train() is None

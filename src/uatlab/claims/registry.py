@@ -148,13 +148,22 @@ def all_claims() -> list[Claim]:
 
 
 def run_claim(claim: Claim, ctx: ClaimContext) -> ClaimRun:
-    """Run one check; an exception becomes verdict 'error' with its message (the run goes on)."""
+    """Run one check; an exception becomes verdict 'error' with its message (the run goes on).
+
+    An OSError of the machine's (`uatlab.io_safety.is_environment_error`: no space left on the device, a
+    read-only file system, no permission) is raised instead: the check could not write its outputs, which says
+    nothing about the claim, and the checks after it would meet the same disk.
+    """
+    from uatlab.io_safety import is_environment_error
+
     t0 = time.perf_counter()
     try:
         result = claim.check(ctx)
         if result.verdict not in ("pass", "fail", "error", "skipped"):
             raise ValueError(f"check returned an unknown verdict {result.verdict!r}")
     except Exception as exc:  # a failing check must not stop the other checks
+        if is_environment_error(exc):
+            raise
         result = ClaimResult(
             verdict="error",
             note=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",

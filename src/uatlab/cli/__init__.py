@@ -76,9 +76,11 @@ def _usage_error(exc) -> str:
 def _os_error(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:  # notes: what the command kept (``add_note``)
-        kept = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))
-        reason = f"no space left on device (nothing was replaced; {kept}free some space and run again)"
+    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
+        where = f" writing {name}" if name else ""
+        kept = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))  # what the command kept (add_note)
+        return f"{what}{where} (nothing was replaced; {kept}free some space and run again)"
     return f"{name}: {reason}" if name else reason
 
 
