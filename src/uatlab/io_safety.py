@@ -267,6 +267,42 @@ def atomic_write(
         fh.flush()
 
 
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a new, empty temporary folder beside ``path`` (which must not exist); on success it is renamed to
+    ``path``, on any exception removed with what was written into it.
+
+    The folder gets a new folder's permission bits (0777 less the umask), not the 0700 of `tempfile.mkdtemp`;
+    write the files in it with `atomic_path` or `atomic_write`, which give them a new file's (0666 less the umask).
+    """
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = _temp_beside(path)
+        try:
+            tmp.mkdir(mode=0o777)  # the umask applies, as to any folder the user makes
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield tmp
+        for entry in tmp.iterdir():
+            if entry.is_file():
+                with open(entry, "rb") as fh:
+                    os.fsync(fh.fileno())
+        _fsync_dir(tmp)
+        if path.exists() or path.is_symlink():  # appeared while writing: never replaced
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        os.rename(tmp, path)
+    except BaseException:
+        with interrupts_deferred():
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(path.parent)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (see `atomic_write`)."""
     with atomic_write(path) as fh:

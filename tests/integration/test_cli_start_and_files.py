@@ -146,3 +146,23 @@ def test_loading_a_model_opens_its_file_once(tmp_path, monkeypatch):
     model = model_io.load(target)
     assert opened == [str(target)]
     assert all(torch.equal(v, saved.state_dict()[k]) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_atomic_dir_gives_a_new_folders_permissions_and_leaves_nothing_when_it_fails(tmp_path, umask):
+    from uatlab.io_safety import atomic_dir, write_text_atomic
+
+    old = os.umask(umask)
+    try:
+        with atomic_dir(tmp_path / "out") as tmp:
+            write_text_atomic(tmp / "a.txt", "a")
+        with pytest.raises(RuntimeError), atomic_dir(tmp_path / "failed") as tmp:
+            write_text_atomic(tmp / "a.txt", "a")
+            raise RuntimeError("the writer failed")
+        with pytest.raises(FileExistsError), atomic_dir(tmp_path / "out"):
+            pass
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "out") == 0o777 & ~umask and _mode(tmp_path / "out" / "a.txt") == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (tmp_path / "out" / "a.txt").read_text() == "a"

@@ -206,3 +206,26 @@ def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compile
     assert sorted(p.name for p in out.iterdir()) == before
     assert main(["export", str(path), str(tmp_path / "x"), "--to", "onnx"]) == 2
     assert "onnx" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_cli_export_folder_and_files_follow_the_umask(compiled, tmp_path, capsys, umask):
+    """The exported folder and every file in it get a new folder's and file's permissions (0777 and 0666 less the
+    umask), as every other output does: not the 0700 and 0600 of the temporary folder and of safetensors."""
+    import os
+    import stat
+
+    _, model, _ = compiled
+    path = save(model, tmp_path / "m.safetensors")
+    out = tmp_path / "tl"
+    old = os.umask(umask)
+    try:
+        assert main(["export", str(path), str(out), "--to", "transformer-lens", "--check", "2", "--json"]) == 0
+    finally:
+        os.umask(old)
+    capsys.readouterr()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+    files = sorted(out.iterdir())
+    assert [p.name for p in files] == ["config.json", "weights.safetensors"]
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o666 & ~umask for p in files}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "tl"]  # no temporary folder left

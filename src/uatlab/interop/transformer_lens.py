@@ -45,8 +45,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -380,15 +378,12 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     tensors = {
         k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items() if not k.endswith(("IGNORE", "mask"))
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        (tmp / CONFIG_FILE).write_text(json.dumps(doc, indent=1) + "\n")
-        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT_TAG})
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+    from uatlab.io_safety import atomic_dir, atomic_path, write_text_atomic
+
+    with atomic_dir(out) as tmp:  # the folder and its files get the umask's permissions
+        write_text_atomic(tmp / CONFIG_FILE, json.dumps(doc, indent=1) + "\n")
+        with atomic_path(tmp / WEIGHTS_FILE) as weights:
+            save_file(tensors, str(weights), metadata={"format": FORMAT_TAG})
     return out
 
 
