@@ -69,6 +69,22 @@ def test_empty_or_repeated_item_is_refused(here: Path, capsys, argv, option, val
     assert f"{option} {value!r}" in line and why in line, line
 
 
+# options whose default is the empty list (there an empty list means the default)
+EMPTY_MEANS_DEFAULT = {("experiment", "capacity", "--grid")}
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [(argv, option) for argv, option, _ in LIST_OPTIONS if (*argv[:2], option) not in EMPTY_MEANS_DEFAULT],
+    ids=lambda v: " ".join(v[:2]) if isinstance(v, list) else v,
+)
+@pytest.mark.parametrize("value", ["", " "])
+def test_empty_list_is_refused(here: Path, capsys, argv, option, value) -> None:
+    """An empty list would run nothing (a sweep over no sizes) and exit 0 as if it had succeeded."""
+    line = _run(here, capsys, [*argv, option, value])
+    assert f"{option} {value!r}: the list is empty" in line, line
+
+
 @pytest.mark.parametrize(("argv", "option", "value", "why"), SPELLINGS, ids=lambda v: str(v))
 def test_one_value_spelt_twice_is_refused(here: Path, capsys, argv, option, value, why) -> None:
     line = _run(here, capsys, [*argv, option, value])

@@ -97,10 +97,11 @@ def _number_list(
     parse: Callable[[str], Any], kind: str, name: str, check_one: Callable[[Any], None]
 ) -> Callable[[Any], Any]:
     """Callback: a comma-separated list of ``parse``-able values, at least one, each passing ``check_one``, none
-    empty or given twice (`list_items`)."""
+    empty or given twice (`list_items`). An empty list is refused, unless the option's default is empty (there
+    an empty list means the default)."""
 
     def check(param: typer.CallbackParam, text: str | None) -> str | None:
-        if text is None or text == "":
+        if text is None or (text.strip() == "" and param.default in (None, "")):
             return text
         values = list_items(text, max(param.opts, key=len), parse, kind)
         for v in values:
