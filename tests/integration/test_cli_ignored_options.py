@@ -86,6 +86,20 @@ def test_train_init_summary_records_the_model_that_was_trained(tmp_path, capsys,
     assert main([*argv, "--dim", str(mc.d_model), "--resume"]) == 0
 
 
+def test_train_refuses_ff_mult_with_ff_width(tmp_path, capsys, token_data):
+    """--ff-width sets the width itself: a --ff-mult beside it would be recorded in summary.json but never used."""
+    data, _ = token_data
+    out = tmp_path / "run"
+    base = ["train", str(data), "--out", str(out), "--epochs", "1", "--dim", "8", "--no-f1", "--json"]
+    assert main([*base, "--ff-width", "10", "--ff-mult", "2"]) == 2
+    one_error_line(capsys, "--ff-mult has no effect with --ff-width")
+    assert not out.exists()
+    assert main([*base, "--ff-width", "10"]) == 0  # alone, the width is used as given
+    capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["model_config"]["ff_width"] == 10
+
+
 @pytest.fixture
 def conll_file(tmp_path):
     rng = random.Random(0)

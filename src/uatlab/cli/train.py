@@ -255,6 +255,8 @@ def train_command(
     from uatlab.training.checkpoint import CheckpointError
     from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train, train_output_folder
 
+    if ff_width is not None:  # the width is given: the multiple of dim would be recorded but never used
+        refuse_given(ctx, "--ff-width (it sets the feed-forward width itself; leave one of them out)", ("ff_mult",))
     try:  # every field against its range, and rank against dim and head size, before any file is read
         cfg = TrainConfig(
             layers=layers,
