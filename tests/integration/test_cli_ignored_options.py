@@ -331,3 +331,24 @@ def test_universal_first_token_product_refuses_out_which_it_never_writes(tmp_pat
     assert main(argv) == 0  # without --out: the table, no file
     assert json.loads(capsys.readouterr().out)["target"] == "first-token-product"
     assert list(tmp_path.iterdir()) == []  # not even the default folder
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["experiment", "depth-ablation", "{conll}", "--layers", "1"],
+        ["experiment", "rank-ablation", "{conll}", "--ranks", "1"],
+    ],
+    ids=lambda v: v[1],
+)
+def test_ablation_refuses_more_sentences_than_the_file_has(tmp_path, capsys, conll_file, argv):
+    """As ``capacity --ns`` does: a sweep asked for N sentences does not run on fewer without saying so."""
+    from uatlab.data import read_sequences
+
+    have = len(read_sequences(conll_file))
+    out = tmp_path / "out"
+    full = [a.replace("{conll}", str(conll_file)) for a in argv]
+    base = [*full, "--epochs", "1", "--dim", "8", "--out", str(out), "--json"]
+    assert main([*base, "--sentences", str(have + 1)]) == 2
+    one_error_line(capsys, f"--sentences {have + 1} is larger than the {have} sentences of {conll_file}")
+    assert not out.exists()

@@ -60,12 +60,15 @@ def rank_ablation_command(
     rank_list = parse_ranks(ranks)
     check_input_file(data)
     check_output_dir(out, [data])
+    exact = sentences is not None  # --quick's own 40 is an upper bound: a smaller file is used whole
     if quick:
         sentences, dim, epochs, batch_size, lr = sentences or 40, 32, 80, 8, 1e-2
     cfg = {"dim": dim, "ff_mult": 4, "lr": lr, "batch_size": batch_size, "embed_std": 0.1, "epochs": epochs}
     cfg |= {"seed": seed, "warmup_steps": 10 if quick else 100}
     with out_lock(out, "rank-ablation", ("rank_table.csv", "rank_ablation.png"), [data]):
-        summary = run_rank_ablation(data, out, rank_list, sentences, cfg, threads=threads, progress=not json_out)
+        summary = run_rank_ablation(
+            data, out, rank_list, sentences, cfg, threads=threads, progress=not json_out, exact_sentences=exact
+        )
     if json_out:
         print_json(summary)
         exit_if_all_failed(summary["failed"], len(summary["table"]))

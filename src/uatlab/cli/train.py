@@ -457,6 +457,7 @@ def depth_ablation_command(
     check_workers(executor, workers, threads)
     check_input_file(data)
     check_output_dir(out, [data])
+    exact = sentences is not None  # --quick's own 200 is an upper bound: a smaller file is used whole
     if quick:
         sentences, dim, epochs, batch_size, lr = sentences or 200, 64, 20, 8, 5e-3
     cfg = {"dim": dim, "ff_mult": ff_mult, "lr": lr, "batch_size": batch_size, "embed_std": embed_std}
@@ -477,6 +478,7 @@ def depth_ablation_command(
             workers=workers,
             threads=threads,
             report_only=report_only,
+            exact_sentences=exact,
         )
     if json_out:
         print_json(summary)

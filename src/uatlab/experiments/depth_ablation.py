@@ -33,9 +33,17 @@ from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, epochs_to_targe
 TARGETS = (PAPER_ACCURACY, 0.999)
 
 
-def load_subset(path: str, sentences: int | None) -> SequenceDataset:
-    """The first ``sentences`` sequences of ``path`` (all if None)."""
+def load_subset(path: str, sentences: int | None, exact: bool = False) -> SequenceDataset:
+    """The first ``sentences`` sequences of ``path`` (all if None, or if there are fewer and not ``exact``).
+
+    With ``exact``, a file of fewer than ``sentences`` sequences is refused (InputError naming ``--sentences``
+    and how many there are): a sweep asked for N sentences does not run on fewer without saying so."""
     data = read_sequences(path)
+    if exact and sentences is not None and sentences > len(data):
+        raise InputError(
+            f"--sentences {sentences} is larger than the {len(data)} sentences of {path}; "
+            f"give --sentences ≤ {len(data)} or leave it out"
+        )
     if sentences is not None and sentences < len(data):
         data = data.subset(range(sentences))
     return data
@@ -105,17 +113,20 @@ def run_depth_ablation(
     workers: int = 1,
     threads: int = 1,
     report_only: bool = False,
+    exact_sentences: bool = True,
 ) -> dict[str, Any]:
     """Train one model per depth and write the CSVs, the figure and the summary (see module doc).
 
     ``report_only=True`` trains nothing: it draws the figure and table from the finished trials and,
     for unfinished ones, from the metrics their (interrupted) runs have written so far, marked partial.
+    ``sentences`` larger than the file is refused before anything is written, unless ``exact_sentences`` is
+    False (then it is an upper bound: all the sentences are used).
     """
     out = Path(out)
     base_cfg = dict(config or {})
+    data = load_subset(str(data_path), sentences, exact=exact_sentences)  # before anything is written
     claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": base_cfg}, report_only)
     out.mkdir(parents=True, exist_ok=True)
-    data = load_subset(str(data_path), sentences)
     base = baselines(data)
     trials = [
         Trial(

@@ -60,8 +60,12 @@ def run_rank_ablation(
     config: dict[str, Any] | None = None,
     threads: int = 1,
     progress: bool = True,
+    exact_sentences: bool = True,
 ) -> dict[str, Any]:
-    """Train one model per rank and write the table, the figure and the summary (module docstring)."""
+    """Train one model per rank and write the table, the figure and the summary (module docstring).
+
+    ``sentences`` larger than the file is refused before anything is written, unless ``exact_sentences`` is
+    False (then it is an upper bound: all the sentences are used)."""
     out = Path(out)
     dim = int((config or {}).get("dim", 128))
     for r in ranks:  # every trial's options, before any is trained
@@ -70,9 +74,9 @@ def run_rank_ablation(
                 f"--ranks: rank {r} exceeds --dim {dim} (W_Q, W_K ∈ R^(r×d) have rank at most d); use ranks ≤ {dim}"
             )
         TrainConfig(**rank_config(r, dict(config or {})))
+    data = load_subset(str(data_path), sentences, exact=exact_sentences)  # before anything is written
     claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": dict(config or {})}, False)
     out.mkdir(parents=True, exist_ok=True)
-    data = load_subset(str(data_path), sentences)
     base = baselines(data)
     name = {r: ("full" if r is None else str(r)) for r in ranks}
     trials = [
