@@ -43,6 +43,17 @@ def _ints(text: str, name: str) -> list[int]:
     return vals
 
 
+def _anchor_counts(text: str) -> list[int]:
+    """The anchor counts of ``--anchors``: each ≥ 2 (a head interpolates between at least two anchors)."""
+    vals = _ints(text, "anchors")
+    if min(vals) < 2:
+        raise InputError(
+            f"--anchors {text!r}: each anchor count must be ≥ 2 (a head interpolates between at least 2 anchors), "
+            f"got {min(vals)}"
+        )
+    return vals
+
+
 def _floats(text: str, name: str) -> list[float]:
     vals = list_items(text, f"--{name}", float, "numbers")
     if any(not (v > 0 and math.isfinite(v)) for v in vals):
@@ -124,7 +135,7 @@ def truncated_linear_cmd(
             f"--b − --a = {b - a:g} is too small: need b − a ≥ {MIN_WIDTH:g}·max(1, |a|, |b|) "
             "(narrower intervals lose the anchors to rounding and overflow the inverse temperature x/Δ²)"
         )
-    ms = [11, 21, 41, 81] if quick else _ints(anchors, "anchors")
+    ms = [11, 21, 41, 81] if quick else _anchor_counts(anchors)
     stem = f"truncated-linear-{mode}"
     _open_out(ctx, out, stem)
     s = sw.sweep_truncated_linear(
@@ -224,9 +235,9 @@ def relu_cmd(
     from uatlab.experiments import approximation_sweeps as sw
 
     reject_overridden(ctx, quick, "anchors", "nets", "samples", "pairs")
-    _ints(anchors, "anchors")
+    _anchor_counts(anchors)
     if layers not in (1, 2):
-        raise InputError(f"layers must be 1 or 2, got {layers}")
+        raise InputError(f"--layers must be 1 or 2, got {layers}")
     bounds_only = standard and layers == 1
     if bounds_only:
         refuse_given(ctx, "--layers 1 --standard (lower bounds, nothing is compiled)", ("anchors", "samples"))
@@ -249,7 +260,7 @@ def relu_cmd(
         _finish_bounds(bounds, out, json_out)
         return
     s = sw.sweep_relu_network(
-        [65, 257] if quick else _ints(anchors, "anchors"),
+        [65, 257] if quick else _anchor_counts(anchors),
         nets=2 if quick else nets,
         n=n,
         d=d,

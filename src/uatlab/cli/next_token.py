@@ -356,7 +356,7 @@ def is_next_token_model(path: Path) -> bool:
 
 
 def read_model_sequences(
-    model: Any, data: Path, fmt: str, plain: str = "text"
+    model: Any, data: Path, fmt: str, plain: str = "text", model_path: Path | None = None
 ) -> tuple[list[list[str]], list[str | None], list[str]]:
     """Sequences of token strings, their labels (None when the input has none) and where each comes from.
 
@@ -387,7 +387,7 @@ def read_model_sequences(
     if fmt == "text":
         from uatlab.data.next_token import read_text_windows
 
-        d = read_text_windows(data, model.memo.n, tokenizer)
+        d = read_text_windows(data, model.memo.n, tokenizer, window_from=f"the model {model_path or ''}".rstrip())
         pad = d.pad_id
         seqs = [[d.token_vocab[t] for t in row if t != pad] for row in d.tokens.tolist()]
         labels = [d.label_vocab[y] for y in d.labels.tolist()]
@@ -408,7 +408,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
         raise InputError(f"--format conll: {model_path} is a next-token model; it certifies jsonl or text")
     t0 = time.perf_counter()
     model = load(model_path)
-    seqs, labels, where = read_model_sequences(model, data, fmt)
+    seqs, labels, where = read_model_sequences(model, data, fmt, model_path=model_path)
     missing = [w for w, y in zip(where, labels, strict=True) if y is None]
     if missing:
         raise InputError(f'{missing[0]}: no "label" to certify against')
@@ -457,7 +457,7 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
         )
     t0 = time.perf_counter()
     model = load(model_path)
-    seqs, _, where = read_model_sequences(model, data, fmt, plain="lines")
+    seqs, _, where = read_model_sequences(model, data, fmt, plain="lines", model_path=model_path)
     nxt = predict_next(model, seqs, where)
     if json_out:
         print_json(

@@ -46,8 +46,8 @@ def reproduce(
       2    a user error, one 'error:' line (bad option, a file in --out that is not a report's)
       130  interrupted (Ctrl-C, SIGTERM)
     """
-    if data_dir is not None and not (data_dir / "train.txt").is_file():
-        raise InputError(f"--data-dir {data_dir}: no train.txt there")
+    if data_dir is not None:
+        _check_data_dir(data_dir)
     patterns = list_items(",".join(only), "--only") if only else []
     for pattern in patterns:  # every glob must select something: a typo is not silently dropped
         if not any(fnmatch.fnmatch(c.id, pattern) for c in all_claims()):
@@ -60,6 +60,19 @@ def reproduce(
     folder = OutputFolder(out, "reproduce", REPRODUCE_OUTPUTS).check()  # a user's report.md is never replaced
     with OutputLock(out, hint="use another --out"), folder:
         _reproduce(out, quick, seed, data_dir, select, json_out)
+
+
+def _check_data_dir(data_dir: Path) -> None:
+    """``--data-dir`` must be an existing folder holding CoNLL-2003 ``train.txt``: say which of these it is not."""
+    if not data_dir.exists():
+        raise InputError(f"--data-dir {data_dir} does not exist; give the folder that holds CoNLL-2003 train.txt")
+    if not data_dir.is_dir():
+        parent = f" (--data-dir {data_dir.parent})" if data_dir.name == "train.txt" else ""
+        raise InputError(
+            f"--data-dir {data_dir} is a file, not a folder; give the folder that holds CoNLL-2003 train.txt{parent}"
+        )
+    if not (data_dir / "train.txt").is_file():
+        raise InputError(f"--data-dir {data_dir}: no train.txt there (CoNLL-2003 train.txt is read from it)")
 
 
 def _refuse_unread_data_dir(chosen: list, quick: bool, patterns: list[str]) -> None:

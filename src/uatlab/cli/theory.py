@@ -37,6 +37,11 @@ def hardmax_counterexample(
 
     from uatlab.constructions.paper_a.thm1_hardmax_counterexample import hardmax_collision_trials
 
+    if length < 4:
+        raise InputError(
+            f"--length {length}: the ray construction needs a sequence length n ≥ 4 (3 or fewer distinct "
+            "positive values are determined by their min, max and mean)"
+        )
     torch.set_num_threads(1)  # shared machine; the batched trials are small
     head_list = _parse_heads(heads)
     if max(head_list) > 4096:
@@ -81,9 +86,9 @@ def hardmax_counterexample(
 
 @contextual_app.command("literal")
 def contextual_mapping_literal(
-    vocab_size: int = typer.Option(4, "--vocab-size", help="|V|: number of random vocabulary tokens."),
-    dim: int = typer.Option(2, "--dim", help="Token dimension d."),
-    length: int = typer.Option(3, "--length", help="Sequence length n (2 ≤ n ≤ |V|)."),
+    vocab_size: int = typer.Option(4, "--vocab-size", min=1, help="|V|: number of random vocabulary tokens."),
+    dim: int = typer.Option(2, "--dim", min=1, help="Token dimension d."),
+    length: int = typer.Option(3, "--length", min=2, help="Sequence length n (2 ≤ n ≤ |V|)."),
     seed: int = typer.Option(
         0, "--seed", min=0, max=SEED_MAX, help="Seed of the vocabulary and of the projection direction."
     ),
@@ -102,6 +107,13 @@ def contextual_mapping_literal(
 
     if sequences not in ("all", "sets"):
         raise InputError(f"--sequences must be 'all' or 'sets', got {sequences!r}")
+    if length > vocab_size:
+        raise InputError(
+            f"--length {length} exceeds --vocab-size {vocab_size}: a sequence of {length} distinct tokens needs at "
+            f"least {length} vocabulary tokens"
+        )
+    if not r_min < r_max:
+        raise InputError(f"--r-min must be smaller than --r-max, got --r-min {r_min:g}, --r-max {r_max:g}")
     if causal:
         _literal_causal(vocab_size, dim, length, seed, eps, r_min, r_max, max_digits, json_out)
         return

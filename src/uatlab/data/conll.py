@@ -26,6 +26,22 @@ from uatlab.io_safety import atomic_write, check_input_file
 IOB_TAG = re.compile(r"O|[BIES]-\S+")  # an IOB/IOBES tag: O, B-X, I-X, E-X, S-X
 
 
+def _jsonl_hint(first_line: str | None) -> str:
+    """A hint to append to a CoNLL reading error when the file's first line is a JSON object (a JSONL file under
+    another name), else ''."""
+    import json
+
+    if not first_line or not first_line.startswith("{"):
+        return ""
+    try:
+        doc = json.loads(first_line)
+    except ValueError:
+        return ""
+    if not isinstance(doc, dict):
+        return ""
+    return "; its first line is a JSON object: if the file is JSONL, give --format jsonl or name the file .jsonl"
+
+
 def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence).
 
@@ -41,6 +57,7 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
     first: tuple[list[str], list[str], int] | None = None  # held back until a second sentence starts
     held = False  # the first sentence has been held back (it is released when a second one starts)
     tagged = False  # some line's last column of the first sentence is an IOB tag
+    first_line: str | None = None  # the first non-blank line (for `_jsonl_hint`)
     with path.open("rb") as fh:
         # a blank line after the last one ends the last sentence like any other
         for lineno, raw in itertools.chain(enumerate(fh, start=1), [(0, b"")]):
@@ -53,15 +70,21 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                         first, held = (tokens, labels, start), True
                     tokens, labels = [], []
                 continue
+            if first_line is None:
+                first_line = line
             cols = line.split()
             if len(cols) < 2:
                 raise InputError(
                     f"{path}:{lineno}: expected at least 2 columns (word ... label), got {len(cols)}: {line!r}"
+                    + _jsonl_hint(first_line)
                 )
             if ncols is None:
                 ncols = len(cols)
             elif len(cols) != ncols:
-                raise InputError(f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}")
+                raise InputError(
+                    f"{path}:{lineno}: expected {ncols} columns like the lines before, got {len(cols)}"
+                    + _jsonl_hint(first_line)
+                )
             if not tokens:
                 start = lineno
                 if first is not None:  # a second sentence: the file is not one long line-per-sentence text
@@ -72,7 +95,13 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
             tokens.append(cols[0])
             labels.append(cols[-1])
     if first is not None:
-        check_not_plain_text(path, first, ncols or 0, tagged)
+        try:
+            check_not_plain_text(path, first, ncols or 0, tagged)
+        except InputError as exc:
+            hint = _jsonl_hint(first_line)
+            if hint:  # not plain text: JSONL read as CoNLL
+                raise InputError(f"{path}:{first[2]}: read as CoNLL, the whole file is one sentence{hint}") from None
+            raise exc from None
         yield first
 
 

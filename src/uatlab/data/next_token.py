@@ -195,12 +195,13 @@ def read_sequence_lines(path: str | os.PathLike, tokenizer: str = "whitespace") 
 
 
 def windows_from_tokens(
-    streams: list[tuple[str, list[str]]], window: int, max_windows: int | None = None
+    streams: list[tuple[str, list[str]]], window: int, max_windows: int | None = None, window_from: str | None = None
 ) -> NextTokenData:
     """All windows of ``window`` tokens of each stream, each labelled with the token after it.
 
     streams: (name, tokens) pairs (windows never cross streams). Errors: window < 1 (empty window),
-    window ≥ the longest stream (no window fits).
+    window ≥ the longest stream (no window fits). ``window_from``: what fixed the window when it is not the
+    ``--window`` option (e.g. 'the model m.safetensors'): the error then asks for a longer text instead.
     """
     if window < 1:
         raise InputError(f"--window {window}: a window needs at least one token")
@@ -211,6 +212,11 @@ def windows_from_tokens(
             raise InputError(
                 f"{name} has {longest} token{'' if longest == 1 else 's'}: a next-token example needs at least 2 "
                 "(a window of ≥ 1 token and the token after it); give a longer text"
+            )
+        if window_from is not None:
+            raise InputError(
+                f"{name} has {longest} tokens: {window_from} reads windows of {window} tokens, and each needs the "
+                f"token after it; give a text of at least {window + 1} tokens"
             )
         raise InputError(
             f"--window {window} is longer than the text: {name} has {longest} tokens, so no window of "
@@ -244,15 +250,20 @@ def windows_from_tokens(
     return NextTokenData(tokens, labels, vocab_list, label_vocab, src, where)
 
 
-def read_text_windows(path: str | os.PathLike, window: int, tokenizer: str = "whitespace") -> NextTokenData:
-    """Windows of a text file (see `windows_from_tokens`); validates ``window`` before reading."""
+def read_text_windows(
+    path: str | os.PathLike, window: int, tokenizer: str = "whitespace", window_from: str | None = None
+) -> NextTokenData:
+    """Windows of a text file (see `windows_from_tokens`, also for ``window_from``); validates ``window`` before
+    reading."""
     if window < 1:
         raise InputError(f"--window {window}: a window needs at least one token")
     path = Path(path)
     if not path.is_file():
         raise InputError(f"text file {path} does not exist")
     text = read_text(path)  # strict UTF-8 (a byte-order mark dropped): errors name the line and byte
-    return windows_from_tokens([(str(path), tokenize_text(text, tokenizer, str(path)))], window)
+    return windows_from_tokens(
+        [(str(path), tokenize_text(text, tokenizer, str(path)))], window, window_from=window_from
+    )
 
 
 def python_stdlib_windows(window: int, min_windows: int, root: str | os.PathLike | None = None) -> NextTokenData:

@@ -193,6 +193,11 @@ def plan_in_dtype(plan: InterpolationPlan, dtype: str, n_dead: int = 0) -> Inter
     return replace(plan, float_term=fterm, max_score=s_max, dtype=dtype)
 
 
+def _either(options: list[str]) -> str:
+    """'a, b or c' (the remedies a message offers)."""
+    return options[0] if len(options) == 1 else f"{', '.join(options[:-1])} or {options[-1]}"
+
+
 def plan_interpolation(
     a: float,
     b: float,
@@ -273,24 +278,25 @@ def plan_interpolation(
     p_keys = m + n_dead
     fterm, s_max = _float_term(a, b, heads, m, beta, y_bound, dtype, p_keys)
     fmax = float(torch.finfo(torch.float64 if dtype == "float64" else torch.float32).max)
+    wider = ["float64"] if dtype != "float64" else []  # advice only for a dtype that is not already the widest
     if not math.isfinite(s_max) or s_max > fmax / 16:
         raise PrecisionError(
             f"beta={beta:.4g} makes attention scores up to {s_max:.3g}, which overflows {dtype} "
-            f"(max {fmax:.3g}); use fewer anchors, a smaller y range or float64"
+            f"(max {fmax:.3g}); use {_either(['fewer anchors', 'a smaller y range', *wider])}"
         )
     notes = []
     limit = target_total if target_total is not None else delta / 2
     if fterm > limit:
         raise PrecisionError(
             f"beta={beta:.4g} makes attention scores up to {s_max:.3g}; in {dtype} their rounding alone moves "
-            f"the output by ~{fterm:.3g}, above the accuracy {limit:.3g} this construction promises. "
-            f"Use float64, fewer anchors per head (more heads), or a smaller input range."
+            f"the output by ~{fterm:.3g}, above the accuracy {limit:.3g} this construction promises; use "
+            f"{_either([*wider, 'fewer anchors per head (more heads)', 'a smaller input range'])}"
         )
     if target_total is not None and min(inside, spec) + fterm > target_total * (1 + 1e-9):
         raise PrecisionError(
             f"eps={target_total:.4g} cannot be guaranteed in {dtype}: with {m} anchors per head the bound is "
             f"{min(inside, spec):.3g} (exact arithmetic) + {fterm:.3g} (rounding estimate) = "
-            f"{min(inside, spec) + fterm:.3g} > eps; use float64, more heads or a larger eps"
+            f"{min(inside, spec) + fterm:.3g} > eps; use {_either([*wider, 'more heads', 'a larger eps'])}"
         )
     return InterpolationPlan(
         a=float(a),

@@ -1,0 +1,113 @@
+"""Error messages name what the user gave (the option, the file) and advise what would work: not a library
+parameter ('n = 3', 'size = 0'), an option the command does not have, or a remedy already in use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from uatlab.cli import main
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch, capsys) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nt.txt").write_text("the cat sat on the mat and the dog sat on the log the cat\n")
+    argv = ["compile", "nt.txt", "--task", "next-token", "--window", "4", "--out", "nt.safetensors", "--json"]
+    assert main(argv) == 0
+    (tmp_path / "t1.txt").write_text("a b c d\n")  # as many tokens as the model's window: no next token
+    (tmp_path / "small.txt").write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n\n")
+    rows = [
+        {"tokens": ["a", "b", "c"], "labels": ["X", "Y", "X"]},
+        {"tokens": ["b", "c", "a"], "labels": ["Y", "X", "Y"]},
+    ]
+    (tmp_path / "j.txt").write_text("".join(json.dumps(r) + "\n" for r in rows))  # JSONL under a .txt name
+    capsys.readouterr()
+    return tmp_path
+
+
+# (command line, what the one error line must say, what it must not say)
+CASES = [
+    pytest.param(
+        ["certify", "nt.safetensors", "t1.txt"],
+        ["t1.txt has 4 tokens", "nt.safetensors reads windows of 4 tokens", "at least 5 tokens"],
+        ["--window"],  # certify has no --window: the model fixes it
+        id="certify-text-shorter-than-the-window",
+    ),
+    pytest.param(
+        ["approx", "truncated-linear", "--anchors", "100000", "--points", "3", "--out", "ap"],
+        ["in float64", "fewer anchors per head"],
+        ["use float64"],  # already float64
+        id="truncated-linear-float64-advice",
+    ),
+    pytest.param(
+        ["approx", "truncated-linear", "--anchors", "100000", "--points", "3", "--dtype", "float32", "--out", "ap"],
+        ["in float32", "; use float64"],
+        [],
+        id="truncated-linear-float32-advice",
+    ),
+    pytest.param(
+        ["approx", "truncated-linear", "--anchors", "1", "--out", "ap"],
+        ["--anchors '1'", "≥ 2"],
+        ["anchors per head must"],
+        id="truncated-linear-anchors",
+    ),
+    pytest.param(
+        ["approx", "relu-network", "--anchors", "33,1", "--out", "ap"],
+        ["--anchors '33,1'", "≥ 2"],
+        ["anchors per head must"],
+        id="relu-network-anchors",
+    ),
+    pytest.param(
+        ["hardmax-counterexample", "--length", "3"],
+        ["--length 3", "n ≥ 4"],
+        ["n = 3"],
+        id="hardmax-length",
+    ),
+    pytest.param(
+        ["contextual-mapping", "literal", "--vocab-size", "0"],
+        ["--vocab-size"],
+        ["size = 0"],
+        id="contextual-mapping-vocab-size",
+    ),
+    pytest.param(
+        ["contextual-mapping", "literal", "--length", "5"],
+        ["--length 5 exceeds --vocab-size 4"],
+        ["n = 5"],
+        id="contextual-mapping-length",
+    ),
+    pytest.param(
+        ["reproduce", "--data-dir", "nodir2", "--out", "rep"],
+        ["--data-dir nodir2 does not exist"],
+        ["no train.txt there"],
+        id="reproduce-data-dir-missing",
+    ),
+    pytest.param(
+        ["reproduce", "--data-dir", "small.txt", "--out", "rep"],
+        ["--data-dir small.txt is a file, not a folder"],
+        ["no train.txt there"],
+        id="reproduce-data-dir-a-file",
+    ),
+    pytest.param(
+        ["compile", "j.txt", "--out", "j.safetensors"],
+        ["j.txt", "JSON object", "--format jsonl"],
+        ["looks like plain text"],
+        id="compile-jsonl-named-txt",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "says", "not_says"), CASES)
+def test_error_names_the_option_and_gives_the_right_advice(here: Path, capsys, argv, says, not_says) -> None:
+    before = sorted(p.name for p in here.iterdir())
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for part in says:
+        assert part in lines[0], lines[0]
+    for part in not_says:
+        assert part.lower() not in lines[0].lower(), lines[0]
+    assert sorted(p.name for p in here.iterdir()) == before  # refused before writing anything
