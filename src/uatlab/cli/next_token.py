@@ -459,6 +459,12 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     model = load(model_path)
     seqs, _, where = read_model_sequences(model, data, fmt, plain="lines", model_path=model_path)
     nxt = predict_next(model, seqs, where)
+    reading = data_format(data, fmt, plain="lines")
+    if fmt == "auto":  # how the file was read (once it was read and predicted)
+        from uatlab.cli.app import err_console
+        from uatlab.data.jsonl import format_note
+
+        err_console.print(format_note(data, reading), highlight=False, soft_wrap=True)
     if json_out:
         print_json(
             {
@@ -467,6 +473,7 @@ def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
                 "sequences": len(seqs),
                 "seconds": time.perf_counter() - t0,
                 "next": nxt,
+                "format": "text" if reading == "lines" else reading,
             }
         )
         return

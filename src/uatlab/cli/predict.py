@@ -5,7 +5,8 @@ labels are ignored). Output: one ``token<TAB>label`` line per token, a blank lin
 JSON object with ``--json``. Unknown words follow the model's policy (see `uatlab.models.Transformer.predict`).
 With a next-token model (Kajitsuka & Sato, ICLR 2025) every line (or JSONL object) is one sequence, split by
 the tokenizer the model was compiled with (``--tokenizer``), and the output is the sequence, a tab and its
-predicted next token.
+predicted next token. With ``--format auto`` one note on stderr says how INPUT was read (CoNLL columns and
+plain text can look alike), in every output mode.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from uatlab.io_safety import check_input_file
 def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL;
     ``auto`` decides as every other command does (`uatlab.data.jsonl.sequence_format`)."""
+    return read_input(path, fmt)[0]
+
+
+def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
+    """(sentences, the line each starts on, how the file was read) for ``--format fmt``: the reading is
+    ``'text'``, ``'conll'``, ``'conll-tokens'`` (unlabelled CoNLL, one token per line) or ``'jsonl'``
+    (`uatlab.data.jsonl.format_note` words it)."""
     check_input_file(path, "input file")
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
@@ -33,19 +41,22 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     if fmt == "text":
         from uatlab.data.text_file import read_token_lines
 
-        return [tokens for _, tokens in read_token_lines(path, "sentences")]
+        rows = read_token_lines(path, "sentences")
+        return [tokens for _, tokens in rows], [line for line, _ in rows], "text"
     if fmt == "conll" and _one_column(path):  # unlabelled CoNLL: one token per line, sentences between blank lines
         from uatlab.data.text_file import read_token_blocks
 
-        return [tokens for _, tokens in read_token_blocks(path)]
+        rows = read_token_blocks(path)
+        return [tokens for _, tokens in rows], [line for line, _ in rows], "conll-tokens"
     if fmt == "jsonl":  # labels are not needed to predict: {"tokens": [...]} objects are read too
         from uatlab.data.jsonl import iter_jsonl
 
-        sentences = [tokens for tokens, _, _ in iter_jsonl(path, need_labels=False)]
-        if not sentences:
+        rows3 = list(iter_jsonl(path, need_labels=False))
+        if not rows3:
             raise no_data_error(path, "no sentences found")
-        return sentences
-    return read_sequences(path, fmt).tokens
+        return [tokens for tokens, _, _ in rows3], [line for _, _, line in rows3], "jsonl"
+    data = read_sequences(path, fmt)
+    return data.tokens, data.lines, "conll"
 
 
 def _one_column(path: Path) -> bool:
@@ -78,7 +89,8 @@ def predict_cmd(
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
         "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, or a single line; "
         "several 2-column lines in one block not all tagged are refused: give --format. A file CoNLL but for fewer "
-        "lines of one word (a label missing) is refused naming the first.",
+        "lines of one word (a label missing) is refused naming the first. With auto a note on stderr says how the "
+        "file was read.",
     ),
     unknown: str = typer.Option(
         "",
@@ -86,7 +98,12 @@ def predict_cmd(
         help="Unknown words: error or unk (default: the model's <unk> if it has one, else error; a next-token "
         "model has none).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of token/label lines."),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object instead of token/label lines (with the words read, "
+        "'words', and the format used, 'format').",
+    ),
 ) -> None:
     """Label every token of INPUT with a saved model."""
     from uatlab.models.io import load
@@ -98,7 +115,7 @@ def predict_cmd(
     check_input_file(input_path, "input file")
     if is_next_token_model(model_path):
         return predict_next_token_command(model_path, input_path, fmt, json_out, unknown)
-    sentences = read_sentences(input_path, fmt)
+    sentences, lines, reading = read_input(input_path, fmt)
     t0 = time.perf_counter()
     from uatlab.threads import apply_threads
 
@@ -111,6 +128,11 @@ def predict_cmd(
         labels = model.predict(sentences, unknown=unknown or None)
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
+    if fmt == "auto":  # how the file was read (once read and labelled): CoNLL columns and plain text look alike
+        from uatlab.cli.app import err_console
+        from uatlab.data.jsonl import format_note
+
+        err_console.print(format_note(input_path, reading), highlight=False, soft_wrap=True)
     # every word outside the vocabulary was read as the unknown-word token (any other policy raised above)
     known = model.encoding.token_to_id
     unknown_tokens = sum(1 for s in sentences for t in s if t not in known)
@@ -134,6 +156,8 @@ def predict_cmd(
                 "unknown_tokens": unknown_tokens,
                 "seconds": time.perf_counter() - t0,
                 "labels": labels,
+                "format": "conll" if reading == "conll-tokens" else reading,
+                "words": sentences,
             }
         )
         return

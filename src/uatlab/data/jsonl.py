@@ -223,6 +223,33 @@ def conll_or_text(path: str | os.PathLike) -> str:
     )
 
 
+FORMAT_READINGS = {
+    "jsonl": ("JSONL (one JSON object per line, by its .jsonl/.json name)", ""),
+    "conll": (
+        "CoNLL (word ... label columns; only the first column is a word)",
+        "give --format text to read every word",
+    ),
+    "conll-tokens": (
+        "unlabelled CoNLL (one token per line, a blank line between sentences)",
+        "give --format text to read each line as a sentence",
+    ),
+    "text": (
+        "plain text (one sentence per line, every word a token)",
+        "give --format conll to read it as CoNLL columns",
+    ),
+    "lines": ("plain text (one sequence per line, split by the model's tokenizer)", ""),
+}
+
+
+def format_note(path: str | os.PathLike, reading: str) -> str:
+    """The one line telling how a file whose format was detected (``--format auto``) was read: ``reading`` is
+    ``'jsonl'``, ``'conll'``, ``'conll-tokens'`` (one token per line), ``'text'`` or ``'lines'`` (a next-token
+    model's sequences), with the option that reads
+    it the other way."""
+    what, hint = FORMAT_READINGS[reading]
+    return f"note: {path} read as {what}" + (f"; {hint}" if hint else "")
+
+
 def read_sequences(path: str | os.PathLike, fmt: str = "auto") -> SequenceDataset:
     """Read CoNLL or JSONL; ``fmt='auto'`` picks JSONL for .jsonl/.json files, CoNLL otherwise."""
     from uatlab.data.conll import read_conll
