@@ -97,3 +97,35 @@ def test_one_format_guess_for_compile_certify_and_predict():
         ("d.txt", "conll", "text", "conll"),  # left for the command to refuse
     ]:
         assert data_format(Path(name), fmt, plain) == read, (name, fmt, plain)
+
+
+def test_conll_columns_given_as_text_are_refused_unless_format_text(tmp_path, capsys):
+    # read as text, a CoNLL file's POS, chunk and entity tags would become words of the windows
+    from uatlab.cli import main
+
+    conll = tmp_path / "c.txt"
+    rows = ["-DOCSTART- -X- -X- O", "", "EU NNP B-NP B-ORG", "rejects VBZ B-VP O", "German JJ B-NP B-MISC", ""]
+    rows += ["Peter NNP B-NP B-PER", "Blackburn NNP I-NP I-PER", ""]
+    conll.write_text("\n".join(rows))
+    out = tmp_path / "n.safetensors"
+    with pytest.raises(InputError, match=rf"{conll}:3: 'EU NNP B-NP B-ORG' looks like CoNLL columns.*--format text"):
+        compile_next_token_file(conll, "auto", 2, "whitespace", "float64", out, seed=0)
+    assert not out.exists()
+    capsys.readouterr()
+    assert main(["compile", str(conll), "--task", "next-token", "--window", "2", "--out", str(out)]) == 2
+    assert f"{conll}:3: " in " ".join(capsys.readouterr().err.split()) and not out.exists()
+    # read as text anyway when asked: the tags are words of the vocabulary
+    fig = compile_next_token_file(conll, "text", 2, "whitespace", "float64", out, seed=0)
+    assert fig["certified"] and out.exists()
+    # certify and predict with a next-token model refuse the same file under --format auto, not under text
+    for argv in (["certify", str(out), str(conll)], ["predict", str(out), str(conll)]):
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        assert f"{conll}:3: " in " ".join(capsys.readouterr().err.split()), argv
+    assert main(["certify", str(out), str(conll), "--format", "text", "--json"]) == 0
+    # genuine text, lines of one width in paragraphs included, is read as before
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat\nand the dog sat on a log\n\nthe end\n")
+    assert compile_next_token_file(text, "auto", 2, "whitespace", "float64", tmp_path / "t.safetensors", seed=0)[
+        "certified"
+    ]

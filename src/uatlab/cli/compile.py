@@ -168,7 +168,8 @@ def compile_cmd(
     fmt: str = typer.Option(
         "auto",
         "--format",
-        help="conll, jsonl, text (--task next-token: plain text cut into --window windows) or auto (by file extension).",
+        help="conll, jsonl, text (--task next-token: plain text cut into --window windows) or auto (by file extension; "
+        "--task next-token refuses a non-JSONL file shaped like CoNLL columns: give text to read it as text).",
         callback=one_of("auto", "conll", "jsonl", "text"),
     ),
     dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact)."),

@@ -1,8 +1,9 @@
 """The next-token task of ``uatlab compile`` and ``uatlab experiment capacity`` (Kajitsuka & Sato, ICLR 2025).
 
 ``uatlab compile DATA --task next-token`` reads JSONL (``{"tokens": [...], "label": ...}``) or a text file
-cut into ``--window n`` windows, compiles the one-attention-layer memorizer, certifies it and saves it in
-uatlab's model file format (safetensors + metadata, `uatlab.save`). Every option is validated before
+cut into ``--window n`` windows (under ``--format auto`` a file shaped like CoNLL columns is refused: its
+tags would become words; ``--format text`` reads it anyway), compiles the one-attention-layer memorizer,
+certifies it and saves it in uatlab's model file format (safetensors + metadata, `uatlab.save`). Every option is validated before
 anything is read or written.
 """
 
@@ -31,6 +32,24 @@ def data_format(data: Path, fmt: str, plain: str = "text") -> str:
     return plain if fmt == "text" else fmt
 
 
+def refuse_conll_columns(data: Path) -> None:
+    """InputError naming ``data`` and its first token line when a file read as plain text (``--format auto``)
+    has the shape of CoNLL columns (`uatlab.data.jsonl.conll_columns_at`): its POS, chunk and entity tags would
+    become words of the sequences."""
+    from uatlab.data.jsonl import conll_columns_at
+    from uatlab.io_safety import check_input_file
+
+    check_input_file(data)
+    at = conll_columns_at(data)
+    if at is not None:
+        lineno, line = at
+        raise InputError(
+            f"{data}:{lineno}: {line[:80]!r} looks like CoNLL columns (word ... label, one token per line): read as "
+            "text, the next-token task would take every column (tags too) for words; give text or JSONL, or "
+            "--format text to read this file as text anyway"
+        )
+
+
 def compile_next_token_file(
     data: Path,
     fmt: str,
@@ -49,7 +68,7 @@ def compile_next_token_file(
 
     if dtype not in NEXT_TOKEN_REGIMES:
         raise InputError(f"--dtype {dtype!r}: the next-token task takes one of {', '.join(NEXT_TOKEN_REGIMES)}")
-    fmt = data_format(data, fmt)
+    given, fmt = fmt, data_format(data, fmt)
     if fmt not in ("jsonl", "text"):
         raise InputError(f"--format {fmt!r}: the next-token task reads 'jsonl' or 'text'")
     if fmt == "text" and window is None:
@@ -64,6 +83,8 @@ def compile_next_token_file(
     if fmt == "jsonl":
         d = read_next_token_jsonl(data, labels_are_tokens=True)
     else:
+        if given == "auto":
+            refuse_conll_columns(data)
         d = read_text_windows(data, window, tokenizer)  # type: ignore[arg-type]
     memo, report = compile_memorizer(
         d.tokens, d.labels, V=len(d.token_vocab), C=max(2, d.num_classes), regime=dtype, seed=seed
@@ -369,7 +390,9 @@ def read_model_sequences(
     from uatlab.data.next_token import iter_example_objects, read_sequence_lines
 
     tokenizer = ((model.saved_extra or {}).get("source") or {}).get("tokenizer") or "whitespace"
-    fmt = data_format(data, fmt, plain)
+    given, fmt = fmt, data_format(data, fmt, plain)
+    if given == "auto" and fmt in ("lines", "text"):
+        refuse_conll_columns(data)
     if fmt == "jsonl":
         seqs, labels, where = [], [], []
         for _, at, obj in iter_example_objects(data):

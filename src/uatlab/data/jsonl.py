@@ -223,6 +223,29 @@ def conll_or_text(path: str | os.PathLike) -> str:
     )
 
 
+def conll_columns_at(path: str | os.PathLike) -> tuple[int, str] | None:
+    """(line number, text) of the first token line when `conll_or_text` reads ``path`` as labelled CoNLL
+    (lines of ``word ... label`` columns), else None: plain text, unlabelled CoNLL (one word per line) and files
+    that reading refuses (both readings possible, a column missing) are None. What a reader of plain text checks
+    before it takes a CoNLL file's tags for words."""
+    from uatlab.data.text_file import iter_lines
+
+    try:
+        if conll_or_text(path) != "conll":
+            return None
+    except InputError:
+        return None
+    lines = iter_lines(path)
+    try:
+        for lineno, line in lines:
+            cols = line.split()
+            if len(cols) >= 2 and not cols[0].startswith("-DOCSTART-"):
+                return lineno, line.strip()
+    finally:
+        lines.close()
+    return None
+
+
 FORMAT_READINGS = {
     "jsonl": ("JSONL (one JSON object per line, by its .jsonl/.json name)", ""),
     "conll": (
