@@ -38,7 +38,7 @@ def test_compile_then_predict_from_the_command_line(tmp_path, capsys):
     text.write_text("never-seen-word\n")
     assert main(["predict", str(model), str(text)]) == 2
     err = " ".join(capsys.readouterr().err.split())  # the console may wrap the line
-    assert f"{text}: sentence 0, position 0: token 'never-seen-word' is not in the model's vocabulary" in err
+    assert f"{text}:1: sentence 0, position 0: token 'never-seen-word' is not in the model's vocabulary" in err
 
 
 def test_auto_format_reads_tagged_columns_as_conll_and_anything_else_as_text(tmp_path):

@@ -59,6 +59,14 @@ def _records(path: Path, fmt: str):
     return iter_jsonl(path) if sequence_format(path, fmt) == "jsonl" else iter_conll(path)
 
 
+def _token_lines(path: Path, fmt: str) -> bool:
+    """True when `_records` reads ``path`` as CoNLL: one token per line, so a token's line is its sentence's
+    first line plus its position (`uatlab.data.dataset.SequenceDataset.token_lines`)."""
+    from uatlab.data.jsonl import sequence_format
+
+    return sequence_format(path, fmt) == "conll"
+
+
 def _threads(option: str) -> dict[str, Any]:
     """Apply --threads (a positive integer or 'auto', `uatlab.threads.thread_request`) to numpy's BLAS and torch;
     the settings as JSON."""
@@ -662,7 +670,14 @@ def _compile(
 
     t0 = time.perf_counter()
     records = _records(data, fmt)  # before the work directory is made: an unknown format touches nothing
-    store = TokenStore(work, str(data), "prefix" if causal else "sequence", chunk_tokens, resume=resume)
+    store = TokenStore(
+        work,
+        str(data),
+        "prefix" if causal else "sequence",
+        chunk_tokens,
+        resume=resume,
+        token_lines=_token_lines(data, fmt),
+    )
     if run is not None:
         run["store"] = store
     if resume:
@@ -807,7 +822,16 @@ def certify_cmd(
     if unk is not None and unknown != "error":
         records = _read_unknown_as(records, model.encoding.token_to_id, unk, mapped)
     with StageBars(not json_out) as bars:
-        cert = certify_chunks_with_progress(model, records, str(data), None, bars, exp_ulps=exp_ulp, mapper=mapper)
+        cert = certify_chunks_with_progress(
+            model,
+            records,
+            str(data),
+            None,
+            bars,
+            exp_ulps=exp_ulp,
+            mapper=mapper,
+            token_lines=_token_lines(data, fmt),
+        )
     if mapped[0]:
         err_console.print(
             f"warning: {data}: {mapped[0]} of {cert.tokens} tokens are not in the model's vocabulary and were read "

@@ -59,6 +59,26 @@ def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
     return data.tokens, data.lines, "conll"
 
 
+def _check_known(model, sentences: list[list[str]], lines: list[int], reading: str, path: Path, unknown: str) -> None:
+    """InputError naming ``path:line`` (the token's own line in CoNLL, one token per line; the sentence's line in
+    text and JSONL), the sentence and the position of the first word outside the model's vocabulary when unknown
+    words are an error (``--unknown error``, or a model without an unknown-word token)."""
+    from uatlab.data.dataset import token_line
+
+    encoding = model.encoding
+    if (unknown or ("error" if encoding.unknown_token is None else "unk")) != "error":
+        return
+    known = encoding.token_to_id
+    for i, sentence in enumerate(sentences):
+        for k, token in enumerate(sentence):
+            if token not in known:
+                line = token_line(lines[i], k, reading in ("conll", "conll-tokens"))
+                why = " (this model has no unknown-word token)" if encoding.unknown_token is None else ""
+                raise InputError(
+                    f"{path}:{line}: sentence {i}, position {k}: token {token!r} is not in the model's vocabulary{why}"
+                )
+
+
 def _one_column(path: Path) -> bool:
     """True when more lines with a token (``-DOCSTART-`` aside) have one column than have more: unlabelled
     CoNLL, whose reader names the first line of several columns; otherwise the file is labelled CoNLL, whose
@@ -124,6 +144,7 @@ def predict_cmd(
     except ValueError as exc:  # UATLAB_THREADS set to something unusable
         raise InputError(str(exc)) from None
     model = load(model_path)
+    _check_known(model, sentences, lines, reading, input_path, unknown)
     try:
         labels = model.predict(sentences, unknown=unknown or None)
     except InputError as exc:

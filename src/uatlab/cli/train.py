@@ -44,7 +44,11 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDa
     warn_long_outlier(data)
     if scheme == "iob2":
         data = SequenceDataset(
-            data.tokens, [iob1_to_iob2(y) for y in data.labels], source=data.source, lines=data.lines
+            data.tokens,
+            [iob1_to_iob2(y) for y in data.labels],
+            source=data.source,
+            lines=data.lines,
+            token_lines=data.token_lines,
         )
     return data
 

@@ -132,7 +132,7 @@ def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset
         lines.append(line)
     if not toks:
         raise InputError(f"{path}: no sentences found")
-    return SequenceDataset(toks, labs, source=str(path), lines=lines)
+    return SequenceDataset(toks, labs, source=str(path), lines=lines, token_lines=True)
 
 
 def detect_scheme(labels: list[list[str]]) -> str:

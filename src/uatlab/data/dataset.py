@@ -26,12 +26,16 @@ class SequenceDataset:
         labels: ``labels[i][k]`` is its label (a string).
         source: where the data came from (a path or a description).
         lines: ``lines[i]`` is the line number (1-based) where sequence i starts in ``source``.
+        token_lines: token k of sequence i is on line ``lines[i] + k`` (CoNLL: one token per line, a sentence
+            has no blank or marker line inside); otherwise (JSONL, text, data in memory) every token of a
+            sequence is on its line ``lines[i]``. `where` names a token's own line when given its position.
     """
 
     tokens: list[list[str]]
     labels: list[list[str]]
     source: str = "<memory>"
     lines: list[int] = field(default_factory=list)
+    token_lines: bool = False
 
     def __post_init__(self) -> None:
         if len(self.tokens) != len(self.labels):
@@ -66,9 +70,11 @@ class SequenceDataset:
             if len(t) != len(y):
                 raise InputError(f"{self.where(i)}: sequence {i} has {len(t)} tokens but {len(y)} labels")
 
-    def where(self, i: int) -> str:
-        line = self.lines[i] if i < len(self.lines) else "?"
-        return f"{self.source}:{line}"
+    def where(self, i: int, position: int | None = None) -> str:
+        """``source:line`` of sequence i, or of its token at ``position`` (its own line when `token_lines`)."""
+        if i >= len(self.lines):
+            return f"{self.source}:?"
+        return f"{self.source}:{token_line(self.lines[i], position, self.token_lines)}"
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -111,10 +117,18 @@ class SequenceDataset:
             [self.labels[i] for i in idx],
             source=self.source,
             lines=[self.lines[i] for i in idx],
+            token_lines=self.token_lines,
         )
 
     def __iter__(self) -> Iterator[tuple[list[str], list[str]]]:
         return iter(zip(self.tokens, self.labels, strict=True))
+
+
+def token_line(first_line: int, position: int | None, token_lines: bool) -> int:
+    """The line of the token at ``position`` of a sequence starting on ``first_line``: ``first_line + position``
+    when the data has one token per line (`SequenceDataset.token_lines`), else (or with no position) the
+    sequence's line."""
+    return int(first_line) + int(position) if token_lines and position is not None else int(first_line)
 
 
 UNK = "<unk>"
@@ -273,7 +287,7 @@ def _encode(
             if j is None:
                 if fallback is None:
                     raise InputError(
-                        f"{data.where(i)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
+                        f"{data.where(i, k)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
                     )
                 j = fallback
             ids[k] = j

@@ -73,7 +73,7 @@ def data_report(data: SequenceDataset, max_conflicts: int = 10) -> dict[str, Any
         "baseline_per_word_majority": base["per_word_majority"],
         "conflicts": [
             {
-                "where": [data.where(i) for i in c.sequences[:4]],
+                "where": [data.where(i, c.position) for i in c.sequences[:4]],
                 "position": c.position,
                 "token": c.token,
                 "label_counts": c.label_counts,

@@ -317,12 +317,20 @@ class TokenStore:
     """Chunked on-disk encoding of a labelled data set (see the module docstring)."""
 
     def __init__(
-        self, work_dir: str | Path, source: str, context: str, chunk_tokens: int = 1_000_000, resume: bool = False
+        self,
+        work_dir: str | Path,
+        source: str,
+        context: str,
+        chunk_tokens: int = 1_000_000,
+        resume: bool = False,
+        token_lines: bool = False,
     ) -> None:
         if chunk_tokens < 1:
             raise InputError(f"chunk_tokens must be ≥ 1, got {chunk_tokens}")
         self.dir = Path(work_dir)
         self.source = source
+        # the source has one token per line (CoNLL): a token's line is its sequence's line plus its position
+        self.token_lines = bool(token_lines)
         self.context = context
         self.chunk_tokens = int(chunk_tokens)
         self.token_to_id: dict[str, int] = {}

@@ -48,7 +48,7 @@ def encode(data: SequenceDataset, vocab: Encoding, role: str = "training") -> En
             j = lab_ids.get(lab)
             if j is None:
                 raise InputError(
-                    f"{data.where(i)}: label {lab!r} (sequence {i}, position {k}) of the {role} data was never "
+                    f"{data.where(i, k)}: label {lab!r} (sequence {i}, position {k}) of the {role} data was never "
                     f"seen in training; the model knows only {vocab.id_to_label}"
                 )
             tgt[k] = j

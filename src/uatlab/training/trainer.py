@@ -539,11 +539,11 @@ def _train_in(
                     f"{part.where(i)}: a sequence of {len(part.tokens[i])} tokens is longer than the init model's "
                     f"max_len {model.config.max_len} ({len(too_long)} such sequences)"
                 )
-        unknown = [(i, t) for i, seq in enumerate(train_data.tokens) for t in seq if t not in known]
+        unknown = [(i, k, t) for i, seq in enumerate(train_data.tokens) for k, t in enumerate(seq) if t not in known]
         if unknown:
-            i, t = unknown[0]
+            i, k, t = unknown[0]
             raise InputError(
-                f"{train_data.where(i)}: token {t!r} is not in the vocabulary of the init model {cfg.init} "
+                f"{train_data.where(i, k)}: token {t!r} is not in the vocabulary of the init model {cfg.init} "
                 f"({len(unknown)} such tokens)"
             )
     else:

@@ -110,7 +110,7 @@ import numpy as np
 import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
-from uatlab.data.dataset import Encoding, SequenceDataset
+from uatlab.data.dataset import Encoding, SequenceDataset, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
@@ -1977,15 +1977,19 @@ class EncodedChunk:
     offsets: np.ndarray  # (sequences + 1,) int64, offsets[0] = 0
     keys: np.ndarray  # (Σ n_i,) int64 input keys (uatlab.data.keys.input_keys), in sequence order
     lines: np.ndarray  # (sequences,) int64 source line of each sequence
+    token_lines: bool = False  # token k of sequence i is on line lines[i] + k (CoNLL; SequenceDataset.token_lines)
 
     @classmethod
-    def from_lists(cls, tok_ids: list[np.ndarray], lab_ids: list[np.ndarray], keys: np.ndarray, lines) -> EncodedChunk:
+    def from_lists(
+        cls, tok_ids: list[np.ndarray], lab_ids: list[np.ndarray], keys: np.ndarray, lines, token_lines: bool = False
+    ) -> EncodedChunk:
         """From one id array per sequence."""
         lengths = np.fromiter((len(t) for t in tok_ids), np.int64, len(tok_ids))
         cat = (
             (lambda a: np.concatenate(a).astype(np.int64, copy=False)) if tok_ids else (lambda a: np.zeros(0, np.int64))
         )
-        return cls(cat(tok_ids), cat(lab_ids), np.r_[0, np.cumsum(lengths)], keys, np.asarray(lines, np.int64))
+        lines = np.asarray(lines, np.int64)
+        return cls(cat(tok_ids), cat(lab_ids), np.r_[0, np.cumsum(lengths)], keys, lines, token_lines)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -2008,8 +2012,9 @@ def _lengths(chunk: SequenceDataset | EncodedChunk) -> np.ndarray:
     return np.array([len(t) for t in chunk.tokens])
 
 
-def _line_at(chunk: SequenceDataset | EncodedChunk, si: int) -> int:
-    return int(chunk.lines[si])
+def _line_at(chunk: SequenceDataset | EncodedChunk, si: int, k: int) -> int:
+    """The line of token ``k`` of the chunk's sequence ``si`` (`uatlab.data.dataset.token_line`)."""
+    return token_line(chunk.lines[si], k, chunk.token_lines)
 
 
 def _token_at(chunk: SequenceDataset | EncodedChunk, enc: Encoding, si: int, k: int) -> str:
@@ -2142,7 +2147,11 @@ def _certify_chunk(
         context = "prefix" if bm.cfg.causal else "sequence"
         keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
         flat = EncodedChunk.from_lists(
-            enc.encode_tokens(chunk, start=start), enc.encode_labels(chunk, start=start), keys, chunk.lines
+            enc.encode_tokens(chunk, start=start),
+            enc.encode_labels(chunk, start=start),
+            keys,
+            chunk.lines,
+            chunk.token_lines,
         )
     keys = flat.keys
     context = "prefix" if bm.cfg.causal else "sequence"
@@ -2264,7 +2273,7 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                 "sequence": start + si,
                 "position": int(k),
                 "token": _token_at(chunk, enc, si, k),
-                "line": _line_at(chunk, si),
+                "line": _line_at(chunk, si, int(k)),
                 "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
             }
     if setup.max_examples > 0 and not ok.all():
@@ -2282,7 +2291,7 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
                     "position": int(k),
                     "token": _token_at(chunk, enc, si, k),
                     "label": _label_at(chunk, enc, si, k),
-                    "line": _line_at(chunk, si),
+                    "line": _line_at(chunk, si, int(k)),
                     "certified_margin_lower_bound": float(lower[b, k]),
                     "softmax_range_exceeded": bool(bad[b, k]),
                 }
@@ -2296,9 +2305,13 @@ def _example_key(example: dict[str, Any]) -> tuple[int, int]:
 
 
 def stream_chunks(
-    records: Iterable[tuple[list[str], list[str], int]], source: str, tokens_per_chunk: int = 200_000
+    records: Iterable[tuple[list[str], list[str], int]],
+    source: str,
+    tokens_per_chunk: int = 200_000,
+    token_lines: bool = False,
 ) -> Iterator[tuple[int, SequenceDataset]]:
-    """Group streamed (tokens, labels, line) records into (start index, SequenceDataset) chunks."""
+    """Group streamed (tokens, labels, line) records into (start index, SequenceDataset) chunks; ``token_lines``:
+    the records have one token per line (CoNLL, `uatlab.data.dataset.SequenceDataset.token_lines`)."""
     buf: list = []
     start = count = 0
     for rec in records:
@@ -2306,11 +2319,14 @@ def stream_chunks(
         count += len(rec[0])
         if count >= tokens_per_chunk:
             count = 0
-            yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
+            yield (
+                start,
+                SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf], token_lines),
+            )
             start += len(buf)
             buf = []
     if buf:
-        yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf])
+        yield start, SequenceDataset([b[0] for b in buf], [b[1] for b in buf], source, [b[2] for b in buf], token_lines)
 
 
 def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000) -> Iterator[tuple[int, EncodedChunk]]:
@@ -2322,6 +2338,7 @@ def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000
         raise ValueError(f"tokens_per_chunk must be at least 1, got {tokens_per_chunk}")
     tok_map = _id_map(list(store.token_to_id), encoding.token_to_id, "token")
     lab_map = _id_map(list(store.label_to_id), encoding.label_to_id, "label")
+    token_lines = bool(getattr(store, "token_lines", False))  # one token per line in the source (CoNLL)
     carry: dict[str, np.ndarray] | None = None  # sequences read but not yet yielded (fewer than a chunk's tokens)
     start = 0
     for z in store.chunk_arrays(with_lines=True):
@@ -2333,18 +2350,21 @@ def store_chunks(store: Any, encoding: Encoding, tokens_per_chunk: int = 200_000
             j = int(np.searchsorted(off[1:], off[s] + tokens_per_chunk, side="left"))
             if j >= len(cur["lengths"]):
                 break
-            yield start, _encoded(cur, off, s, j + 1, tok_map, lab_map)
+            yield start, _encoded(cur, off, s, j + 1, tok_map, lab_map, token_lines)
             start += j + 1 - s
             s = j + 1
         carry = {k: cur[k][off[s] :] if k in ("word", "label", "key") else cur[k][s:] for k in _FLAT_FIELDS}
     if carry is not None and len(carry["lengths"]):
-        yield start, _encoded(carry, np.r_[0, np.cumsum(carry["lengths"])], 0, len(carry["lengths"]), tok_map, lab_map)
+        offsets = np.r_[0, np.cumsum(carry["lengths"])]
+        yield start, _encoded(carry, offsets, 0, len(carry["lengths"]), tok_map, lab_map, token_lines)
 
 
 _FLAT_FIELDS = ("lengths", "word", "label", "key", "lines")
 
 
-def _encoded(flat: dict[str, np.ndarray], off: np.ndarray, a: int, b: int, tok_map, lab_map) -> EncodedChunk:
+def _encoded(
+    flat: dict[str, np.ndarray], off: np.ndarray, a: int, b: int, tok_map, lab_map, token_lines: bool = False
+) -> EncodedChunk:
     """Sequences a…b−1 of a store's flat arrays (token offsets ``off``) under the model's ids."""
     t0, t1 = int(off[a]), int(off[b])
     return EncodedChunk(
@@ -2353,6 +2373,7 @@ def _encoded(flat: dict[str, np.ndarray], off: np.ndarray, a: int, b: int, tok_m
         off[a : b + 1] - t0,
         flat["key"][t0:t1],
         flat["lines"][a:b],
+        token_lines,
     )
 
 

@@ -631,7 +631,14 @@ def compile_memorizer(
                 cert = certify_store_with_progress(model, data, progress, exp_ulps, mapper=mapper)
             else:
                 cert = certify_chunks_with_progress(
-                    model, records(), data.source, data.sequences, progress, exp_ulps, mapper=mapper
+                    model,
+                    records(),
+                    data.source,
+                    data.sequences,
+                    progress,
+                    exp_ulps,
+                    mapper=mapper,
+                    token_lines=data.token_lines,
                 )
             report["stage_seconds"]["certify"] = time.perf_counter() - t
         report["seconds"] = time.perf_counter() - t0
@@ -686,11 +693,14 @@ def certify_chunks_with_progress(
     progress: ProgressFn | None,
     exp_ulps: float = DEFAULT_EXP_ULPS,
     mapper: Mapper | None = None,
+    token_lines: bool = False,
 ) -> Certificate:
     """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``;
-    ``mapper``: where the chunks run (see `uatlab.verify.certificate.certify_chunks`)."""
+    ``mapper``: where the chunks run (see `uatlab.verify.certificate.certify_chunks`); ``token_lines``: the
+    records have one token per line (CoNLL), so a token's line is its sequence's first line plus its position."""
     cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
-    return certify_chunks(model, stream_chunks(records, source), total, progress=cb, exp_ulps=exp_ulps, mapper=mapper)
+    chunks = stream_chunks(records, source, token_lines=token_lines)
+    return certify_chunks(model, chunks, total, progress=cb, exp_ulps=exp_ulps, mapper=mapper)
 
 
 def certify_store_with_progress(
