@@ -103,3 +103,14 @@ def test_certify_data_report_and_predict_name_the_token_line(tmp_path, capsys):
     text = _write(tmp_path / "t.txt", ["Peter said", "EU rejects Zorbia call"])
     assert main(["predict", str(model), str(text)]) == 2
     assert f"{text}:2: sentence 1, position 2: token 'Zorbia'" in " ".join(capsys.readouterr().err.split())
+
+
+def test_certify_of_a_deep_model_names_the_token_line(tmp_path, capsys):
+    data = _write(tmp_path / "d.conll", ROWS)
+    model = tmp_path / "deep.safetensors"
+    assert main(["compile", str(data), "--ff", "deep", "--out", str(model), "--json"]) == 0
+    rows, line = _changed(ROWS, "Commission", "B-FOO")
+    bad = _write(tmp_path / "bad.conll", rows)
+    capsys.readouterr()
+    assert main(["certify", str(model), str(bad)]) == 2
+    assert f"{bad}:{line}: label 'B-FOO'" in " ".join(capsys.readouterr().err.split())

@@ -808,7 +808,7 @@ def certify_cmd(
         deep_refuses = tuple(o for o in in_process_only if o != "max_memory")  # it pads to n': a memory check
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         _refuse_unk(unknown, model_path, "a --ff deep model")
-        return certify_deep_command(model_path, data, _records(data, fmt), json_out)
+        return certify_deep_command(model_path, data, _records(data, fmt), json_out, _token_lines(data, fmt))
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)

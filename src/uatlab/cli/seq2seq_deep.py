@@ -167,9 +167,10 @@ def compile_deep_file(
     return fig
 
 
-def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: bool) -> None:
+def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False) -> None:
     """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA, with
-    progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding."""
+    progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding.
+    ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line."""
     from uatlab.cli.app import console, key_value_table, print_json
     from uatlab.cli.progress import StageBars
     from uatlab.data.dataset import SequenceDataset
@@ -194,7 +195,7 @@ def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: b
             f"certifying {data} on {model_path}",
             f"its {len(tokens)} sequences are padded to the model's context n' = {n} positions",
         )
-        dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines)
+        dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines, token_lines=token_lines)
         cert = certify_seq2seq_dataset(model, dataset, progress=bars)
     fig: dict[str, Any] = {
         "task": "token",
