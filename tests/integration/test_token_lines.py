@@ -93,6 +93,14 @@ def test_certify_data_report_and_predict_name_the_token_line(tmp_path, capsys):
     (conflict,) = json.loads(capsys.readouterr().out)["conflicts"]
     second = _line_of(ROWS + [""] + rows, "Commission", len(ROWS))
     assert conflict["where"] == [f"{both}:{line}", f"{both}:{second}"]
+    # compile names the same lines (its token store, and the library on a data set read from CoNLL)
+    assert main(["compile", str(both), "--out", str(tmp_path / "both.safetensors"), "--json"]) == 0
+    (conflict,) = json.loads(capsys.readouterr().out)["conflicts"]
+    assert conflict["lines"] == [line, second]
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
+
+    (conflict,) = compile_memorizer(read_conll(both)).facts["conflicts"]
+    assert conflict["lines"] == [line, second]
     # a word outside the vocabulary: predict names its line (CoNLL) or its sentence's line (text)
     rows = list(ROWS)
     i = _line_of(rows, "call") - 1

@@ -23,6 +23,8 @@ class EncodedData:
         source: where the data came from (a path or a description).
         keys: ``keys[i]`` (n_i,) int64 input keys (`uatlab.data.keys.input_keys`), or None.
         unknown_tokens: tokens outside the encoding's vocabulary (mapped to its unknown-word token).
+        token_lines: token k of sequence i is on line ``lines[i] + k`` (CoNLL,
+            `uatlab.data.dataset.SequenceDataset.token_lines`).
     """
 
     encoding: Encoding
@@ -32,6 +34,7 @@ class EncodedData:
     source: str = "<memory>"
     keys: list[np.ndarray] | None = None
     unknown_tokens: int = 0
+    token_lines: bool = False
     lengths: np.ndarray = field(init=False)  # (N,) int64
 
     def __post_init__(self) -> None:
@@ -65,4 +68,5 @@ def encode_dataset(
     if context is not None:
         keys = [np.array(input_keys(toks, context), dtype=np.int64) for toks in data.tokens]
     lines = [data.lines[i] if i < len(data.lines) else i + 1 for i in range(len(data))]
-    return EncodedData(enc, ids, enc.encode_labels(data), lines, data.source, keys, unknown_tokens)
+    labels = enc.encode_labels(data)
+    return EncodedData(enc, ids, labels, lines, data.source, keys, unknown_tokens, data.token_lines)

@@ -94,14 +94,21 @@ def group_bucket(
     id2lab: list[str],
     lines: np.ndarray,
     by_position: int | None,
+    token_lines: bool = False,
 ) -> list[Occurrences]:
     """The reduce step of one word bucket: its occurrences grouped and reduced, for each h column in
-    ``columns`` (a list of column indices), or with each token's column chosen by its position (an array)."""
+    ``columns`` (a list of column indices), or with each token's column chosen by its position (an array);
+    ``token_lines``: one token per source line (CoNLL), for the lines conflicts name."""
     if isinstance(columns, np.ndarray):
         hs = [table.h[np.arange(len(table)), columns[table.pos]]]
     else:
         hs = [table.h[:, c] for c in columns]
-    return [reduce_occurrences(group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position)) for h in hs]
+    return [
+        reduce_occurrences(
+            group_occurrences(table, h, id2tok, id2lab, lines, by_position=by_position, token_lines=token_lines)
+        )
+        for h in hs
+    ]
 
 
 def _counted(items: Iterable[Any], step: Callable[[int], None] | None) -> Iterator[Any]:
@@ -131,6 +138,7 @@ def _compile_tables(
     progress: ProgressFn | None = None,
     num_tables: int | None = None,
     mapper: Mapper | None = None,
+    token_lines: bool = False,
 ) -> tuple[Transformer, dict]:
     """Group the tables (disjoint word sets; column c of ``table.h`` is h under candidate ``pool[c]``), choose
     the query scales, build the model: one code path for the in-memory and the out-of-core compiler.
@@ -163,7 +171,7 @@ def _compile_tables(
         choice = np.array([min(range(len(pool)), key=lambda c: (risky[c, k], -ratio[c, k], c)) for k in range(max_len)])
         # pass 2: group with each token's chosen column, wherever the mapper runs it (results in bucket order)
         step = _stage(progress, "group contexts", num_tables)
-        items = ((table, choice, id2tok, id2lab, lines, by_position) for table in _counted(tables(), step))
+        items = ((table, choice, id2tok, id2lab, lines, by_position, token_lines) for table in _counted(tables(), step))
         occ = merge_occurrences([part[0] for part in mapper(group_bucket, items)])
         b = np.array([scales[c][k] for k, c in enumerate(choice)])
         beta: float | str = "per-position"
@@ -183,7 +191,7 @@ def _compile_tables(
         def items():  # label information per table here, the grouping wherever the mapper runs it
             for table in _counted(tables(), step):
                 info_parts.append(_label_information(table, len(id2lab)))
-                yield table, list(range(len(pool))), id2tok, id2lab, lines, by_position
+                yield table, list(range(len(pool))), id2tok, id2lab, lines, by_position, token_lines
 
         for parts in mapper(group_bucket, items()):  # in bucket order
             for c, part in enumerate(parts):
@@ -298,6 +306,7 @@ def compile_encoded(
         labels,
         progress,
         1,
+        token_lines=enc.token_lines,
     )
     report["label_counts"] = np.bincount(table.label, minlength=len(enc.encoding.label_to_id)).tolist()
     return model, report
@@ -366,6 +375,7 @@ def compile_store(
         progress,
         store.bucket_count,
         mapper,
+        token_lines=getattr(store, "token_lines", False),
     )
     report["buckets"] = store.bucket_count
     report["label_counts"] = store.label_counts.tolist()

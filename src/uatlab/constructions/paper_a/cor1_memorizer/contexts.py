@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from uatlab.constructions.paper_a.cor1_memorizer.layout import positional_codes, query_scales
+from uatlab.data.dataset import token_line
 from uatlab.data.information import input_groups
 from uatlab.data.token_store import TokenTable
 
@@ -214,12 +215,15 @@ def group_occurrences(
     lines: np.ndarray,
     max_listed: int = 50,
     by_position: int | None = None,
+    token_lines: bool = False,
 ) -> Occurrences:
     """Group the tokens of ``table`` (``h`` (T,) their contexts) into (group, h) points; groups are words, or
     (word, position) pairs when ``by_position`` (the model's max_len) is given.
 
     ``table`` must hold every occurrence of each of its words, in data order (ties between labels of one
-    point go to the label seen first). ``lines`` maps a global sequence index to its source line.
+    point go to the label seen first). ``lines`` maps a global sequence index to its source line; with
+    ``token_lines`` (one token per line, CoNLL) a conflict names its tokens' own lines (``lines[i]`` plus the
+    position), else the sequences' lines.
 
     A point whose tokens have several labels is a conflict if its tokens are one input, else a collision: two
     tokens are one input only if both input keys agree, ``table.key`` and the salted ``table.key2``
@@ -273,11 +277,12 @@ def group_occurrences(
                     counts_g[id2lab[li]] = counts_g.get(id2lab[li], 0) + 1
                 if len(conflicts) < max_listed:
                     seqs = sorted({int(table.seq[order[m]]) for m in members})
+                    pos = int(table.pos[t0])
                     conflicts.append(
                         {
                             "sequences": seqs[:16],
-                            "lines": sorted({int(lines[q]) for q in seqs})[:16],
-                            "position": int(table.pos[t0]),
+                            "lines": sorted({token_line(lines[q], pos, token_lines) for q in seqs})[:16],
+                            "position": pos,
                             "token": id2tok[int(w_s[members[0]])],
                             "label_counts": counts_g,
                             "majority": id2lab[int(label[g])],
