@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -123,6 +124,17 @@ def test_conll_columns_given_as_text_are_refused_unless_format_text(tmp_path, ca
         assert main(argv) == 2, argv
         assert f"{conll}:3: " in " ".join(capsys.readouterr().err.split()), argv
     assert main(["certify", str(out), str(conll), "--format", "text", "--json"]) == 0
+    # predict with a next-token model says how --format auto read its input, in every output mode
+    seqs = tmp_path / "s.txt"
+    seqs.write_text("EU NNP\nPeter NNP\n")
+    for extra in ([], ["--json"]):
+        capsys.readouterr()
+        assert main(["predict", str(out), str(seqs), *extra]) == 0
+        cap = capsys.readouterr()
+        assert [x for x in cap.err.splitlines() if x.startswith("note:")] == [
+            f"note: {seqs} read as plain text (one sequence per line, split by the model's tokenizer)"
+        ]
+    assert json.loads(cap.out)["format"] == "text"
     # genuine text, lines of one width in paragraphs included, is read as before
     text = tmp_path / "t.txt"
     text.write_text("the cat sat on the mat\nand the dog sat on a log\n\nthe end\n")
