@@ -90,3 +90,20 @@ def test_inputs_built_to_share_a_rolling_key_are_two_inputs(context):
     assert got.ceiling_tokens == sum(max(c.values()) for c in counts.values())
     if context == "sequence":
         assert got.ceiling_tokens == got.tokens  # no two tokens share an input
+
+
+def test_input_groups_is_the_partition_by_both_keys():
+    """Equal ids exactly when both keys are equal, with and without keys shared by several second keys (the sort
+    by the first key alone is used only when every run of equal keys has one second key)."""
+    from uatlab.data.information import input_groups
+
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        T = int(rng.integers(0, 50))
+        key = rng.integers(0, 6, T)
+        key2 = key * 7 + 1 if trial % 2 else rng.integers(0, 3, T)
+        ids = input_groups(key, key2)
+        pairs = list(zip(key.tolist(), key2.tolist(), strict=True))
+        same_ids = ids[:, None] == ids[None, :]
+        same_pairs = np.array([[a == b for b in pairs] for a in pairs], dtype=bool).reshape(T, T)
+        assert np.array_equal(same_ids, same_pairs)

@@ -91,9 +91,16 @@ def input_groups(key: np.ndarray, key2: np.ndarray | None = None) -> np.ndarray:
     key2 = np.asarray(key2, dtype=np.int64)
     if len(key2) != len(key):
         raise ValueError(f"{len(key2)} second keys for {len(key)} keys")
-    order = np.lexsort((key2, key))
+    order = np.argsort(key, kind="stable")
     k, k2 = key[order], key2[order]
-    new = np.r_[True, (k[1:] != k[:-1]) | (k2[1:] != k2[:-1])] if len(k) else np.zeros(0, dtype=bool)
+    same = k[1:] == k[:-1]
+    if not (k2[1:][same] == k2[:-1][same]).all():  # a key shared by two inputs: sort by the second key too
+        order = np.lexsort((key2, key))
+        k, k2 = key[order], key2[order]
+        same = k[1:] == k[:-1]
+    # with every run of equal keys sorted by key2 (one key2 per run in the usual case), an input starts wherever
+    # either key changes
+    new = np.r_[True, ~same | (k2[1:] != k2[:-1])] if len(k) else np.zeros(0, dtype=bool)
     ids = np.empty(len(key), dtype=np.int64)
     ids[order] = np.cumsum(new) - 1
     return ids

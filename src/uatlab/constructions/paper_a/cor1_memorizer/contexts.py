@@ -265,7 +265,12 @@ def group_occurrences(
     conflicts: list[dict[str, Any]] = []
     collision = 0
     if multi.any():
-        k_s = input_groups(table.key, table.key2)[order]  # one id per input (both keys agree)
+        # one id per input (both keys agree), formed on the tokens of these points only: ids are compared within
+        # a point, so grouping that subset gives the same equalities as grouping every token, at its cost
+        on_multi = np.repeat(multi, size)  # (T,) in sorted order
+        k_s = np.full(T, -1, dtype=np.int64)
+        sub = order[on_multi]
+        k_s[on_multi] = input_groups(table.key[sub], None if table.key2 is None else table.key2[sub])
         starts = np.r_[np.flatnonzero(new), T]
         for g in np.flatnonzero(multi):
             members = np.arange(starts[g], starts[g + 1])
