@@ -212,6 +212,7 @@ def _edited(model, edit):
         (lambda m: m.blocks[0].attn.register_forward_pre_hook(lambda mod, args: None), "blocks.0.attn has a forward"),
         (lambda m: setattr(m.blocks[0].ff, "forward", lambda x, *a: x), "blocks.0.ff has its forward replaced"),
         (lambda m: setattr(m.blocks[0], "ff", _Doubled(m.blocks[0].ff)), "blocks.0.ff is a .*_Doubled"),
+        (lambda m: setattr(m, "hidden_states", lambda *a, **k: 3 * type(m).hidden_states(m, *a, **k)), "hidden_states"),
     ],
     ids=[
         "config-says-causal",
@@ -223,6 +224,7 @@ def _edited(model, edit):
         "pre-hook",
         "instance-forward",
         "subclass",
+        "instance-method",
     ],
 )
 def test_modules_that_disagree_with_the_config_are_refused(compiled, edit, message):
@@ -266,3 +268,17 @@ def test_cli_says_a_void_proof_proves_nothing(compiled, tmp_path, capsys):
     assert out["certified"] is False and out["certified_tokens"] == 0
     assert out["bound_certified_tokens"] == out["ceiling_tokens"] and out["invalidated_by"]
     assert "the proof is void, no token is proven" in captured.err
+
+
+def test_a_float32_matmul_mode_does_not_void_a_float64_proof():
+    """TF32/bf16 modes change float32 products only: a float64 model's proof does not rest on them."""
+    data = synthetic_dataset(20, 5, 10, 3, seed=4)
+    model = compile_dataset(data, dtype="float64", run_certificate=False).model
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        cert = certify(model, data)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert cert.environment["ok"] is False  # the process does break it (for float32 runs)
+    assert cert.certified and not cert.invalidated_by and cert.certified_tokens == cert.ceiling_tokens

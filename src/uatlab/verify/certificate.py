@@ -181,7 +181,8 @@ class Certificate:
             ``certified_tokens`` unless the proof is void; then what the bounds would prove if nothing voided them).
         invalidated_by: why the proof is void, empty if it stands: the PyTorch spot check found a certified token
             wrong (the model that runs is not the one the bounds describe), or a run-time check of the assumptions
-            failed in this process (``environment["ok"]`` false). Then no token is proven: ``certified_tokens`` is
+            failed in this process (``environment["ok"]`` false; a reduced float32 matmul mode voids float32
+            proofs only). Then no token is proven: ``certified_tokens`` is
             0, every margin −inf, and ``min_margin_at`` None.
         margins: per sequence (data order), a float64 array with every token's certified lower margin
             (−inf where a softmax row could leave the normal range, and everywhere when void); None when not kept
@@ -661,7 +662,8 @@ def _gate_rows(WJ: np.ndarray, m: int) -> tuple[np.ndarray, ...]:
 
 def _check_plain_modules(model: Transformer) -> None:
     """Refuse a model whose forward is not uatlab's: a module of another class (a subclass may compute anything),
-    a ``forward`` replaced on an instance, or a forward hook (on a module or global) that may rewrite what a
+    a method replaced on an instance (an instance attribute shadowing a callable of the class: ``forward``,
+    ``hidden_states``, ``_call_impl``, ...), or a forward hook (on a module or global) that may rewrite what a
     module returns. The bounds describe the computation of uatlab's own classes on the stored tensors."""
     from torch.nn.modules import module as torch_module
 
@@ -684,8 +686,11 @@ def _check_plain_modules(model: Transformer) -> None:
                 f"{where} is a {type(module).__module__}.{type(module).__qualname__}: certify covers uatlab's "
                 "own modules only (a subclass or another module may compute something else)"
             )
-        if "forward" in vars(module):
-            raise InputError(f"{where} has its forward replaced on the instance: its computation is not certified")
+        replaced = sorted(n for n in vars(module) if callable(getattr(type(module), n, None)))
+        if replaced:
+            raise InputError(
+                f"{where} has its {', '.join(replaced)} replaced on the instance: its computation is not certified"
+            )
         if any(getattr(module, h, None) for h in hooks):
             raise InputError(
                 f"{where} has a forward hook: it may change what the module returns, so the model's forward is not "
@@ -1909,12 +1914,14 @@ def certify_chunks(
             f"PyTorch's own forward got {spot['certified_but_wrong']} of the {spot['certified']} certified tokens it "
             "ran wrong: the model that runs is not the one the bounds describe"
         )
-    if not env["ok"]:
-        failed = [k for k in ("round_to_nearest", "gradual_underflow") if not env[k]]
-        if env["float32_matmul_precision"] != "highest" or any(
-            v != "ieee" for v in env["float32_matmul_backends"].values()
-        ):
-            failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+    failed = [k for k in ("round_to_nearest", "gradual_underflow") if not env[k]]
+    # reduced-precision matmul modes (TF32, bf16) change float32 products only: a float64 proof does not rest on them
+    if bm.dtype == "float32" and (
+        env["float32_matmul_precision"] != "highest"
+        or any(v != "ieee" for v in env["float32_matmul_backends"].values())
+    ):
+        failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+    if failed:
         invalidated_by.append("run-time checks of the assumptions failed in this process: " + ", ".join(failed))
     bound_certified_tokens = certified_tokens
     if invalidated_by:
