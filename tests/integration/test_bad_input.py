@@ -1029,3 +1029,24 @@ def test_disk_full_while_compile_stores_the_data_leaves_no_partial_chunk(case_di
     monkeypatch.setattr(np, "savez", real_savez)
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--chunk-tokens", "2", "--resume", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["certified"] is True
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EDQUOT"])
+def test_disk_or_quota_full_after_reading_says_where_the_data_is_kept(
+    case_dir: Path, capsys, monkeypatch, code
+) -> None:
+    """Out of space (a full disk or a full quota) once the data is stored: the message says it is kept for
+    --resume, in either case."""
+    import errno
+
+    import uatlab.constructions.paper_a.cor1_memorizer as memorizer
+
+    number = getattr(errno, code)
+
+    def full(*args, **kwargs):
+        raise OSError(number, os.strerror(number), "m.safetensors.work/buckets/b0")
+
+    monkeypatch.setattr(memorizer, "compile_memorizer", full)
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "the data read so far is kept in m.safetensors.work for --resume" in err, err

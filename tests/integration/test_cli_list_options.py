@@ -109,3 +109,15 @@ def test_export_seed_outside_the_seed_range_is_refused(here: Path, capsys, seed:
     err = capsys.readouterr().err
     assert err.startswith("error:") and "--seed" in err and "Traceback" not in err, err
     assert not (here / "tl").exists()
+
+
+def test_white_space_means_the_default_where_an_empty_list_does() -> None:
+    """Where an empty list means the default, so does one of white space only (the commands read it as empty)."""
+    from types import SimpleNamespace
+
+    from uatlab.cli.options import _number_list
+    from uatlab.cli.train import _ints
+
+    check = _number_list(int, "integers", "grid", lambda v: None)
+    param = SimpleNamespace(default="", opts=["--grid"])
+    assert _ints(check(param, "  "), "--grid") == () == _ints(check(param, ""), "--grid")

@@ -488,3 +488,10 @@ def test_train_advice_names_arguments_not_cli_flags(tmp_path):
     with pytest.raises(CheckpointError, match="was written for a different run .* without resume") as e:
         uatlab.train(data, other, tmp_path / "run", progress=False, with_f1=False, resume=True)
     assert "--" not in str(e.value) and "use another --out or drop --resume" in in_flags(str(e.value))
+
+
+def test_a_missing_width_in_a_width_list_is_named():
+    from uatlab.training import TrainConfig
+
+    with pytest.raises(InputError, match=r"ff_width\[1\] must be a width"):
+        TrainConfig(ff_width=[8, None], layers=2, dim=4)

@@ -589,7 +589,11 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         raise
     except OSError as exc:  # disk full: the error line says where the data read so far is kept
         store = run.get("store") if run is not None else None
-        if exc.errno == errno.ENOSPC and store is not None and owns(store.dir, store.m.get("work_id")):
+        if (
+            exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+            and store is not None
+            and owns(store.dir, store.m.get("work_id"))
+        ):
             exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
         raise
 

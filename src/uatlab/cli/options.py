@@ -102,7 +102,7 @@ def _number_list(
 
     def check(param: typer.CallbackParam, text: str | None) -> str | None:
         if text is None or (text.strip() == "" and param.default in (None, "")):
-            return text
+            return text if text is None else ""  # white space only: the default, as an empty list
         values = list_items(text, max(param.opts, key=len), parse, kind)
         for v in values:
             check_one(v)

@@ -126,6 +126,9 @@ def check_train_fields(fields: dict[str, Any], where: str = "TrainConfig") -> di
             continue
         if name == "ff_width" and isinstance(out[name], (list, tuple)):
             widths = list(out[name])
+            for i, w in enumerate(widths):  # each a width: None ("no width given") is for the field as a whole
+                if w is None:
+                    raise InputError(f"{where}: ff_width[{i}] must be a width (an integer), got None")
             out[name] = [check_value(name, w, where) for w in widths]
             if len(widths) != out["layers"]:
                 raise InputError(f"{where}: ff_width lists {len(widths)} widths for {out['layers']} layers")

@@ -89,8 +89,8 @@ class TrainConfig:
     them with its values (`config_of_init_model`), so the recorded config is the model that was trained.
 
     Every field is checked at construction against `uatlab.training.limits.RANGES` and ``CHOICES`` (the ranges
-    of ``uatlab train``'s options): a number of the wrong type is a TypeError, one outside its range (NaN and
-    infinity included) or a misspelt choice an InputError, naming the field, its value and the allowed range.
+    of ``uatlab train``'s options): a value of the wrong type, one outside its range (NaN and infinity
+    included) or a misspelt choice is an InputError, naming the field, its value and the allowed range.
     ``embed_std=0`` means None; ``rank`` is at most min(``dim``, ``head_dim``); with ``init`` the model fields
     are not range-checked (the init model's replace them).
     """
@@ -460,8 +460,8 @@ def train(
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
             the run would replace and that an earlier run did not write (or the init model itself).
         TypeError: ``train_data`` or ``valid_data`` not a `SequenceDataset`, or ``cfg`` not a `TrainConfig`
-            (before any file); ``max_minutes`` not a number.
-        InputError: also ``max_minutes`` outside (0, 10^7] (before any file).
+            (before any file).
+        InputError: also ``max_minutes`` not a number or outside (0, 10^7] (before any file).
     """
     for name, part in (("train_data", train_data), ("valid_data", valid_data)):
         if part is not None and not isinstance(part, SequenceDataset):
