@@ -106,7 +106,14 @@ def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select,
             highlight=False,
         )
 
-    runs = run_claims(ctx, select=select, on_done=progress)
+    figures = out / "figures"
+    made = not figures.exists()
+    try:
+        runs = run_claims(ctx, select=select, on_done=progress)
+    except OSError:  # the disk, not a claim (`run_claim`): leave no empty figures folder this run made
+        if made and figures.is_dir() and not any(figures.iterdir()):
+            figures.rmdir()
+        raise
     from uatlab.report.claims_report import write_claims_report  # jinja2: loaded by this command only
 
     paths = write_claims_report(runs, out, quick=quick, seconds=time.perf_counter() - t0)
