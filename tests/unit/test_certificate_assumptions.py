@@ -1,6 +1,7 @@
 """The certificate's assumptions: the exp error is a parameter, the checkable ones are checked at run time,
 a residual add fused into the preceding GEMM is covered, and the Certificate serialises to JSON text."""
 
+import contextlib
 import copy
 import ctypes
 import ctypes.util
@@ -22,6 +23,17 @@ from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
 
 F32 = np.float32
+
+
+@contextlib.contextmanager
+def float32_matmul_precision(mode: str):
+    """PyTorch's float32 matmul precision set to ``mode`` inside the block, restored after it (also on failure)."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(mode)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +75,9 @@ def test_cli_records_exp_ulp_and_rejects_a_bad_value(compiled, tmp_path, capsys)
 
 def test_environment_checks_detect_reduced_matmul_precision():
     assert environment_checks()["ok"]  # PyTorch's defaults satisfy every checkable assumption
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
+    with float32_matmul_precision("high"):
         env = environment_checks()
-        assert env["float32_matmul_precision"] == "high" and env["ok"] is False
-    finally:
-        torch.set_float32_matmul_precision(previous)
+    assert env["float32_matmul_precision"] == "high" and env["ok"] is False
     assert environment_checks()["ok"]
 
 
@@ -142,12 +150,8 @@ def test_certificate_to_json_is_json_text_with_per_token_margins(compiled):
 def test_a_broken_assumption_in_this_process_means_not_certified(compiled):
     model, data = compiled
     assert certify(model, data).certified
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("medium")
-    try:
+    with float32_matmul_precision("medium"):
         cert = certify(model, data)
-    finally:
-        torch.set_float32_matmul_precision(previous)
     assert cert.environment["ok"] is False and not cert.certified
     assert cert.bound_certified_tokens >= cert.ceiling_tokens  # what the bounds give: void in this process
     assert cert.certified_tokens == 0 and cert.certified_fraction == 0.0
@@ -257,12 +261,8 @@ def test_cli_says_a_void_proof_proves_nothing(compiled, tmp_path, capsys):
     path, model_path = tmp_path / "d.jsonl", tmp_path / "m.safetensors"
     write_jsonl(data, path)
     save_compiled(model, model_path)
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("medium")
-    try:
+    with float32_matmul_precision("medium"):
         assert main(["certify", str(model_path), str(path), "--json"]) == 0
-    finally:
-        torch.set_float32_matmul_precision(previous)
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["certified"] is False and out["certified_tokens"] == 0
@@ -274,11 +274,7 @@ def test_a_float32_matmul_mode_does_not_void_a_float64_proof():
     """TF32/bf16 modes change float32 products only: a float64 model's proof does not rest on them."""
     data = synthetic_dataset(20, 5, 10, 3, seed=4)
     model = compile_dataset(data, dtype="float64", run_certificate=False).model
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
+    with float32_matmul_precision("high"):
         cert = certify(model, data)
-    finally:
-        torch.set_float32_matmul_precision(previous)
     assert cert.environment["ok"] is False  # the process does break it (for float32 runs)
     assert cert.certified and not cert.invalidated_by and cert.certified_tokens == cert.ceiling_tokens
