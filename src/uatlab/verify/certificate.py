@@ -594,9 +594,21 @@ def environment_checks() -> dict[str, Any]:
     checks["float32_matmul_precision"] = precision
     checks["float32_matmul_backends"] = matmul
     checks["torch_compile"] = "not checked (not visible from the model): eager evaluation assumed"
-    full = precision == "highest" and all(v == "ieee" for v in matmul.values())
-    checks["ok"] = bool(nearest and gradual and full)
+    checks["ok"] = not environment_failures(checks, "float32")
     return checks
+
+
+def environment_failures(env: dict[str, Any], dtype: str) -> list[str]:
+    """The run-time checks of `environment_checks` that fail and that a proof in ``dtype`` rests on: rounding and
+    gradual underflow always; the float32 matmul precision (legacy setting and every backend's) for float32 only,
+    since reduced-precision modes (TF32, bf16) change float32 products alone."""
+    failed = [k for k in ("round_to_nearest", "gradual_underflow") if not env[k]]
+    reduced = env["float32_matmul_precision"] != "highest" or any(
+        v != "ieee" for v in env["float32_matmul_backends"].values()
+    )
+    if dtype == "float32" and reduced:
+        failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+    return failed
 
 
 def _float32_matmul_backends() -> dict[str, str]:
@@ -1914,13 +1926,7 @@ def certify_chunks(
             f"PyTorch's own forward got {spot['certified_but_wrong']} of the {spot['certified']} certified tokens it "
             "ran wrong: the model that runs is not the one the bounds describe"
         )
-    failed = [k for k in ("round_to_nearest", "gradual_underflow") if not env[k]]
-    # reduced-precision matmul modes (TF32, bf16) change float32 products only: a float64 proof does not rest on them
-    if bm.dtype == "float32" and (
-        env["float32_matmul_precision"] != "highest"
-        or any(v != "ieee" for v in env["float32_matmul_backends"].values())
-    ):
-        failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+    failed = environment_failures(env, bm.dtype)
     if failed:
         invalidated_by.append("run-time checks of the assumptions failed in this process: " + ", ".join(failed))
     bound_certified_tokens = certified_tokens
