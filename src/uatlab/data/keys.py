@@ -126,10 +126,14 @@ def input_identity_assumption(salted_for: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=2)
 def salt_table(salt: int, vocabulary: int) -> np.ndarray:
-    """(vocabulary,) uint64: one value per token id, drawn from ``salt`` (`salted_input_keys`)."""
+    """(vocabulary,) uint64, read-only: one value per token id, drawn from ``salt`` (`salted_input_keys`). The
+    latest tables are kept (per process): every chunk of a run, in any worker, asks for the same one."""
     rng = np.random.default_rng(salt)
-    return rng.integers(0, np.iinfo(np.uint64).max, size=vocabulary, dtype=np.uint64, endpoint=True)
+    table = rng.integers(0, np.iinfo(np.uint64).max, size=vocabulary, dtype=np.uint64, endpoint=True)
+    table.flags.writeable = False
+    return table
 
 
 def salted_input_keys(tok: np.ndarray, offsets: np.ndarray, table: np.ndarray, context: str) -> np.ndarray:

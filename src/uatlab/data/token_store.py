@@ -205,18 +205,6 @@ def append_partitioned(
                 hashers[b].update(part.view(np.uint8))
 
 
-_SALT_TABLE: dict[tuple[int, int], np.ndarray] = {}  # per process: the salt table of the current bucket pass
-
-
-def _salt_table(salt: int, vocabulary: int) -> np.ndarray:
-    """`uatlab.data.keys.salt_table`, drawn once per process and pass (every chunk of a pass uses the same)."""
-    table = _SALT_TABLE.get((salt, vocabulary))
-    if table is None:
-        _SALT_TABLE.clear()
-        table = _SALT_TABLE[(salt, vocabulary)] = _keys.salt_table(salt, vocabulary)
-    return table
-
-
 def chunk_records(
     z: dict[str, Any],
     columns: Callable[[list[np.ndarray]], np.ndarray],
@@ -231,7 +219,7 @@ def chunk_records(
     lengths = np.asarray(z["lengths"], dtype=np.int64)
     cuts = np.cumsum(lengths)[:-1]
     word = np.split(z["word"], cuts)
-    key2 = _keys.salted_input_keys(z["word"], np.r_[0, np.cumsum(lengths)], _salt_table(salt, vocabulary), context)
+    key2 = _keys.salted_input_keys(z["word"], np.r_[0, np.cumsum(lengths)], _keys.salt_table(salt, vocabulary), context)
     table = TokenTable.from_sequences(
         word, np.split(z["label"], cuts), np.split(z["key"], cuts), z["first_sequence"], columns(word), key2
     )

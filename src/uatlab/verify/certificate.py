@@ -2069,17 +2069,6 @@ class _ChunkSetup:
 
 # per process: the bounded model of the current run (by _ChunkSetup.token)
 _SETUP_CACHE: dict[str, _BoundedModel] = {}
-_SALT_CACHE: dict[str, np.ndarray] = {}
-
-
-def _salt_table(setup: _ChunkSetup, vocabulary: int) -> np.ndarray:
-    """(vocabulary,) uint64 per token id for the salted second input key (`uatlab.data.keys.salted_input_keys`),
-    drawn from the run's random token (``uuid4``: unknown to whoever wrote the data), the same in every worker."""
-    table = _SALT_CACHE.get(setup.token)
-    if table is None or len(table) != vocabulary:
-        _SALT_CACHE.clear()
-        table = _SALT_CACHE[setup.token] = salt_table(int(setup.token, 16), vocabulary)
-    return table
 
 
 def _spot_budgets(
@@ -2169,7 +2158,7 @@ def _certify_chunk(
     keys = flat.keys
     context = "prefix" if bm.cfg.causal else "sequence"
     vocabulary = max(bm.E.shape[0], int(flat.tok.max()) + 1 if len(flat.tok) else 0)  # a bad id is refused below
-    keys2 = salted_input_keys(flat.tok, flat.offsets, _salt_table(setup, vocabulary), context)
+    keys2 = salted_input_keys(flat.tok, flat.offsets, salt_table(int(setup.token, 16), vocabulary), context)
     out: dict[str, Any] = {
         "sequences": len(chunk),
         "tokens": chunk.num_tokens,
