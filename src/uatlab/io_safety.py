@@ -45,6 +45,15 @@ ENVIRONMENT_ERRNOS = frozenset(
 )
 
 
+#: errno values of a full device: no space left, or the user's quota used up
+DISK_FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True if ``exc`` is an OSError of a full disk or quota (`DISK_FULL_ERRNOS`)."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
 def is_environment_error(exc: BaseException) -> bool:
     """True if ``exc`` is an OSError saying a file could not be written or read for a reason of the machine's
     (`ENVIRONMENT_ERRNOS`), not of the data or the code."""

@@ -76,7 +76,9 @@ def _usage_error(exc) -> str:
 def _os_error(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+    from uatlab.io_safety import is_disk_full  # no numpy or torch: the error path stays light
+
+    if is_disk_full(exc):
         what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
         where = f" writing {name}" if name else ""
         kept = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))  # what the command kept (add_note)

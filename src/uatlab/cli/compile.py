@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import typer
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
 from uatlab.errors import InputError, PrecisionError, UatlabError
-from uatlab.io_safety import OutputLock, check_input_file, check_output_file, owns, same_file
+from uatlab.io_safety import OutputLock, check_input_file, check_output_file, is_disk_full, owns, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
@@ -589,11 +588,7 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         raise
     except OSError as exc:  # disk full: the error line says where the data read so far is kept
         store = run.get("store") if run is not None else None
-        if (
-            exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-            and store is not None
-            and owns(store.dir, store.m.get("work_id"))
-        ):
+        if is_disk_full(exc) and store is not None and owns(store.dir, store.m.get("work_id")):
             exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
         raise
 
@@ -663,10 +658,9 @@ def _compile(
     run: dict[str, Any] | None = None,
 ) -> None:
     from uatlab.cli.progress import StageBars
-    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer
+    from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer, save_compiled
     from uatlab.data.keys import input_keys
     from uatlab.data.token_store import TokenStore
-    from uatlab.models.io import save
 
     thread_settings = _threads(threads)
     mapper = _mapper(executor, workers, thread_settings["threads"])
@@ -722,9 +716,7 @@ def _compile(
     fig = dict(con.facts)
     fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
     fig["chunk_tokens"] = chunk_tokens
-    from uatlab._util import to_jsonable  # a non-finite figure is stored as a string ("inf"): JSON has none
-
-    save(con.model, out, facts=to_jsonable({k: v for k, v in fig.items() if k not in ("conflicts", "min_margin_at")}))
+    save_compiled(con.model, out, fig)
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:
         store.remove()
