@@ -944,26 +944,26 @@ def test_option_refused_after_reading_keeps_a_given_work_dir_and_kept_work(case_
 def test_interrupt_after_the_model_is_in_place_says_it_was_saved(case_dir: Path, capsys, monkeypatch) -> None:
     """Ctrl-C or SIGTERM (both raise KeyboardInterrupt) just after the model file was renamed into place: exit 130,
     and the line says the model was saved, complete; the work directory is removed as after a finished run."""
-    import uatlab.models.io as model_io
+    import uatlab.constructions.paper_a.cor1_memorizer.api as memorizer_api  # compile saves through save_compiled
 
-    real_save = model_io.save
+    real_save = memorizer_api.save
 
     def save_then_interrupt(*args, **kwargs):
         real_save(*args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(model_io, "save", save_then_interrupt)
+    monkeypatch.setattr(memorizer_api, "save", save_then_interrupt)
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 130
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert last.startswith("interrupted after the model was saved: m.safetensors is complete"), err
     assert "partial results" not in err
-    monkeypatch.setattr(model_io, "save", real_save)
+    monkeypatch.setattr(memorizer_api, "save", real_save)
     assert main(["certify", "m.safetensors", "data.txt", "--json"]) == 0  # the saved model is whole
     assert json.loads(capsys.readouterr().out)["certified"] is True
     assert not (case_dir / "m.safetensors.work").exists()
     # with --keep-work the work directory stays, and the line says so
-    monkeypatch.setattr(model_io, "save", save_then_interrupt)
+    monkeypatch.setattr(memorizer_api, "save", save_then_interrupt)
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--keep-work"]) == 130
     err = capsys.readouterr().err
     assert "is complete; the work directory m.safetensors.work is kept" in err, err
