@@ -181,3 +181,16 @@ def test_a_document_marker_ends_a_sentence_in_both_conll_readers(tmp_path):
         "".join(line.split()[0] + "\n" if line else "\n" for line in labelled.read_text().split("\n"))
     )
     assert [t for _, t in read_token_blocks(unlabelled)] == data.tokens
+
+
+def test_format_detection_ends_a_sentence_at_a_document_marker_as_the_readers_do(tmp_path):
+    """Unlabelled CoNLL whose sentences are separated by -DOCSTART- alone: the detection sees two sentences, as
+    `read_token_blocks` does, not one block of text."""
+    from uatlab.data.jsonl import conll_or_text
+    from uatlab.data.text_file import read_token_blocks
+
+    marked, blank = tmp_path / "m.txt", tmp_path / "b.txt"
+    marked.write_text("a\nb\n-DOCSTART-\nc\nd\n")
+    blank.write_text("a\nb\n\nc\nd\n")
+    assert len(read_token_blocks(marked)) == len(read_token_blocks(blank)) == 2
+    assert conll_or_text(marked) == conll_or_text(blank) == "conll"

@@ -169,10 +169,8 @@ def conll_or_text(path: str | os.PathLike) -> str:
     try:
         for lineno, line in lines:
             cols = line.split()
-            if not cols:
+            if not cols or cols[0].startswith("-DOCSTART-"):  # a document marker ends a sentence, as in the readers
                 in_block = False
-                continue
-            if cols[0].startswith("-DOCSTART-"):
                 continue
             if not in_block:
                 if wide_blocks == 1 and not narrow and len(widths) == 1:
