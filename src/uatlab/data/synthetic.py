@@ -71,10 +71,14 @@ def recorded_options(path: str | os.PathLike) -> tuple[dict | None, str]:
     keys = set(synthetic_options(1, 1, 1, 1))
     if not isinstance(opts, dict) or set(opts) != keys or opts["version"] != SYNTH_VERSION:
         return None, f'line 1 has a "{SYNTH_KEY}" record that is not one of synth\'s (version {SYNTH_VERSION})'
-    sizes = all(type(opts[k]) is int and opts[k] >= 1 for k in ("N", "n", "V", "C"))
-    seed = type(opts["seed"]) is int and opts["seed"] >= 0
-    if not (sizes and seed) or type(opts["repeats"]) is not bool or (not opts["repeats"] and opts["n"] > opts["V"]):
-        return None, f'line 1 has a "{SYNTH_KEY}" record of options synth does not take: {m.group(1).decode()}'
+    bad = f'line 1 has a "{SYNTH_KEY}" record of options synth does not take: {m.group(1).decode()}'
+    types = all(type(opts[k]) is int for k in ("N", "n", "V", "C", "seed")) and type(opts["repeats"]) is bool
+    if not types or opts["seed"] < 0:
+        return None, bad
+    try:  # the ranges synth itself checks
+        _check(opts["N"], opts["n"], opts["V"], opts["C"], opts["repeats"])
+    except InputError:
+        return None, bad
     return opts, ""
 
 
