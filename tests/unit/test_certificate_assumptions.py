@@ -209,6 +209,7 @@ def _edited(model, edit):
     [
         (lambda m: setattr(m, "config", dataclasses.replace(m.config, causal=True)), "layer 0.*causal=False"),
         (lambda m: setattr(m.blocks[0].attn, "attention", "hardmax"), "layer 0's attention is 'hardmax'"),
+        (lambda m: setattr(m, "config", dataclasses.replace(m.config, attention="hardmax")), "config says 'hardmax'"),
         (lambda m: setattr(m.blocks[0].attn, "causal", True), "layer 0.*causal=True"),
         (lambda m: setattr(m.embed, "max_norm", 1.0), "max_norm=1.0"),
         (lambda m: setattr(m, "config", dataclasses.replace(m.config, num_labels=7)), "num_labels=7"),
@@ -221,6 +222,7 @@ def _edited(model, edit):
     ids=[
         "config-says-causal",
         "module-hardmax",
+        "config-hardmax",
         "module-causal",
         "embedding-max-norm",
         "config-labels",

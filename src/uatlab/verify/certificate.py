@@ -728,6 +728,11 @@ def check_modules_match_config(model: Transformer) -> None:
                 f"layer {i}'s attention is {attn.attention!r}: certify supports softmax attention only (hardmax is "
                 "discontinuous in its scores)"
             )
+        if attn.attention != cfg.attention:
+            raise InputError(
+                f"layer {i}'s attention is {attn.attention!r} but the model's config says {cfg.attention!r}: the "
+                "config must describe the modules"
+            )
         if bool(attn.causal) != bool(cfg.causal):
             raise InputError(
                 f"layer {i}'s attention has causal={bool(attn.causal)} but the model's config says "
@@ -758,8 +763,6 @@ class _BoundedModel:
             raise InputError("certify needs a model with a token embedding (vocab_size set)")
         if model.readout is None:
             raise InputError("certify needs a model with a label readout (num_labels set)")
-        if cfg.attention != "softmax":
-            raise InputError("certify supports softmax attention only (hardmax is discontinuous in its scores)")
         check_modules_match_config(model)
         self.cfg = cfg
         self.dtype = parameter_dtype(model)  # the arithmetic PyTorch will do (not cfg.dtype)
