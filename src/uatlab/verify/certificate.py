@@ -196,6 +196,7 @@ class Certificate:
     conflict_tokens: int
     correct_tokens: int
     certified_tokens: int
+    bound_certified_tokens: int
     certified: bool
     certified_fraction: float
     min_certified_margin: float | None
@@ -211,7 +212,6 @@ class Certificate:
     environment: dict[str, Any] = field(default_factory=dict)
     margins: list[np.ndarray] | None = field(default=None, repr=False)
     dense_units: int | None = None
-    bound_certified_tokens: int | None = None
     invalidated_by: list[str] = field(default_factory=list)
 
     def margin(self, sequence: int, position: int) -> float:
