@@ -189,6 +189,9 @@ def test_nan_loss_stops_naming_the_batch_and_keeps_the_checkpoint(tmp_path):
     ) as e:
         train(data, bad, tmp_path / "nanrun", progress=False)
     assert "--" not in str(e.value) and "learning rate (lr)" in str(e.value)  # the library names fields, not flags
+    from uatlab.cli.train import in_flags
+
+    assert "Lower --lr or keep --clip on." in in_flags(str(e.value))  # what `uatlab train` says instead
     assert (run / "checkpoint.pt").read_bytes() == good and first.status == "completed"
 
 

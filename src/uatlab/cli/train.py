@@ -257,7 +257,7 @@ def train_command(
     import torch
 
     from uatlab.training.checkpoint import CheckpointError
-    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, train, train_output_folder
+    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, TrainingError, train, train_output_folder
 
     if ff_width is not None:  # the width is given: the multiple of dim would be recorded but never used
         refuse_given(ctx, "--ff-width (it sets the feed-forward width itself; leave one of them out)", ("ff_mult",))
@@ -333,23 +333,23 @@ def train_command(
                 data_sha256=hashes,
                 label_scheme=scheme,
             )
-        except CheckpointError as e:
-            raise CheckpointError(in_flags(str(e))) from None
+        except (CheckpointError, TrainingError) as e:
+            raise type(e)(in_flags(str(e))) from None
     _print_training(data, result, valid_data is not None, json_out)
 
 
-# what the trainer's messages say in the library's words → the same advice in ``uatlab train``'s options
-_FLAG_WORDS = (
-    ("resume it (resume=True), or train into another out_dir", "pass --resume to continue it, or choose another --out"),
-    ("train into another out_dir, or without resume", "use another --out or drop --resume"),
-)
-
-
 def in_flags(message: str) -> str:
-    """A trainer message with its advice in ``uatlab train``'s options (the library names arguments)."""
+    """A trainer message with its advice (the trainer's ``ADVICE_*``, in the library's words) in ``uatlab train``'s
+    options."""
     import re
 
-    for words, flags in _FLAG_WORDS:
+    from uatlab.training.trainer import ADVICE_NEW_RUN, ADVICE_NON_FINITE, ADVICE_RESUME
+
+    for words, flags in (
+        (ADVICE_RESUME, "pass --resume to continue it, or choose another --out"),
+        (ADVICE_NEW_RUN, "use another --out or drop --resume"),
+        (ADVICE_NON_FINITE, "Lower --lr or keep --clip on."),
+    ):
         message = message.replace(words, flags)
     return re.sub(r"call torch\.set_num_threads\((\d+)\)", r"pass --threads \1", message)
 

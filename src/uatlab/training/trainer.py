@@ -71,6 +71,12 @@ class TrainingError(UatlabError):
     """Training cannot go on (non-finite loss...); the last good checkpoint is kept."""
 
 
+# the advice of the trainer's errors, in the library's words (arguments); `uatlab train` words them as its options
+ADVICE_RESUME = "resume it (resume=True), or train into another out_dir"
+ADVICE_NEW_RUN = "train into another out_dir, or without resume"
+ADVICE_NON_FINITE = "Lower the learning rate (lr) or clip the gradient norm (clip > 0)."
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Hyperparameters of one training run (all are CLI flags of ``uatlab train``).
@@ -635,7 +641,7 @@ def _train_in(
         if diffs:
             raise CheckpointError(
                 f"{ckpt_path} was written for a different run ({'; '.join(diffs[:4])}"
-                f"{f'; {len(diffs) - 4} more' if len(diffs) > 4 else ''}); train into another out_dir, or without resume"
+                f"{f'; {len(diffs) - 4} more' if len(diffs) > 4 else ''}); {ADVICE_NEW_RUN}"
             )
         try:
             model.load_state_dict(state["model"])
@@ -657,7 +663,7 @@ def _train_in(
                 "continuation"
             )
     elif ckpt_path.exists():
-        raise CheckpointError(f"{ckpt_path} already exists: resume it (resume=True), or train into another out_dir")
+        raise CheckpointError(f"{ckpt_path} already exists: {ADVICE_RESUME}")
 
     def checkpoint(ep: int, bi: int, st: int, secs: float) -> None:
         save_checkpoint(
@@ -731,7 +737,7 @@ def _train_in(
                     raise TrainingError(
                         f"loss became {float(loss.detach())} at epoch {epoch + 1}, batch {batch_in_epoch + 1}/{len(batches)} "
                         f"(step {step + 1}, first sentence {train_data.where(first)}); the last good checkpoint "
-                        f"{ckpt_path if ckpt_path.exists() else '(none yet)'} was kept. Lower the learning rate (lr) or clip the gradient norm (clip > 0)."
+                        f"{ckpt_path if ckpt_path.exists() else '(none yet)'} was kept. {ADVICE_NON_FINITE}"
                     )
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
