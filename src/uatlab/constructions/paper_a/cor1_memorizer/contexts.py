@@ -93,14 +93,15 @@ def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool) -> np.ndarray:
     return np.einsum("bqk,bk->bq", S, a)  # (B, n)
 
 
-def _prefix_weighted_means(P: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """h_q = Σ_{k≤q} P_qk a_k / Σ_{k≤q} P_qk for weights P (..., n_q, n) and values a (..., n): both sums are
-    sequential prefix sums (np.cumsum) read at k = q, so h_q is computed from the prefix alone, in the same
-    order whatever the sequence's length (a pairwise sum over a row of n entries, masked ones included, rounds
-    differently for different n). One prefix in sequences of different lengths thus gets one h, bit for bit."""
-    q = np.arange(P.shape[-2])
-    den = np.cumsum(P, axis=-1)[..., q, q]
-    num = np.cumsum(P * a[..., None, :], axis=-1)[..., q, q]
+def _prefix_weighted_means(P: np.ndarray, a: np.ndarray, q0: int = 0) -> np.ndarray:
+    """h_q = Σ_{k≤q} P_qk a_k / Σ_{k≤q} P_qk for weights P (..., n_q, n) of the queries q0, q0 + 1, … and values a
+    (..., n): both sums are sequential prefix sums (np.cumsum) read at k = q, so h_q is computed from the prefix
+    alone, in the same order whatever the sequence's length (a pairwise sum over a row of n entries, masked ones
+    included, rounds differently for different n). One prefix in sequences of different lengths thus gets one
+    h, bit for bit; the keys after the last query (masked for every query here) may be left out of P and a."""
+    r = np.arange(P.shape[-2])
+    den = np.cumsum(P, axis=-1)[..., r, q0 + r]
+    num = np.cumsum(P * a[..., None, :], axis=-1)[..., r, q0 + r]
     return num / den
 
 
@@ -112,15 +113,15 @@ def _boltzmann_context_blocked(a: np.ndarray, b: np.ndarray, causal: bool, batch
     block = max(1, batch_tokens // n)
     for q0 in range(0, n, block):
         q1 = min(n, q0 + block)
-        S = b[q0:q1, None] * a[None, :]  # (block, n_k)
-        if causal:
-            S = np.where(np.arange(n)[None, :] <= np.arange(q0, q1)[:, None], S, -np.inf)
-        S = S - S.max(axis=-1, keepdims=True)
-        P = np.exp(S)
-        if causal:  # the prefix sums of `_prefix_weighted_means`, for this block of queries
-            rows = np.arange(q1 - q0)
-            h[q0:q1] = np.cumsum(P * a, axis=-1)[rows, q0 + rows] / np.cumsum(P, axis=-1)[rows, q0 + rows]
+        if causal:  # keys after q1 are masked for every query of the block: left out
+            S = b[q0:q1, None] * a[None, :q1]  # (block, q1)
+            S = np.where(np.arange(q1)[None, :] <= np.arange(q0, q1)[:, None], S, -np.inf)
+            S -= S.max(axis=-1, keepdims=True)
+            h[q0:q1] = _prefix_weighted_means(np.exp(S), a[:q1], q0)
             continue
+        S = b[q0:q1, None] * a[None, :]  # (block, n_k)
+        S -= S.max(axis=-1, keepdims=True)
+        P = np.exp(S)
         P /= P.sum(axis=-1, keepdims=True)
         h[q0:q1] = np.einsum("qk,k->q", P, a)
     return h
