@@ -193,4 +193,4 @@ def test_format_detection_ends_a_sentence_at_a_document_marker_as_the_readers_do
     marked.write_text("a\nb\n-DOCSTART-\nc\nd\n")
     blank.write_text("a\nb\n\nc\nd\n")
     assert len(read_token_blocks(marked)) == len(read_token_blocks(blank)) == 2
-    assert conll_or_text(marked) == conll_or_text(blank) == "conll"
+    assert conll_or_text(marked) == conll_or_text(blank) == "conll-tokens"  # unlabelled CoNLL

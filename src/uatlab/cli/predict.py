@@ -37,13 +37,16 @@ def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
     from uatlab.data.jsonl import read_sequences, sequence_format
 
-    fmt = sequence_format(path, fmt, text=True)
+    given = fmt
+    fmt = sequence_format(path, fmt, text=True)  # auto tells unlabelled CoNLL apart ('conll-tokens')
+    if given == "conll" and _one_column(path):  # --format conll: labelled or one token per line
+        fmt = "conll-tokens"
     if fmt == "text":
         from uatlab.data.text_file import read_token_lines
 
         rows = read_token_lines(path, "sentences")
         return [tokens for _, tokens in rows], [line for line, _ in rows], "text"
-    if fmt == "conll" and _one_column(path):  # unlabelled CoNLL: one token per line, sentences between blank lines
+    if fmt == "conll-tokens":  # unlabelled CoNLL: one token per line, sentences between blank lines
         from uatlab.data.text_file import read_token_blocks
 
         rows = read_token_blocks(path)

@@ -126,24 +126,24 @@ def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = Fal
 
     With ``text=True`` (a reader that also takes plain text, one sentence per line) ``'text'`` is a format too,
     and ``'auto'`` for a file not named .jsonl/.json is `conll_or_text`: CoNLL whenever the CoNLL reader would
-    read the file as CoNLL, plain text when it would refuse it, and an InputError naming the file when both
-    readings are possible."""
+    read the file as CoNLL (``'conll-tokens'`` for unlabelled CoNLL, one token per line), plain text when it
+    would refuse it, and an InputError naming the file when both readings are possible."""
     if fmt == "auto":
         fmt = "jsonl" if is_jsonl_path(path) else conll_or_text(path) if text else "conll"
-    allowed = ("jsonl", "conll", "text") if text else ("jsonl", "conll")
+    allowed = ("jsonl", "conll", "conll-tokens", "text") if text else ("jsonl", "conll")
     if fmt not in allowed:
         raise InputError(f"unknown data format {fmt!r}: use {', '.join(repr(f) for f in allowed)}")
     return fmt
 
 
 def conll_or_text(path: str | os.PathLike) -> str:
-    """``'conll'`` or ``'text'`` for a file that is not JSONL, by its shape (lines split at white space, blank
+    """``'conll'``, ``'conll-tokens'`` or ``'text'`` for a file that is not JSONL, by its shape (lines split at white space, blank
     lines and ``-DOCSTART-`` lines aside):
 
     - CoNLL when its first two blank-line-separated blocks have lines of one width of ≥ 2 columns (what the
       CoNLL reader reads, whatever the labels), or when it is one such block of two or more lines each ending
       in an IOB tag (O, B-X, I-X, E-X, S-X);
-    - unlabelled CoNLL (``'conll'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
+    - unlabelled CoNLL (``'conll-tokens'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
       line has one word and blank lines separate at least two sentences, one of several lines;
     - plain text when the widths differ or every line has one word otherwise, or when it is
       one block of ≥ 3 columns not all ending in an IOB tag (with none, the CoNLL reader refuses it as plain
@@ -197,7 +197,7 @@ def conll_or_text(path: str | os.PathLike) -> str:
     if not rows:
         return "text"  # empty or blank: the text reader says so
     if not widths:  # one word per line: sentences of several lines between blank lines are unlabelled CoNLL
-        return "conll" if blocks >= 2 and longest >= 2 else "text"
+        return "conll-tokens" if blocks >= 2 and longest >= 2 else "text"
     if first_narrow is not None:
         wide = rows - narrow
         if wide > narrow and (wide_blocks >= 2 or tagged):
