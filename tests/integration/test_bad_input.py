@@ -1050,3 +1050,21 @@ def test_disk_or_quota_full_after_reading_says_where_the_data_is_kept(
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "the data read so far is kept in m.safetensors.work for --resume" in err, err
+
+
+def test_any_refusal_after_reading_says_where_kept_work_is(case_dir: Path, capsys, monkeypatch) -> None:
+    """With --keep-work, every kind of error that ends a run after the data was stored says where the work is."""
+    import uatlab.constructions.paper_a.cor1_memorizer as memorizer
+    from uatlab.errors import UatlabError
+
+    class OtherRefusal(UatlabError):
+        pass
+
+    def refuse(*_args, **_kwargs):
+        raise OtherRefusal("the construction cannot go on")
+
+    monkeypatch.setattr(memorizer, "compile_memorizer", refuse)
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--keep-work"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the construction cannot go on; the data read is kept in the work directory m.safetensors.work" in err
+    assert (case_dir / "m.safetensors.work" / "manifest.json").is_file()

@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         if "Abort" in kinds or _raised_while_interrupted(exc):
             sys.stderr.write(f"{_interrupted_line()}\n")
             return 130
-        if isinstance(exc, UatlabError):
-            return _error(str(exc))
+        if isinstance(exc, UatlabError):  # with what the command kept, if it said (``add_note``)
+            return _error("; ".join([str(exc), *getattr(exc, "__notes__", ())]))
         if "NoArgsIsHelpError" in kinds:  # ``uatlab`` alone (or a group alone) prints its help
             sys.stdout.write(exc.format_message() + "\n")
             return 2

@@ -17,7 +17,7 @@ import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
-from uatlab.errors import InputError, PrecisionError, UatlabError
+from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, is_disk_full, owns, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
@@ -627,9 +627,8 @@ def _refused_after_read(exc: UatlabError, store, resume: bool, keep_work: bool) 
     if not (resume or keep_work):
         store.remove()
         return exc
-    why = "--resume" if resume else "--keep-work"
-    kept = f"{exc}; the data read is kept in the work directory {store.dir} ({why})"
-    return type(exc)(kept) if type(exc) in (InputError, PrecisionError) else exc
+    exc.add_note(f"the data read is kept in the work directory {store.dir} ({'--resume' if resume else '--keep-work'})")
+    return exc
 
 
 def _compile(
