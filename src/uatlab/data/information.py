@@ -209,7 +209,7 @@ def label_information_of(records: Iterable[tuple[list[str], list[str]]], context
     """`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
     the whole sequence) or "prefix" (causal). Inputs are told apart by both keys, the salted one under a salt
     drawn at random for this call (`uatlab.data.keys.fresh_salt`)."""
-    from uatlab.data.keys import fresh_salt, input_keys, salt_table, salted_input_keys
+    from uatlab.data.keys import freshly_salted_input_keys, input_keys
 
     tok_id: dict[str, int] = {}
     lab_id: dict[str, int] = {}
@@ -226,8 +226,7 @@ def label_information_of(records: Iterable[tuple[list[str], list[str]]], context
         K += input_keys(list(toks), context)
         lengths.append(len(toks))
     word = np.array(W, dtype=np.int64)
-    offsets = np.r_[0, np.cumsum(lengths, dtype=np.int64)].astype(np.int64)
-    key2 = salted_input_keys(word, offsets, salt_table(fresh_salt(), len(tok_id)), context)
+    key2 = freshly_salted_input_keys(word, lengths, context)
     keys = np.array(K, dtype=np.uint64).view(np.int64)
     return label_information(word, np.array(Y, dtype=np.int64), np.array(P, dtype=np.int64), keys, key2=key2)
 

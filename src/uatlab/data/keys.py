@@ -115,6 +115,15 @@ def fresh_salt() -> int:
     return uuid.uuid4().int
 
 
+def freshly_salted_input_keys(tok: np.ndarray, lengths: np.ndarray, context: str) -> np.ndarray:
+    """`salted_input_keys` of the sequences ``tok`` (T,) token ids, concatenated, of ``lengths`` (N,) tokens, under
+    a salt drawn now (`fresh_salt`): the second key of one run that has no salt of its own to share."""
+    tok = np.asarray(tok, dtype=np.int64)
+    offsets = np.r_[0, np.cumsum(np.asarray(lengths, dtype=np.int64))].astype(np.int64)
+    vocabulary = int(tok.max()) + 1 if len(tok) else 0
+    return salted_input_keys(tok, offsets, salt_table(fresh_salt(), vocabulary), context)
+
+
 def input_identity_assumption(salted_for: str) -> str:
     """The assumption under which a ceiling counted with both keys (`input_keys` and `salted_input_keys`) is
     the true one, worded for the figures it qualifies (``salted_for``: "this certificate", "this run")."""

@@ -40,7 +40,7 @@ from uatlab.constructions.paper_a.cor1_memorizer.select import check_request, ch
 from uatlab.data.dataset import Encoding, SequenceDataset
 from uatlab.data.encoded import EncodedData, encode_dataset
 from uatlab.data.information import label_information, merge_label_information
-from uatlab.data.keys import fresh_salt, input_identity_assumption, salt_table, salted_input_keys
+from uatlab.data.keys import freshly_salted_input_keys, input_identity_assumption
 from uatlab.data.token_store import TokenStore, TokenTable
 from uatlab.errors import InputError
 from uatlab.models.io import load, save
@@ -281,11 +281,7 @@ def compile_encoded(
     # the second input key, salted at random now (the certificate's approach): two tokens are one input for the
     # report's ceiling, conflicts and label information only if both keys agree
     lengths = np.fromiter((len(w) for w in enc.ids), np.int64, len(enc.ids))
-    tok = np.concatenate(enc.ids).astype(np.int64, copy=False)
-    vocabulary = max(len(enc.encoding.token_to_id), int(tok.max()) + 1 if len(tok) else 0)
-    key2 = salted_input_keys(
-        tok, np.r_[0, np.cumsum(lengths)], salt_table(fresh_salt(), vocabulary), "prefix" if causal else "sequence"
-    )
+    key2 = freshly_salted_input_keys(np.concatenate(enc.ids), lengths, "prefix" if causal else "sequence")
     table = TokenTable.from_sequences(enc.ids, enc.targets, enc.keys, 0, h, key2)
     times["attention (h per token)"] = time.perf_counter() - t
     model, report = _compile_tables(
