@@ -283,3 +283,23 @@ def test_a_float32_matmul_mode_does_not_void_a_float64_proof():
         cert = certify(model, data)
     assert cert.environment["ok"] is False  # the process does break it (for float32 runs)
     assert cert.certified and not cert.invalidated_by and cert.certified_tokens == cert.ceiling_tokens
+
+
+def test_an_exp_assumption_below_pytorchs_measured_error_voids_the_proof(compiled, tmp_path, capsys):
+    """The exp error is checked on samples of the kernels uatlab's attention runs: assuming a correctly rounded
+    exp (0.5 ulp) is contradicted by torch.softmax's measured error, so that proof is void; the default is not."""
+    model, data = compiled
+    cert = certify(model, data)
+    measured = cert.environment["exp_ulps_measured"]
+    assert measured["dtype"] == "float32" and cert.environment["exp_within_assumed"] is True and cert.certified
+    assert max(measured["torch.exp"], measured["torch.softmax"]) > 0.5  # PyTorch's kernels are not correctly rounded
+    low = certify(model, data, exp_ulps=0.5)
+    assert low.environment["exp_within_assumed"] is False and low.environment["ok"] is False
+    assert not low.certified and low.certified_tokens == 0 and low.bound_certified_tokens == cert.certified_tokens
+    assert any("exp_within_assumed (assumed 0.5 ulp" in why for why in low.invalidated_by)
+    path, model_path = tmp_path / "d.jsonl", tmp_path / "m.safetensors"
+    write_jsonl(data, path)
+    save_compiled(model, model_path)
+    assert main(["certify", str(model_path), str(path), "--exp-ulp", "0.5"]) == 0
+    err = capsys.readouterr().err
+    assert "the proof is void" in err and "torch.softmax" in err

@@ -114,6 +114,7 @@ from uatlab.data.dataset import Encoding, SequenceDataset, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.models.transformer import Transformer
+from uatlab.numerics.exp_accuracy import measured_exp_ulps
 from uatlab.numerics.float_bounds import (
     DEFAULT_EXP_ULPS,
     check_exp_ulps,
@@ -547,7 +548,7 @@ def parameter_dtype(model: torch.nn.Module) -> str:
     return _TORCH_DTYPES[next(iter(seen))]
 
 
-def environment_checks() -> dict[str, Any]:
+def environment_checks(dtype: str | None = None, exp_ulps: float | None = None) -> dict[str, Any]:
     """Run-time checks, in this process, of the certificate's checkable assumptions.
 
     * ``round_to_nearest``: float32 and float64 adds round to nearest (values just above and below a
@@ -558,6 +559,10 @@ def environment_checks() -> dict[str, Any]:
     * ``float32_matmul_precision``: ``torch.get_float32_matmul_precision()`` is 'highest' (no TF32/bf16).
     * ``torch_compile``: not checkable from a model (a compiled callable is a different evaluator);
       the certificate covers eager evaluation and the rewrites listed in the module docstring.
+    * with ``dtype``: ``exp_ulps_measured``, the largest error in ulps of ``torch.exp`` and of the exp inside
+      ``torch.softmax`` (the kernels of uatlab's attention) in that dtype on sampled arguments
+      (`uatlab.numerics.exp_accuracy.measured_exp_ulps`); with ``exp_ulps`` too, ``exp_within_assumed``: both
+      are ≤ the assumed ``exp_ulps``. A larger measured error is a counterexample to the exp assumption.
 
     ``ok`` is True when every checkable assumption holds.
     """
@@ -594,8 +599,18 @@ def environment_checks() -> dict[str, Any]:
     checks["float32_matmul_precision"] = precision
     checks["float32_matmul_backends"] = matmul
     checks["torch_compile"] = "not checked (not visible from the model): eager evaluation assumed"
+    if dtype is not None:
+        measured = measured_exp_ulps(dtype, EXP_CHECK_SAMPLES)
+        checks["exp_ulps_measured"] = {"dtype": dtype, "samples": EXP_CHECK_SAMPLES, **measured}
+        if exp_ulps is not None:
+            checks["exp_within_assumed"] = max(measured.values()) <= exp_ulps
+            checks["exp_ulps_assumed"] = exp_ulps
     checks["ok"] = not environment_failures(checks, "float32")
     return checks
+
+
+#: sampled arguments per exp kernel in the certificate's run-time check (about 2 ms in all, once per process)
+EXP_CHECK_SAMPLES = 8192
 
 
 def environment_failures(env: dict[str, Any], dtype: str) -> list[str]:
@@ -608,6 +623,12 @@ def environment_failures(env: dict[str, Any], dtype: str) -> list[str]:
     )
     if dtype == "float32" and reduced:
         failed.append(f"float32_matmul_precision={env['float32_matmul_precision']}")
+    if env.get("exp_within_assumed") is False:
+        m = env["exp_ulps_measured"]
+        failed.append(
+            f"exp_within_assumed (assumed {env['exp_ulps_assumed']:g} ulp; measured in {m['dtype']}: torch.exp "
+            f"{m['torch.exp']:.3g} ulp, the exp inside torch.softmax {m['torch.softmax']:.3g} ulp)"
+        )
     return failed
 
 
@@ -1919,7 +1940,7 @@ def certify_chunks(
     if n_tok == 0:  # a certificate over no token would say "certified" about nothing
         raise InputError("no tokens to certify (the data has no sequences)")
     tokens = n_tok
-    env = environment_checks()
+    env = environment_checks(bm.dtype, bm.exp_ulps)
     # what voids the proof: a PyTorch run contradicting a certified token (the model that runs is not the one the
     # bounds describe), or a checkable assumption broken in this process (e.g. flush-to-zero: the bounds were
     # computed under it, and the runs they are about would be made under it). Then no token is proven
@@ -1969,8 +1990,10 @@ def certify_chunks(
             "gradual underflow: subnormals neither flushed to zero nor read as zero (PyTorch's default; "
             "torch.set_flush_denormal(False)); checked in this process: environment['gradual_underflow']",
             f"exp accurate to {bm.exp_ulps:g} ulp for normal results (softmax rows that could underflow are not "
-            "certified); covers torch.exp (0.56 ulp measured), torch.softmax (0.99), numpy float32 exp (2.54) "
-            "when this is ≥ 2.6",
+            f"certified); checked in this process on {EXP_CHECK_SAMPLES} sampled arguments per kernel in {bm.dtype}:"
+            f" torch.exp {env['exp_ulps_measured']['torch.exp']:.3g} ulp, the exp inside torch.softmax "
+            f"{env['exp_ulps_measured']['torch.softmax']:.3g} ulp (environment['exp_ulps_measured']; a sample "
+            "maximum, a lower bound on the kernel's worst case)",
             "any summation order, blocking or FMA use; residual adds fused into the preceding GEMM; padding masks as "
             "uatlab's forward applies them (masked keys' values zeroed: a padding token adds exact zeros)",
             input_identity_assumption("this certificate"),
