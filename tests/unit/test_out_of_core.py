@@ -59,6 +59,22 @@ def test_ceiling_counter_tells_inputs_apart_by_the_second_key(tmp_path, max_pair
     c.close()
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2), st.integers(0, 3)), max_size=120),
+    st.integers(0, 60),
+)
+def test_ceiling_counter_with_unique_and_shared_keys_matches_a_dict_count(triples, unique):
+    # inputs (key, second key) with labels: some keys shared by many tokens, `unique` keys held by one token each,
+    # interleaved; the ceiling counts each input's majority label once
+    rows = [(k * 1_000_003, k2, y) for k, k2, y in triples] + [(-(i + 1), 0, i % 3) for i in range(unique)]
+    order = np.random.default_rng(len(rows)).permutation(len(rows))
+    keys, keys2, labels = (np.array([rows[i][j] for i in order], dtype=np.int64).reshape(-1) for j in range(3))
+    c = CeilingCounter()
+    c.add(keys, labels, keys2)
+    assert c.ceiling() == _dict_ceiling(keys * 7 + keys2, labels)  # keys2 < 7: (key, key2) ↦ key·7 + key2 is one-to-one
+
+
 def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
     data = synthetic_dataset(40, 6, 30, 3, seed=1)
     records = list(_records(data))

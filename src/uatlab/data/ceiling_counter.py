@@ -62,8 +62,23 @@ class CeilingCounter:
 
     @staticmethod
     def _majority_total(keys: np.ndarray, keys2: np.ndarray, labels: np.ndarray) -> int:
+        """Σ over distinct (key, key2) inputs of their majority-label count. A token whose key no other token
+        has is an input of its own and counts 1; only the tokens of shared keys are sorted by all three fields
+        (one sort of the keys instead of a three-key sort of every token: most keys are unique)."""
         if len(keys) == 0:
             return 0
+        order = np.argsort(keys)
+        k = keys[order]
+        same = k[1:] == k[:-1]  # sorted neighbours with one key
+        if not same.any():
+            return len(keys)
+        shared = np.r_[same, False] | np.r_[False, same]  # (sorted) tokens whose key another token has
+        sel = order[shared]
+        alone = len(keys) - len(sel)
+        return alone + CeilingCounter._sorted_majority_total(keys[sel], keys2[sel], labels[sel])
+
+    @staticmethod
+    def _sorted_majority_total(keys: np.ndarray, keys2: np.ndarray, labels: np.ndarray) -> int:
         order = np.lexsort((labels, keys2, keys))
         k, k2, y = keys[order], keys2[order], labels[order]
         same_input = np.r_[False, (k[1:] == k[:-1]) & (k2[1:] == k2[:-1])]
