@@ -148,3 +148,21 @@ def test_a_file_sweep_reads_the_file_once_in_the_parent(tmp_path, monkeypatch):
     s = run_capacity(tmp_path / "out", kind="conll", data=str(tmp_path / "d.jsonl"), ns=(4, 8), grid=(4,), max_steps=4)
     assert s["trials"] == 2 and s["compiled"]["available"]
     assert len(reads) == 1 + s["trials"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"axis": "dim", "fixed": 65536, "grid": (4, 65536)}, r"ff_width .* got 4294967296 .*grid size 65536"),
+        ({"ns": (1,), "max_steps": 10**9, "batch_size": 1, "grid": (4,)}, r"epochs .* max_steps 1000000000"),
+    ],
+)
+def test_a_trial_out_of_range_is_refused_before_any_trial_runs(tmp_path, monkeypatch, options, message):
+    import uatlab.experiments.capacity as capacity
+
+    ran = []
+    monkeypatch.setattr(capacity, "run_trials", lambda *a, **k: ran.append(a))
+    out = tmp_path / "cap"
+    with pytest.raises(InputError, match=message):
+        run_capacity(out, **{"ns": (16,), "max_steps": 5, **options})
+    assert not ran and not out.exists()

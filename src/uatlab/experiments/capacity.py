@@ -48,6 +48,7 @@ from uatlab.experiments.executor import (
 )
 from uatlab.experiments.plots import save_figure
 from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
+from uatlab.training.limits import check_value
 from uatlab.training.trainer import TrainConfig, train, train_output_folder
 
 DIM_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -219,6 +220,17 @@ def run_capacity(
         }
         return Trial(tid, params)
 
+    for n in ns:  # before any work: every trial's configuration in range (as TrainConfig will check it)
+        for size in grid:
+            for name, value in trial(n, size).params["config"].items():
+                try:
+                    check_value(name, value, "capacity")
+                except InputError as e:
+                    if name == "epochs":  # from max_steps: the steps of one epoch are the N sequences' batches
+                        why = f"max_steps {max_steps} at {math.ceil(n / batch_size)} batches per epoch"
+                    else:
+                        why = f"d = {size}, FF width {fixed}·d" if axis == "dim" else f"FF width {size}, d = {fixed}"
+                    raise InputError(f"{e} (the trial N = {n}, grid size {size}: {why})") from None
     for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write
         for size in grid:
             resume_trial(trial(n, size).params["out_dir"])
