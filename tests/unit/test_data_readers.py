@@ -194,3 +194,29 @@ def test_format_detection_ends_a_sentence_at_a_document_marker_as_the_readers_do
     blank.write_text("a\nb\n\nc\nd\n")
     assert len(read_token_blocks(marked)) == len(read_token_blocks(blank)) == 2
     assert conll_or_text(marked) == conll_or_text(blank) == "conll-tokens"  # unlabelled CoNLL
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "mixed"])
+def test_every_line_end_splits_lines_in_conll_and_jsonl(tmp_path, end):
+    """A file saved with classic Mac OS line ends (a lone \\r) is as many lines as with \\n, not one line of every
+    column; so is a file mixing \\n, \\r\\n and \\r. Line numbers in errors count every kind of line end."""
+    lines = CONLL.splitlines()
+    ends = ["\n", "\r\n", "\r"] * len(lines) if end == "mixed" else [end] * len(lines)
+    conll = tmp_path / "mac.txt"
+    conll.write_bytes("".join(line + e for line, e in zip(lines, ends, strict=False)).encode())
+    reference = tmp_path / "unix.txt"
+    reference.write_text(CONLL)
+    got, want = read_conll(conll), read_conll(reference)
+    assert got.tokens == want.tokens and got.labels == want.labels and got.lines == want.lines
+    assert len(got.tokens) == 3
+    bad = lines[:6] + ["Kestrel"] + lines[7:]  # line 7: one column
+    conll.write_bytes("".join(line + e for line, e in zip(bad, ends, strict=False)).encode())
+    with pytest.raises(InputError, match=r"mac\.txt:7: expected at least 2 columns"):
+        read_conll(conll)
+    jsonl = tmp_path / "mac.jsonl"
+    docs = [json.dumps({"tokens": t, "labels": y}) for t, y in zip(want.tokens, want.labels, strict=True)]
+    jsonl.write_bytes((end if end != "mixed" else "\r").join(docs + ["{"]).encode())
+    with pytest.raises(InputError, match=r"mac\.jsonl:4: not valid JSON"):
+        read_jsonl(jsonl)
+    jsonl.write_bytes((end if end != "mixed" else "\r").join(docs).encode())
+    assert read_jsonl(jsonl).tokens == want.tokens

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from uatlab.data.dataset import SequenceDataset
-from uatlab.data.text_file import decode_line
+from uatlab.data.text_file import decode_line, raw_lines
 from uatlab.errors import InputError
 from uatlab.io_safety import atomic_write, check_input_file
 
@@ -60,7 +60,7 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
     first_line: str | None = None  # the first non-blank line (for `_jsonl_hint`)
     with path.open("rb") as fh:
         # a blank line after the last one ends the last sentence like any other
-        for lineno, raw in itertools.chain(enumerate(fh, start=1), [(0, b"")]):
+        for lineno, raw in itertools.chain(enumerate(raw_lines(fh), start=1), [(0, b"")]):
             line = decode_line(raw, path, lineno).strip()
             if not line or line.startswith("-DOCSTART-"):  # a document marker ends a sentence too
                 if tokens:

@@ -20,11 +20,11 @@ from uatlab.io_safety import atomic_write, check_input_file
 def iter_jsonl(path: str | os.PathLike, need_labels: bool = True) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, line) per sequence, streaming. ``need_labels=False`` (a reader that ignores labels,
     e.g. prediction) also takes ``{"tokens": [...]}`` objects; their labels come back as ``[]``."""
-    from uatlab.data.text_file import decode_line
+    from uatlab.data.text_file import decode_line, raw_lines
 
     path = check_input_file(path)
     with path.open("rb") as fh:
-        for lineno, raw_bytes in enumerate(fh, start=1):
+        for lineno, raw_bytes in enumerate(raw_lines(fh), start=1):
             raw = decode_line(raw_bytes, path, lineno)
             if not raw.strip():
                 continue

@@ -8,8 +8,10 @@ binary or mis-encoded file gives the same one-line error everywhere:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from uatlab.errors import InputError
 
@@ -28,10 +30,28 @@ def decode_line(raw: bytes, path: str | os.PathLike, lineno: int) -> str:
         ) from None
 
 
+# one line and its end: \r\n, a lone \r or \n, or none (the file's last line)
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def raw_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary file, each ending at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (Unix, Windows and
+    classic Mac OS line ends, as Python's universal newlines and text editors count them), with its line end
+    kept. A file saved with ``\\r`` alone is then as many lines as an editor shows, not one line of every
+    column (which a CoNLL reader would take as one token with the file's last word as its label)."""
+    for raw in fh:  # split at \n: a \r\n pair is never cut
+        cr = raw.find(b"\r")
+        if cr < 0 or (cr == len(raw) - 2 and raw.endswith(b"\r\n")):
+            yield raw
+        else:
+            yield from (m.group() for m in _LINE.finditer(raw))
+
+
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """(line number from 1, text) per line of ``path`` (split at ``\\n`` only; the newline is kept), streaming."""
+    """(line number from 1, text) per line of ``path`` (`raw_lines`: split at ``\\n``, ``\\r\\n`` and a lone
+    ``\\r``; the line end is kept), streaming."""
     with Path(path).open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        for lineno, raw in enumerate(raw_lines(fh), start=1):
             yield lineno, decode_line(raw, path, lineno)
 
 
