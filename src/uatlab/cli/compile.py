@@ -16,7 +16,18 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
-from uatlab.cli.options import SEED_MAX, check_workers, file_path, no_data_error, one_of, refuse_given, thread_count
+from uatlab.cli.options import (
+    AUTO_FORMAT_HELP,
+    SEED_MAX,
+    check_workers,
+    data_reading,
+    file_path,
+    no_data_error,
+    one_of,
+    refuse_given,
+    say_reading,
+    thread_count,
+)
 from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_file, is_disk_full, owns, same_file
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -53,18 +64,12 @@ WORKERS_OPTION = typer.Option(
 
 
 def _records(path: Path, fmt: str):
+    """The records of ``path`` read as ``fmt`` (`uatlab.data.jsonl.sequence_format`; a command that decides the
+    format once passes `data_reading`'s answer, which refuses under ``--format auto`` a file that is not CoNLL)."""
     from uatlab.data.conll import iter_conll
     from uatlab.data.jsonl import iter_jsonl, sequence_format
 
     return iter_jsonl(path) if sequence_format(path, fmt) == "jsonl" else iter_conll(path)
-
-
-def _token_lines(path: Path, fmt: str) -> bool:
-    """True when `_records` reads ``path`` as CoNLL: one token per line, so a token's line is its sentence's
-    first line plus its position (`uatlab.data.dataset.SequenceDataset.token_lines`)."""
-    from uatlab.data.jsonl import sequence_format
-
-    return sequence_format(path, fmt) == "conll"
 
 
 def _threads(option: str) -> dict[str, Any]:
@@ -176,8 +181,10 @@ def compile_cmd(
     fmt: str = typer.Option(
         "auto",
         "--format",
-        help="conll, jsonl, text (--task next-token: plain text cut into --window windows) or auto (by file extension; "
-        "--task next-token refuses a non-JSONL file shaped like CoNLL columns: give text to read it as text).",
+        help="conll, jsonl, text (--task next-token: plain text cut into --window windows) or auto. With --task token, "
+        + AUTO_FORMAT_HELP
+        + " --task next-token: auto is JSONL for .jsonl/.json, else text, and refuses a file shaped like CoNLL "
+        "columns: give text to read it as text.",
         callback=one_of("auto", "conll", "jsonl", "text"),
     ),
     dtype: str = typer.Option("float64", "--dtype", help="float64 or float32 (next-token: also exact)."),
@@ -465,9 +472,12 @@ def _compile_deep(
     from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file
 
     thread_settings = _threads(threads)
+    reading = data_reading(data, fmt)
     with StageBars(not json_out, units=STAGE_UNITS) as bars:
-        fig = compile_deep_file(_records(data, fmt), data, dtype, out, seed, certify=not no_certify, progress=bars)
+        fig = compile_deep_file(_records(data, reading), data, dtype, out, seed, certify=not no_certify, progress=bars)
+    say_reading(data, fmt, reading)
     fig["threads"] = thread_settings
+    fig["format"] = reading
     if fig.get("certified") is False:
         warn_not_certified(fig.get("certified_tokens"), fig["ceiling_tokens"], dtype, out)
     if json_out:
@@ -667,14 +677,15 @@ def _compile(
     fingerprint = _fingerprint(data)
 
     t0 = time.perf_counter()
-    records = _records(data, fmt)  # before the work directory is made: an unknown format touches nothing
+    reading = data_reading(data, fmt)  # before the work directory is made: a refused format touches nothing
+    records = _records(data, reading)
     store = TokenStore(
         work,
         str(data),
         "prefix" if causal else "sequence",
         chunk_tokens,
         resume=resume,
-        token_lines=_token_lines(data, fmt),
+        token_lines=reading == "conll",
     )
     if run is not None:
         run["store"] = store
@@ -711,6 +722,7 @@ def _compile(
         except UatlabError as exc:
             bars.close()  # the error line starts a line of its own
             raise _refused_after_read(exc, store, resume, keep_work) from None
+    say_reading(data, fmt, reading)
     cert = con.certificate
     t = time.perf_counter()
     fig = dict(con.facts)
@@ -725,6 +737,7 @@ def _compile(
     fig["seconds"] = time.perf_counter() - t0
     fig["threads"] = thread_settings
     fig["executor"] = {"executor": executor, "workers": workers}
+    fig["format"] = reading
     if cert is not None and not cert.certified:
         fig["uncertified_examples"] = cert.uncertified_examples
         fig["note"] = (
@@ -751,7 +764,7 @@ def certify_cmd(
     fmt: str = typer.Option(
         "auto",
         "--format",
-        help="conll, jsonl, text (next-token models: windows of the model's length) or auto (by file extension).",
+        help="conll, jsonl, text (next-token models: windows of the model's length) or auto. " + AUTO_FORMAT_HELP,
         callback=one_of("auto", "conll", "jsonl", "text"),
     ),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP),
@@ -804,7 +817,9 @@ def certify_cmd(
         deep_refuses = tuple(o for o in in_process_only if o != "max_memory")  # it pads to n': a memory check
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         _refuse_unk(unknown, model_path, "a --ff deep model")
-        return certify_deep_command(model_path, data, _records(data, fmt), json_out, _token_lines(data, fmt))
+        reading = data_reading(data, fmt)
+        certify_deep_command(model_path, data, _records(data, reading), json_out, reading == "conll", reading)
+        return say_reading(data, fmt, reading)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
@@ -813,7 +828,8 @@ def certify_cmd(
     unk = model.encoding.unknown_token
     if unk is None:
         _refuse_unk(unknown, model_path, "a model")
-    records = _length_checked(_records(data, fmt), data, getattr(model.config, "max_len", None))
+    reading = data_reading(data, fmt)
+    records = _length_checked(_records(data, reading), data, getattr(model.config, "max_len", None))
     mapped = [0]  # words read as the unknown-word token
     if unk is not None and unknown != "error":
         records = _read_unknown_as(records, model.encoding.token_to_id, unk, mapped)
@@ -826,8 +842,9 @@ def certify_cmd(
             bars,
             exp_ulps=exp_ulp,
             mapper=mapper,
-            token_lines=_token_lines(data, fmt),
+            token_lines=reading == "conll",
         )
+    say_reading(data, fmt, reading)
     if mapped[0]:
         err_console.print(
             f"warning: {data}: {mapped[0]} of {cert.tokens} tokens are not in the model's vocabulary and were read "
@@ -837,6 +854,7 @@ def certify_cmd(
         )
     fig = cert.to_dict()
     fig["unknown_tokens"] = mapped[0]
+    fig["format"] = reading
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)
     fig["seconds"] = time.perf_counter() - t0

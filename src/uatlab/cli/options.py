@@ -216,3 +216,31 @@ def given_options(ctx: typer.Context, *names: str) -> list[str]:
 def no_data_error(data: object, what: str = "no sequences found") -> InputError:
     """The error of a command whose data file ``data`` holds no sequence (``what``: what it then lacks)."""
     return InputError(f"{data}: {what} (the file is empty, blank or holds only -DOCSTART- lines)")
+
+
+AUTO_FORMAT_HELP = (
+    "auto: JSONL for .jsonl/.json, else CoNLL columns (a note on stderr says so); a file whose last column is "
+    "words, not tags (4 or more distinct labels, most of them seen once and words, more than a quarter of the "
+    "first 1000 lines: plain text), is refused: give conll to read it as columns anyway."
+)
+
+
+def data_reading(path: Path, fmt: str) -> str:
+    """``'conll'`` or ``'jsonl'``: how compile, certify, train and data-report read the labelled sequences of
+    ``path`` for ``--format fmt`` (`uatlab.data.jsonl.sequence_format`: under ``auto`` a file whose last column
+    is words rather than tags is refused, `uatlab.data.jsonl.words_as_labels`). Once the file is read, the
+    command calls `say_reading`."""
+    from uatlab.data.jsonl import sequence_format
+
+    return sequence_format(path, fmt)
+
+
+def say_reading(path: Path, fmt: str, reading: str) -> None:
+    """When ``--format auto`` chose CoNLL, one note on stderr says how the columns were read
+    (`uatlab.data.jsonl.format_note`, as ``predict`` says it, after the file was read): a small file of
+    prose can still pass for CoNLL (`uatlab.data.jsonl.words_as_labels` cannot tell with few lines)."""
+    if fmt == "auto" and reading == "conll":
+        from uatlab.cli.app import err_console
+        from uatlab.data.jsonl import format_note
+
+        err_console.print(format_note(path, "conll-columns"), highlight=False, soft_wrap=True)

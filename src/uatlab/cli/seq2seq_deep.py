@@ -167,10 +167,13 @@ def compile_deep_file(
     return fig
 
 
-def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False) -> None:
+def certify_deep_command(
+    model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False, reading: str | None = None
+) -> None:
     """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA, with
     progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding.
-    ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line."""
+    ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line; ``reading``: the
+    format DATA was read in (``format`` of the figures)."""
     from uatlab.cli.app import console, key_value_table, print_json
     from uatlab.cli.progress import StageBars
     from uatlab.data.dataset import SequenceDataset
@@ -208,6 +211,8 @@ def certify_deep_command(model_path: Path, data: Path, records: Any, json_out: b
         "params_non_embedding": model.memo.parameters["non_embedding"],
         "seconds": time.perf_counter() - t0,
     }
+    if reading is not None:
+        fig["format"] = reading
     if json_out:
         print_json(fig)
         return

@@ -10,8 +10,10 @@ from rich.table import Table
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, rows_table
 from uatlab.cli.options import (
+    AUTO_FORMAT_HELP,
     SEED_MAX,
     check_workers,
+    data_reading,
     finite,
     given_options,
     int_list,
@@ -21,6 +23,7 @@ from uatlab.cli.options import (
     real_range,
     refuse_given,
     reject_overridden,
+    say_reading,
     thread_count,
 )
 from uatlab.errors import InputError
@@ -32,15 +35,18 @@ if TYPE_CHECKING:
     from uatlab.data.dataset import SequenceDataset
 
 
-def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDataset:
-    """Read CoNLL/JSONL; ``scheme='iob2'`` converts IOB1 labels to IOB2. Warns about a sentence far longer
-    than the rest of the file (the usual sign of lost blank lines between sentences)."""
+def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> tuple[SequenceDataset, str]:
+    """Read CoNLL/JSONL, and say how (``'conll'`` or ``'jsonl'``: `uatlab.cli.options.data_reading`, ``auto``
+    refuses a file whose last column is words, not tags; the caller then calls `say_reading`);
+    ``scheme='iob2'`` converts IOB1 labels to IOB2. Warns about a sentence far longer than the rest of the file
+    (the usual sign of lost blank lines between sentences)."""
     from uatlab.data import read_sequences
     from uatlab.data.conll import iob1_to_iob2
     from uatlab.data.dataset import SequenceDataset
 
     check_input_file(path)
-    data = read_sequences(path, fmt)
+    reading = data_reading(path, fmt)
+    data = read_sequences(path, reading)
     warn_long_outlier(data)
     if scheme == "iob2":
         data = SequenceDataset(
@@ -50,7 +56,7 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> SequenceDa
             lines=data.lines,
             token_lines=data.token_lines,
         )
-    return data
+    return data, reading
 
 
 def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int = 1000) -> None:
@@ -238,7 +244,10 @@ def train_command(
         "keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.", callback=one_of("keep", "iob2")
     ),
     fmt: str = typer.Option(
-        "auto", "--format", help="'auto', 'conll' or 'jsonl'.", callback=one_of("auto", "conll", "jsonl")
+        "auto",
+        "--format",
+        help="'auto', 'conll' or 'jsonl'. " + AUTO_FORMAT_HELP,
+        callback=one_of("auto", "conll", "jsonl"),
     ),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     no_f1: bool = typer.Option(False, "--no-f1", help="Skip the per-epoch entity F1 (faster)."),
@@ -309,8 +318,11 @@ def train_command(
         asked |= {"ff_width": ff_width, "ff_mult": ff_mult, "dtype": dtype}
         layers, heads = refuse_init_conflicts(ctx, init, asked)
     torch.set_num_threads(threads)
-    train_data = load_data(data, fmt, scheme)
-    valid_data = load_data(valid, fmt, scheme) if valid is not None else None
+    train_data, reading = load_data(data, fmt, scheme)
+    valid_data, valid_reading = load_data(valid, fmt, scheme) if valid is not None else (None, "")
+    say_reading(data, fmt, reading)  # once both files are read: a refused one gives the error line alone
+    if valid is not None:
+        say_reading(valid, fmt, valid_reading)
     hashes = {"train": file_identity(data)["sha256"], "valid": file_identity(valid)["sha256"] if valid else None}
     need = train_attention_bytes(train_data, layers, heads, batch_size)
     n_max = max(len(t) for t in train_data.tokens)
@@ -335,7 +347,7 @@ def train_command(
             )
         except (CheckpointError, TrainingError) as e:
             raise type(e)(in_flags(str(e))) from None
-    _print_training(data, result, valid_data is not None, json_out)
+    _print_training(data, result, valid_data is not None, json_out, reading)
 
 
 def in_flags(message: str) -> str:
@@ -354,9 +366,10 @@ def in_flags(message: str) -> str:
     return re.sub(r"call torch\.set_num_threads\((\d+)\)", r"pass --threads \1", message)
 
 
-def _print_training(data: Path, result, has_valid: bool, json_out: bool) -> None:
-    """The run's summary (JSON or tables); exit 3 or 130 when it stopped before the end (checkpoint saved)."""
-    summary = result.summary()
+def _print_training(data: Path, result, has_valid: bool, json_out: bool, reading: str) -> None:
+    """The run's summary (JSON or tables, with the ``format`` DATA was read in); exit 3 or 130 when it stopped
+    before the end (checkpoint saved)."""
+    summary = result.summary() | {"format": reading}
     if json_out:
         print_json(summary)
     else:
@@ -378,7 +391,10 @@ def _print_training(data: Path, result, has_valid: bool, json_out: bool) -> None
 def data_report_command(
     data: Path = typer.Argument(..., help="CoNLL or JSONL file."),
     fmt: str = typer.Option(
-        "auto", "--format", help="'auto', 'conll' or 'jsonl'.", callback=one_of("auto", "conll", "jsonl")
+        "auto",
+        "--format",
+        help="'auto', 'conll' or 'jsonl'. " + AUTO_FORMAT_HELP,
+        callback=one_of("auto", "conll", "jsonl"),
     ),
     scheme: str = typer.Option(
         "keep", "--scheme", help="'keep' labels or convert IOB1 to 'iob2'.", callback=one_of("keep", "iob2")
@@ -389,7 +405,9 @@ def data_report_command(
     """Duplicates, inherent conflicts, accuracy ceiling, baselines and bit budgets of a data file."""
     from uatlab.data.report import data_report
 
-    rep = data_report(load_data(data, fmt, scheme), max_conflicts=conflicts)
+    dataset, reading = load_data(data, fmt, scheme)
+    say_reading(data, fmt, reading)
+    rep = data_report(dataset, max_conflicts=conflicts)
     if json_out:
         print_json(rep)
         return

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import string
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
@@ -122,7 +124,9 @@ def is_jsonl_path(path: str | os.PathLike) -> bool:
 
 def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = False) -> str:
     """``'jsonl'`` or ``'conll'``: ``fmt``, or for ``'auto'`` JSONL for .jsonl/.json files (`is_jsonl_path`) and
-    CoNLL otherwise; InputError for any other format. The one decision of every command that reads data.
+    CoNLL otherwise, except that an existing file whose last column is words rather than tags (plain text,
+    `words_as_labels`) is an InputError naming its line; InputError for any other format. The one decision of
+    every command that reads data.
 
     With ``text=True`` (a reader that also takes plain text, one sentence per line) ``'text'`` is a format too,
     and ``'auto'`` for a file not named .jsonl/.json is `conll_or_text`: CoNLL whenever the CoNLL reader would
@@ -130,10 +134,91 @@ def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = Fal
     would refuse it, and an InputError naming the file when both readings are possible."""
     if fmt == "auto":
         fmt = "jsonl" if is_jsonl_path(path) else conll_or_text(path) if text else "conll"
+        if fmt == "conll" and not text and Path(path).is_file():  # a missing file: the reader names it
+            refuse_words_as_labels(path)
     allowed = ("jsonl", "conll", "conll-tokens", "text") if text else ("jsonl", "conll")
     if fmt not in allowed:
         raise InputError(f"unknown data format {fmt!r}: use {', '.join(repr(f) for f in allowed)}")
     return fmt
+
+
+LABEL_SAMPLE_LINES = 1000  # token lines read from the start of a file to judge its label column
+MIN_WORD_LABELS = 4  # fewer distinct labels than this: no rule can tell plain text from a tiny CoNLL file
+
+
+def _is_word(label: str) -> bool:
+    """A label that reads as a word of prose: letters only once punctuation at its ends is dropped ("mat.",
+    "Paris"), at least two of them and one lower-case. Tags are upper-case (NN, B-PER, O), numbers, or symbols
+    (CCG's S[dcl]\\NP, "``"); a one-letter label is a fixture's tag as often as a word."""
+    core = label.strip(string.punctuation)
+    return len(core) >= 2 and core.isalpha() and any(c.islower() for c in core)
+
+
+def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
+    """Evidence that ``path``, read as CoNLL columns, would take the last word of each line of plain text for its
+    label, or None. Judged on the first `LABEL_SAMPLE_LINES` (1000) lines of two or more columns (blank,
+    one-column and ``-DOCSTART-`` lines aside; the readers name those), whose last column is the label.
+
+    The label column is words, not a tag set, when all of these hold:
+
+    - at least `MIN_WORD_LABELS` (4) distinct labels: with fewer, a prose file of three lines and a fixture
+      labelled ``a``, ``b``, ``c`` look the same, and the commands only say how they read the file;
+    - more than half the distinct labels are seen once: a tag set is used over and over (CoNLL-2003's 9 NER
+      tags, the 45 Penn Treebank POS tags: a few rare tags at most in 1000 tokens), the last words of lines are
+      mostly new words (Zipf's law);
+    - more than half the distinct labels are words (`_is_word`: lower-case letters), which no common tag set
+      is (CCG supertags, rare and many, are symbols and upper-case);
+    - the distinct labels number more than a quarter of the lines read: a tag set is small beside the tokens.
+
+    A token-per-line file whose last column really is words (a lemma, a translation) meets them too:
+    ``--format conll`` reads it as columns regardless. The result has ``line`` (the number of the first line
+    whose label is a word seen once: the evidence), ``text`` (that line), ``lines``, ``labels`` (distinct),
+    ``once`` and ``words``."""
+    from uatlab.data.text_file import iter_lines
+
+    counts: dict[str, int] = {}
+    first_line: dict[str, tuple[int, str]] = {}
+    rows = 0
+    lines = iter_lines(check_input_file(path))
+    try:
+        for lineno, line in lines:
+            cols = line.split()
+            if len(cols) < 2 or cols[0].startswith("-DOCSTART-"):
+                continue
+            rows += 1
+            label = cols[-1]
+            counts[label] = counts.get(label, 0) + 1
+            first_line.setdefault(label, (lineno, line.strip()))
+            if rows >= LABEL_SAMPLE_LINES:
+                break
+    finally:
+        lines.close()
+    distinct = len(counts)
+    once = [label for label, n in counts.items() if n == 1]
+    words = sum(1 for label in counts if _is_word(label))
+    if not (distinct >= MIN_WORD_LABELS and 2 * len(once) > distinct and 2 * words > distinct and 4 * distinct > rows):
+        return None
+    lineno, text = min(first_line[label] for label in once if _is_word(label))
+    return {"line": lineno, "text": text, "lines": rows, "labels": distinct, "once": len(once), "words": words}
+
+
+def refuse_words_as_labels(path: str | os.PathLike) -> None:
+    """InputError naming ``path`` and the line of the evidence when ``--format auto`` would read plain text as
+    CoNLL columns (`words_as_labels`): each line would become one token, its first word, labelled with its last
+    word. An explicit ``--format conll`` reads it as columns anyway (the readers never call this)."""
+    found = words_as_labels(path)
+    if found is None:
+        return
+    cols = found["text"].split()
+    n = found["lines"]
+    what = f"the first {n} token lines" if n >= LABEL_SAMPLE_LINES else f"its {n} token line{'s' if n != 1 else ''}"
+    text = found["text"] if len(found["text"]) <= 60 else found["text"][:57] + "..."
+    raise InputError(
+        f"{path}:{found['line']}: {text!r} does not look like CoNLL: read as columns it would be the token "
+        f"{cols[0]!r} labelled {cols[-1]!r}, and the last column of {what} holds "
+        f"{found['labels']} distinct labels, {found['once']} seen once, {found['words']} of them words, not a tag "
+        "set (this looks like plain text); give --format conll to read it as word ... label columns anyway"
+    )
 
 
 def conll_or_text(path: str | os.PathLike) -> str:
@@ -156,7 +241,16 @@ def conll_or_text(path: str | os.PathLike) -> str:
     and whose wider lines alone are CoNLL by the first rule is CoNLL with a label missing: an InputError
     naming the first one-word line (plain text gets there only with sentences of one length split into
     blank-line-separated paragraphs, and ``--format text`` reads it).
+
+    A file CoNLL by its shape whose last column is words rather than tags (`words_as_labels`: lines of one
+    length of prose) is plain text, as compile, certify, train and data-report refuse it under ``--format auto``.
     """
+    reading = _conll_or_text_by_shape(path)
+    return "text" if reading == "conll" and words_as_labels(path) is not None else reading
+
+
+def _conll_or_text_by_shape(path: str | os.PathLike) -> str:
+    """`conll_or_text` by the widths of the lines and their blocks alone."""
     from uatlab.data.conll import IOB_TAG
     from uatlab.data.text_file import iter_lines
 
@@ -250,6 +344,10 @@ FORMAT_READINGS = {
         "CoNLL (word ... label columns; only the first column is a word)",
         "give --format text to read every word",
     ),
+    "conll-columns": (
+        "CoNLL columns (word = first column, label = last column, a blank line between sentences)",
+        "give --format conll to choose this reading yourself",
+    ),
     "conll-tokens": (
         "unlabelled CoNLL (one token per line, a blank line between sentences)",
         "give --format text to read each line as a sentence",
@@ -264,8 +362,8 @@ FORMAT_READINGS = {
 
 def format_note(path: str | os.PathLike, reading: str) -> str:
     """The one line telling how a file whose format was detected (``--format auto``) was read: ``reading`` is
-    ``'jsonl'``, ``'conll'``, ``'conll-tokens'`` (one token per line), ``'text'`` or ``'lines'`` (a next-token
-    model's sequences), with the option that reads
+    ``'jsonl'``, ``'conll'``, ``'conll-tokens'`` (one token per line), ``'text'``, ``'lines'`` (a next-token
+    model's sequences) or ``'conll-columns'`` (labelled CoNLL, to compile, certify or train), with the option that reads
     it the other way."""
     what, hint = FORMAT_READINGS[reading]
     return f"note: {path} read as {what}" + (f"; {hint}" if hint else "")

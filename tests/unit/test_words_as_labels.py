@@ -1,0 +1,127 @@
+"""`words_as_labels`: the rule by which ``--format auto`` tells a file of prose from token-per-line CoNLL.
+
+Both sides of each threshold: prose is refused, CoNLL with a tag set (9 NER tags, 45 POS tags, a handful of
+tags in a tiny fixture) is read as CoNLL whatever its size.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from conll_fixture import CONLL
+
+from uatlab.data.jsonl import LABEL_SAMPLE_LINES, conll_or_text, sequence_format, words_as_labels
+from uatlab.errors import InputError
+
+PARA = "the cat sat\non the mat\n\nand it was\nvery happy now\n"
+
+PENN_TAGS = (
+    "CC CD DT EX FW IN JJ JJR JJS LS MD NN NNS NNP NNPS PDT POS PRP PRP$ RB RBR RBS RP SYM TO UH VB VBD VBG VBN "
+    "VBP VBZ WDT WP WP$ WRB # $ . , : `` '' -LRB- -RRB-"
+).split()
+NER_TAGS = "O B-PER I-PER B-ORG I-ORG B-LOC I-LOC B-MISC I-MISC".split()
+
+
+def _columns(path: Path, tags: list[str], sentences: int, seed: int, width: int = 2) -> Path:
+    """A token-per-line file of ``sentences`` sentences of 3 to 12 tokens: a lower-case word, ``width - 2``
+    middle columns and a tag drawn from ``tags`` (the first tag as often as all the others, as O in NER)."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(500)] + "the of and to a in is was for on".split()
+    lines = []
+    for _ in range(sentences):
+        for _ in range(rng.randint(3, 12)):
+            tag = tags[0] if rng.random() < 0.5 else rng.choice(tags)
+            lines.append(" ".join([rng.choice(words), *(["X"] * (width - 2)), tag]))
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_paragraph_is_words_as_labels(tmp_path: Path) -> None:
+    path = tmp_path / "para.txt"
+    path.write_text(PARA)
+    found = words_as_labels(path)
+    assert found is not None
+    assert (found["line"], found["lines"], found["labels"], found["once"], found["words"]) == (1, 4, 4, 4, 4)
+    with pytest.raises(InputError) as err:
+        sequence_format(path, "auto")
+    msg = str(err.value)
+    assert msg.startswith(f"{path}:1: 'the cat sat'") and "'sat'" in msg and "--format conll" in msg
+    assert sequence_format(path, "conll") == "conll"  # the user's choice stands
+    assert conll_or_text(path) == "text"  # predict and the next-token task read it as text
+
+
+def test_the_evidence_line_is_the_first_word_seen_once(tmp_path: Path) -> None:
+    path = tmp_path / "prose.txt"
+    # lines 1-2 end in the same word; line 4 is the first whose last word is seen once
+    path.write_text("we sat down\nthey sat down\n\nshe went home\nhe ran away\ni flew off\nyou fell asleep\n")
+    found = words_as_labels(path)
+    assert found is not None and found["line"] == 4, found
+
+
+@pytest.mark.parametrize(
+    ("tags", "sentences", "width"),
+    [
+        (NER_TAGS, 300, 4),  # CoNLL-2003's shape: word POS chunk NER
+        (NER_TAGS, 3, 2),
+        (PENN_TAGS, 300, 2),
+        (PENN_TAGS, 20, 3),  # about 150 tokens: many of the 45 tags seen once, none a word
+        (PENN_TAGS, 2, 2),
+    ],
+)
+def test_tag_sets_are_conll(tmp_path: Path, tags: list[str], sentences: int, width: int) -> None:
+    path = _columns(tmp_path / "tags.txt", tags, sentences, seed=sentences + width, width=width)
+    assert words_as_labels(path) is None
+    assert sequence_format(path, "auto") == "conll"
+
+
+def test_small_fixtures_are_conll(tmp_path: Path) -> None:
+    for name, text in {
+        "conll.txt": CONLL,
+        "pos.txt": "The DT\ncat NN\nsat VBD\non IN\nthe DT\nmat NN\n. .\n",  # 3 of 5 tags seen once, none a word
+        "letters.txt": "a x\nb y\n\nc z\nd w\ne v\n",  # one-letter labels: a fixture's tags as often as words
+        "brown.txt": "the at\ncat nn\nsat vbd\n\nthe at\ndog nn\nran vbd\non in\nthe at\nmat nn\n",  # lower-case tags
+    }.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert words_as_labels(path) is None, name
+        assert sequence_format(path, "auto") == "conll", name
+
+
+def test_three_distinct_words_cannot_be_told_apart(tmp_path: Path) -> None:
+    """Below 4 distinct labels the file is read as CoNLL (the commands then say so in a note)."""
+    path = tmp_path / "three.txt"
+    path.write_text("the cat sat\non the mat\n\nand so forth\n")
+    assert words_as_labels(path) is None
+    path.write_text("the cat sat\non the mat\n\nand so forth\nvery happy now\n")
+    assert words_as_labels(path) is not None
+
+
+def test_a_tag_set_small_beside_the_tokens_is_conll(tmp_path: Path) -> None:
+    """Word-like labels, most seen once, but no more than a quarter of the lines read: a (large) tag set."""
+    path = tmp_path / "many.txt"
+    labels = [f"tag{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(200)]  # 200 lower-case "words"
+    rows = [labels[i] for i in range(150)] + [labels[150 + i % 50] for i in range(850)]  # 150 once, 50 × 17
+    path.write_text("".join(f"w{k} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    assert words_as_labels(path) is None  # 200 labels in 1000 lines: 4 × 200 ≤ 1000
+    rows = rows[:750]  # the same 200 labels in 750 lines: 4 × 200 > 750
+    path.write_text("".join(f"w{k} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    assert words_as_labels(path) is not None
+
+
+def test_only_the_first_lines_are_read(tmp_path: Path) -> None:
+    path = _columns(tmp_path / "long.txt", NER_TAGS, 400, seed=1)
+    text = path.read_text()
+    assert text.count("\n") - text.count("\n\n") > LABEL_SAMPLE_LINES
+    path.write_text(text + "\n" + PARA * 50)
+    assert words_as_labels(path) is None
+
+
+@pytest.mark.parametrize("name", ["train.txt", "valid.txt"])
+def test_conll2003_is_conll(name: str) -> None:
+    path = Path("/work/shared/data/conll2003") / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not on this machine")
+    assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
