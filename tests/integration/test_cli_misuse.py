@@ -137,3 +137,45 @@ def test_certify_of_a_model_without_unk_still_names_the_unknown_word(capsys, tmp
     assert main(["certify", str(deep), str(data), "--unknown", "unk"]) == 2
     assert "is a --ff deep model with no unknown-word token" in " ".join(capsys.readouterr().err.split())
     assert main(["certify", str(deep), str(data), "--unknown", "error", "--json"]) == 0  # what it does anyway
+
+
+def test_certify_counts_the_ceiling_on_the_words_as_written_not_as_unk(capsys, tmp_path, monkeypatch):
+    """Two sentences that differ only in words the model does not know are two inputs: a model reading both as
+    '<unk> a' cannot get both first tokens right, and that is the model's failure, not a conflict in the data."""
+    import json
+
+    import uatlab.verify.certificate as certificate
+
+    model = _unk_model(tmp_path)
+    data = tmp_path / "d.conll"
+    data.write_text("zz X\na X\n\nyy Y\na X\n\n")
+    merged = tmp_path / "merged.conll"  # the same sentences as the model reads them: a real conflict
+    merged.write_text(data.read_text().replace("zz", "<unk>").replace("yy", "<unk>"))
+    assert main(["certify", str(model), str(merged), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ceiling_tokens"] == 3
+    assert main(["certify", str(model), str(data), "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["unknown_tokens"] == 2 and fig["ceiling_tokens"] == 4 and fig["conflict_tokens"] == 0
+    assert fig["certified_tokens"] <= 3 and fig["certified"] is False
+    # the second, salted key tells the inputs apart by their words too: with first keys that ignore the words
+    # (as colliding hashes would), the ceiling is still 4
+    monkeypatch.setattr(certificate, "input_keys", lambda tokens, context: list(range(len(tokens))))
+    assert main(["certify", str(model), str(data), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ceiling_tokens"] == 4
+
+
+def test_the_api_takes_unknown_as_the_cli_does(tmp_path):
+    import pytest
+
+    import uatlab
+    from uatlab.errors import InputError
+
+    model = _unk_model(tmp_path)
+    data = tmp_path / "d.conll"
+    data.write_text("zz X\na X\n\nyy Y\na X\n\n")
+    cert = uatlab.certify(model, data, unknown="unk")
+    assert cert.unknown_tokens == 2 and cert.ceiling_tokens == 4
+    with pytest.raises(InputError, match="token 'zz'"):
+        uatlab.certify(model, data)
+    with pytest.raises(InputError, match="unknown must be 'error' or 'unk', got 'drop'"):
+        uatlab.certify(model, data, unknown="drop")

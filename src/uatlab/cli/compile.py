@@ -510,17 +510,6 @@ def _refuse_unk(unknown: str, model_path: Path, what: str) -> None:
         )
 
 
-def _read_unknown_as(records, known: dict[str, int], unk: str, count: list[int]):
-    """The records with every token outside ``known`` replaced by ``unk``, adding their number to ``count[0]``
-    (`uatlab.data.dataset.Encoding.encode_tokens` with ``unknown='unk'`` reads them so)."""
-    for tokens, labels, line in records:
-        if all(t in known for t in tokens):
-            yield tokens, labels, line
-            continue
-        count[0] += sum(t not in known for t in tokens)
-        yield [t if t in known else unk for t in tokens], labels, line
-
-
 def _length_checked(records, data: Path, max_len: int | None = None):
     """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify
     (the memory is checked at each new longest sequence: a shorter one needs less), and a file holding none
@@ -830,9 +819,6 @@ def certify_cmd(
         _refuse_unk(unknown, model_path, "a model")
     reading = data_reading(data, fmt)
     records = _length_checked(_records(data, reading), data, getattr(model.config, "max_len", None))
-    mapped = [0]  # words read as the unknown-word token
-    if unk is not None and unknown != "error":
-        records = _read_unknown_as(records, model.encoding.token_to_id, unk, mapped)
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(
             model,
@@ -843,17 +829,18 @@ def certify_cmd(
             exp_ulps=exp_ulp,
             mapper=mapper,
             token_lines=reading == "conll",
+            unknown="unk" if unk is not None and unknown != "error" else "error",
         )
     say_reading(data, fmt, reading)
-    if mapped[0]:
+    if cert.unknown_tokens:
         err_console.print(
-            f"warning: {data}: {mapped[0]} of {cert.tokens} tokens are not in the model's vocabulary and were read "
-            f"as {unk!r}; the certificate is about the model's output on that input",
+            f"warning: {data}: {cert.unknown_tokens} of {cert.tokens} tokens are not in the model's vocabulary and "
+            f"were read as {unk!r}; the certificate is about the model's output on that input, and its ceiling "
+            "counts the words as written (inputs that only those words tell apart stay apart)",
             highlight=False,
             soft_wrap=True,
         )
     fig = cert.to_dict()
-    fig["unknown_tokens"] = mapped[0]
     fig["format"] = reading
     fig["params_total"] = model.num_parameters()
     fig["params_non_embedding"] = model.num_parameters(non_embedding=True)

@@ -95,6 +95,7 @@ process are checked by `environment_checks` and reported in ``environment``):
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -154,7 +155,8 @@ class Certificate:
         sequences: sequences checked.
         tokens: tokens checked.
         ceiling_tokens: tokens a perfect model can get right: per identical input (whole sequence and
-            position, or the prefix for a causal model), the count of its majority label. A model without
+            position, or the prefix for a causal model; the words as written, also where ``unknown='unk'``
+            reads some as the unknown-word token), the count of its majority label. A model without
             positional encoding cannot tell inputs apart that differ only in order (its attention is
             permutation-equivariant), so for it the ceiling can exceed what it can reach: certifying is then
             harder, never easier.
@@ -185,6 +187,9 @@ class Certificate:
             failed in this process (``environment["ok"]`` false; a reduced float32 matmul mode voids float32
             proofs only). Then no token is proven: ``certified_tokens`` is
             0, every margin −inf, and ``min_margin_at`` None.
+        unknown_tokens: tokens outside the model's vocabulary that were read as its unknown-word token
+            (``unknown='unk'``); 0 otherwise. Inputs that only such words tell apart are still different inputs
+            for the ceiling, so a model that merges them cannot reach it on them.
         margins: per sequence (data order), a float64 array with every token's certified lower margin
             (−inf where a softmax row could leave the normal range, and everywhere when void); None when not kept
             (``keep_margins=False``). Excluded from ``to_dict``/``to_json`` unless asked for.
@@ -214,6 +219,7 @@ class Certificate:
     margins: list[np.ndarray] | None = field(default=None, repr=False)
     dense_units: int | None = None
     invalidated_by: list[str] = field(default_factory=list)
+    unknown_tokens: int = 0
 
     def margin(self, sequence: int, position: int) -> float:
         """The certified lower margin of one token (> 0: proven correct)."""
@@ -1779,6 +1785,7 @@ def certify(
     max_examples: int = 20,
     exp_ulps: float = DEFAULT_EXP_ULPS,
     keep_margins: bool = True,
+    unknown: str = "error",
 ) -> Certificate:
     """Prove, token by token, that ``model`` (in its parameters' dtype) predicts each token's label.
 
@@ -1796,6 +1803,9 @@ def certify(
         exp_ulps: the assumed error of the evaluator's exp, in ulps (normal range); see
             `uatlab.numerics.float_bounds` for measured kernels.
         keep_margins: keep every token's certified lower margin (``Certificate.margins``; 8 bytes a token).
+        unknown: ``'error'`` (a word outside the vocabulary is an InputError naming it) or ``'unk'`` (it is read
+            as the encoding's unknown-word token, e.g. a trained model's ``<unk>``; counted in
+            ``Certificate.unknown_tokens``). The ceiling counts the words as written either way.
 
     Returns:
         A `Certificate`; ``certified`` is True iff every token that a perfect model can get right
@@ -1861,6 +1871,7 @@ def certify(
         max_examples=max_examples,
         exp_ulps=exp_ulps,
         keep_margins=keep_margins,
+        unknown=unknown,
     )
 
 
@@ -1884,9 +1895,10 @@ def certify_chunks(
     exp_ulps: float = DEFAULT_EXP_ULPS,
     keep_margins: bool = False,
     mapper: Callable[[Callable[..., Any], Iterable[tuple]], Iterable[Any]] | None = None,
+    unknown: str = "error",
 ) -> Certificate:
     """`certify` over (start index, chunk) pairs, e.g. streamed from a file (constant memory unless
-    ``keep_margins``).
+    ``keep_margins``); ``unknown`` as in `certify` (`EncodedChunk` chunks hold ids, with no unknown word).
 
     ``mapper(fn, items)`` runs ``fn(*item)`` per chunk and yields the results in order (e.g.
     `uatlab.experiments.executor.map_ordered` on Ray); default: in this process. Each chunk's result
@@ -1895,6 +1907,10 @@ def certify_chunks(
     t0 = time.perf_counter()
     bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read
     enc = _encoding_of(model, encoding)
+    if unknown not in ("error", "unk"):
+        raise InputError(f"unknown must be 'error' or 'unk', got {unknown!r}")
+    if unknown == "unk" and enc.unknown_token is None:
+        raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
     if bm.cfg.num_labels != len(enc.label_to_id):
         raise InputError(f"the model has {bm.cfg.num_labels} labels but its encoding lists {len(enc.label_to_id)}")
     counter = CeilingCounter()  # (input key, label) pairs → ceiling, spilled to disk past 4M tokens
@@ -1903,11 +1919,11 @@ def certify_chunks(
     max_err = 0.0
     examples: list[dict[str, Any]] = []
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
-    n_seq = n_tok = dense_units = 0
+    n_seq = n_tok = dense_units = unknown_tokens = 0
     # budget for the PyTorch spot check (multiply-adds of the dense forward pass), spent in data order
     cost_per_token = max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - bm.E.size)
     spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
-    setup = _ChunkSetup(uuid.uuid4().hex, model, enc, exp_ulps, cost_per_token, max_examples, keep_margins)
+    setup = _ChunkSetup(uuid.uuid4().hex, model, enc, exp_ulps, cost_per_token, max_examples, keep_margins, unknown)
     budgets = _spot_budgets(chunks, int(spot_check_flops), cost_per_token)
     _SETUP_CACHE.clear()
     _SETUP_CACHE[setup.token] = bm
@@ -1920,6 +1936,7 @@ def certify_chunks(
             counter.add(part["keys"], part["labels"], part["keys2"])
             n_seq += part["sequences"]
             n_tok += part["tokens"]
+            unknown_tokens += part["unknown_tokens"]
             correct += part["correct"]
             certified_tokens += part["certified"]
             max_err = max(max_err, part["max_err"])
@@ -1972,6 +1989,7 @@ def certify_chunks(
         certified_tokens=certified_tokens,
         bound_certified_tokens=bound_certified_tokens,
         invalidated_by=invalidated_by,
+        unknown_tokens=unknown_tokens,
         certified=certified_tokens >= ceiling and not invalidated_by,
         certified_fraction=certified_tokens / ceiling if ceiling else float(not invalidated_by),
         min_certified_margin=None if min_at is None else min_margin,
@@ -2091,6 +2109,7 @@ class _ChunkSetup:
     cost_per_token: int
     max_examples: int
     keep_margins: bool
+    unknown: str = "error"  # a word outside the vocabulary: an error, or read as the unknown-word token
 
 
 # per process: the bounded model of the current run (by _ChunkSetup.token)
@@ -2155,6 +2174,26 @@ def _spot_takes(lengths: list[int], counts: list[int], budget: int, cost_per_tok
     return takes, budget
 
 
+def _word_salts(chunk: SequenceDataset, enc: Encoding, table: np.ndarray, setup: _ChunkSetup) -> np.ndarray:
+    """(T,) uint64: per token of ``chunk``, its id's value in the run's salt ``table``, or for a word outside the
+    vocabulary (read as the unknown-word token) a BLAKE2b of the word keyed by the run's salt. Equal words get
+    equal values in every chunk and worker, so the second keys (`uatlab.data.keys.salted_input_keys` over these
+    values) tell inputs apart by the words as written, as the first keys do."""
+    key = int(setup.token, 16).to_bytes(16, "little")
+    known = enc.token_to_id
+    words = list(itertools.chain.from_iterable(chunk.tokens))
+    return np.fromiter(
+        (
+            table[known[w]]
+            if w in known
+            else int.from_bytes(hashlib.blake2b(w.encode(), key=key, digest_size=8).digest(), "little")
+            for w in words
+        ),
+        np.uint64,
+        len(words),
+    )
+
+
 def _bounded_model(setup: _ChunkSetup) -> _BoundedModel:
     bm = _SETUP_CACHE.get(setup.token)
     if bm is None:  # in a worker: once per process and run
@@ -2169,13 +2208,18 @@ def _certify_chunk(
     """Certify one chunk (sequences ``start``…): its counts, smallest margin, examples, keys and labels."""
     bm = _bounded_model(setup)
     model, enc = setup.model, setup.enc
+    unknown_tokens = 0
     if isinstance(chunk, EncodedChunk):
         flat = chunk
     else:
         context = "prefix" if bm.cfg.causal else "sequence"
+        # the ceiling's keys from the words as written: inputs that only unknown words tell apart stay apart
         keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
+        if setup.unknown == "unk":
+            known = enc.token_to_id
+            unknown_tokens = sum(t not in known for t in itertools.chain.from_iterable(chunk.tokens))
         flat = EncodedChunk.from_lists(
-            enc.encode_tokens(chunk, start=start),
+            enc.encode_tokens(chunk, unknown=setup.unknown, start=start),
             enc.encode_labels(chunk, start=start),
             keys,
             chunk.lines,
@@ -2184,10 +2228,17 @@ def _certify_chunk(
     keys = flat.keys
     context = "prefix" if bm.cfg.causal else "sequence"
     vocabulary = max(bm.E.shape[0], int(flat.tok.max()) + 1 if len(flat.tok) else 0)  # a bad id is refused below
-    keys2 = salted_input_keys(flat.tok, flat.offsets, salt_table(int(setup.token, 16), vocabulary), context)
+    table = salt_table(int(setup.token, 16), vocabulary)
+    if unknown_tokens:  # a word read as the unknown-word token keeps a salted value of its own text (below)
+        keys2 = salted_input_keys(
+            np.arange(len(flat.tok)), flat.offsets, _word_salts(chunk, enc, table, setup), context
+        )
+    else:
+        keys2 = salted_input_keys(flat.tok, flat.offsets, table, context)
     out: dict[str, Any] = {
         "sequences": len(chunk),
         "tokens": chunk.num_tokens,
+        "unknown_tokens": unknown_tokens,
         "correct": 0,
         "certified": 0,
         "max_err": 0.0,

@@ -700,13 +700,15 @@ def certify_chunks_with_progress(
     exp_ulps: float = DEFAULT_EXP_ULPS,
     mapper: Mapper | None = None,
     token_lines: bool = False,
+    unknown: str = "error",
 ) -> Certificate:
     """Certify streamed records (e.g. ``iter_conll(path)``) chunk by chunk, reporting stage ``"certify"``;
     ``mapper``: where the chunks run (see `uatlab.verify.certificate.certify_chunks`); ``token_lines``: the
-    records have one token per line (CoNLL), so a token's line is its sequence's first line plus its position."""
+    records have one token per line (CoNLL), so a token's line is its sequence's first line plus its position;
+    ``unknown``: as in `uatlab.verify.certificate.certify`."""
     cb = None if progress is None else (lambda n, _total: progress("certify", n, total))
     chunks = stream_chunks(records, source, token_lines=token_lines)
-    return certify_chunks(model, chunks, total, progress=cb, exp_ulps=exp_ulps, mapper=mapper)
+    return certify_chunks(model, chunks, total, progress=cb, exp_ulps=exp_ulps, mapper=mapper, unknown=unknown)
 
 
 def certify_store_with_progress(
