@@ -16,6 +16,15 @@ class InputError(UatlabError, ValueError):
     """Malformed or inconsistent input data (ragged, empty, NaN, wrong dimension...)."""
 
 
+class UnknownTokenError(InputError):
+    """A word outside a model's vocabulary where unknown words are an error. ``sentence`` and ``position`` say
+    where it is, so that a reader of a file can name the word's line (`uatlab.data.dataset.token_line`)."""
+
+    def __init__(self, message: str, sentence: int = 0, position: int = 0) -> None:
+        super().__init__(message)
+        self.sentence, self.position = sentence, position
+
+
 class PrecisionError(UatlabError, ArithmeticError):
     """A request that the chosen number format cannot honour (overflow, too few digits)."""
 

@@ -57,6 +57,30 @@ def test_predict_counts_unknown_words_and_warns(capsys, tmp_path):
     assert json.loads(captured.out)["unknown_tokens"] == 0 and "warning" not in captured.err
 
 
+def test_predict_names_the_line_of_an_unknown_word_under_each_policy(capsys, tmp_path):
+    """--unknown error (or a model without <unk>) names path:line, sentence, position and token: the token's own
+    line in CoNLL (one token per line), the sentence's line in text."""
+    import uatlab
+    from uatlab.data.dataset import Encoding
+
+    model = _unk_model(tmp_path)
+    conll = tmp_path / "in.conll"
+    conll.write_text("a X\nb Y\n\nb X\nzz Y\n")
+    text = tmp_path / "in.txt"
+    text.write_text("a b\n\nb zz\n")
+    expected = "sentence 1, position 1: token 'zz' is not in the model's vocabulary"
+    for path, fmt, line in ((conll, "conll", 5), (text, "text", 3)):
+        assert main(["predict", str(model), str(path), "--format", fmt, "--unknown", "error"]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"error: {path}:{line}: {expected}" in err and "no unknown-word token" not in err, err
+    bare = uatlab.Transformer(uatlab.TransformerConfig(d_model=4, vocab_size=2, num_labels=2))
+    bare.encoding = Encoding.from_lists(["a", "b"], ["X", "Y"])
+    bare_path = uatlab.save(bare, tmp_path / "bare.safetensors")
+    assert main(["predict", str(bare_path), str(conll)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"error: {conll}:5: {expected} (this model has no unknown-word token)" in err, err
+
+
 def test_predict_names_a_folder_and_a_non_finite_model(capsys, tmp_path):
     from safetensors import safe_open
     from safetensors.torch import save_file

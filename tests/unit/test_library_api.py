@@ -6,7 +6,7 @@ import torch
 import uatlab
 from uatlab.data import from_lists
 from uatlab.data.synthetic import synthetic_dataset
-from uatlab.errors import InputError, ModelFileError
+from uatlab.errors import InputError, ModelFileError, UnknownTokenError
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.training import TrainConfig
 
@@ -39,6 +39,10 @@ def test_unknown_words_never_become_a_real_word(compiled):
     data, con = compiled
     with pytest.raises(InputError, match="sentence 0, position 1: token 'zzz' is not in the model's vocabulary"):
         con.model.predict([[data.tokens[0][0], "zzz"]])
+    with pytest.raises(UnknownTokenError) as info:
+        con.model.predict([[data.tokens[0][0]], [data.tokens[0][0], data.tokens[0][0], "zzz"]])
+    assert (info.value.sentence, info.value.position) == (1, 2)  # where a reader of a file finds the word's line
+    assert str(info.value).endswith("is not in the model's vocabulary (this model has no unknown-word token)")
     with pytest.raises(InputError, match="unknown must be one of"):
         con.model.predict([[data.tokens[0][0]]], unknown="skip")
     with pytest.raises(InputError, match="has none"):

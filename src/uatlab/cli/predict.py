@@ -18,7 +18,7 @@ import typer
 
 from uatlab.cli.app import app, print_json
 from uatlab.cli.options import no_data_error
-from uatlab.errors import InputError
+from uatlab.errors import InputError, UnknownTokenError
 from uatlab.io_safety import check_input_file
 
 
@@ -60,26 +60,6 @@ def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
         return [tokens for tokens, _, _ in rows3], [line for _, _, line in rows3], "jsonl"
     data = read_sequences(path, fmt)
     return data.tokens, data.lines, "conll"
-
-
-def _check_known(model, sentences: list[list[str]], lines: list[int], reading: str, path: Path, unknown: str) -> None:
-    """InputError naming ``path:line`` (the token's own line in CoNLL, one token per line; the sentence's line in
-    text and JSONL), the sentence and the position of the first word outside the model's vocabulary when unknown
-    words are an error (``--unknown error``, or a model without an unknown-word token)."""
-    from uatlab.data.dataset import token_line
-
-    encoding = model.encoding
-    if (unknown or ("error" if encoding.unknown_token is None else "unk")) != "error":
-        return
-    known = encoding.token_to_id
-    for i, sentence in enumerate(sentences):
-        for k, token in enumerate(sentence):
-            if token not in known:
-                line = token_line(lines[i], k, reading in ("conll", "conll-tokens"))
-                why = " (this model has no unknown-word token)" if encoding.unknown_token is None else ""
-                raise InputError(
-                    f"{path}:{line}: sentence {i}, position {k}: token {token!r} is not in the model's vocabulary{why}"
-                )
 
 
 def _one_column(path: Path) -> bool:
@@ -148,9 +128,13 @@ def predict_cmd(
     except ValueError as exc:  # UATLAB_THREADS set to something unusable
         raise InputError(str(exc)) from None
     model = load(model_path)
-    _check_known(model, sentences, lines, reading, input_path, unknown)
     try:
         labels = model.predict(sentences, unknown=unknown or None)
+    except UnknownTokenError as exc:  # the token's own line in CoNLL (one token per line), else the sentence's
+        from uatlab.data.dataset import token_line
+
+        line = token_line(lines[exc.sentence], exc.position, reading in ("conll", "conll-tokens"))
+        raise InputError(f"{input_path}:{line}: {exc}") from None
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     if fmt == "auto":  # how the file was read (once read and labelled): CoNLL columns and plain text look alike

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from uatlab.errors import InputError
+from uatlab.errors import InputError, UnknownTokenError
 
 
 @dataclass
@@ -221,7 +221,7 @@ class Encoding:
         """Token ids (int64) of unlabelled sentences (lists of token strings; an integer token is read as its
         decimal string, as `from_lists` reads it, and any other non-string is an `InputError` naming it).
 
-        ``unknown``: ``"error"`` (an unknown word is an `InputError` naming the word, the sentence and
+        ``unknown``: ``"error"`` (an unknown word is an `UnknownTokenError` naming the word, the sentence and
         the position) or ``"unk"`` (the unknown-word id); default ``"unk"`` when the encoding has an
         unknown-word token, else ``"error"``.
         """
@@ -250,11 +250,9 @@ class Encoding:
                 j = self.token_to_id.get(tok)
                 if j is None:
                     if unknown == "error":
-                        raise InputError(
-                            f"sentence {i}, position {k}: token {tok!r} is not in the model's vocabulary "
-                            f"(this encoding has no unknown-word token)"
-                            if self.unknown_token is None
-                            else f"sentence {i}, position {k}: token {tok!r} is not in the model's vocabulary"
+                        why = " (this model has no unknown-word token)" if self.unknown_token is None else ""
+                        raise UnknownTokenError(
+                            f"sentence {i}, position {k}: token {tok!r} is not in the model's vocabulary{why}", i, k
                         )
                     j = fallback
                 ids[k] = j
