@@ -282,7 +282,9 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     ``path``, on any exception removed with what was written into it.
 
     The folder gets a new folder's permission bits (0777 less the umask), not the 0700 of `tempfile.mkdtemp`;
-    write the files in it with `atomic_path` or `atomic_write`, which give them a new file's (0666 less the umask).
+    write the files in it with `atomic_path` or `atomic_write`, which give them a new file's (0666 less the umask)
+    and fsync each file and the folder before the rename here (which is not done a second time), and the folder
+    that holds ``path`` after it.
     """
     path = Path(path)
     if path.exists() or path.is_symlink():
@@ -297,11 +299,6 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
             continue
     try:
         yield tmp
-        for entry in tmp.iterdir():
-            if entry.is_file():
-                with open(entry, "rb") as fh:
-                    os.fsync(fh.fileno())
-        _fsync_dir(tmp)
         if path.exists() or path.is_symlink():  # appeared while writing: never replaced
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
         os.rename(tmp, path)

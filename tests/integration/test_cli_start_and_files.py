@@ -148,6 +148,29 @@ def test_loading_a_model_opens_its_file_once(tmp_path, monkeypatch):
     assert all(torch.equal(v, saved.state_dict()[k]) for k, v in model.state_dict().items())
 
 
+def test_atomic_dir_fsyncs_each_file_once_before_the_rename_and_the_parent_after(tmp_path, monkeypatch):
+    """Durability of a folder written with `atomic_dir`: each file's data and the new folder reach the disk before
+    the folder is renamed into place, the parent folder after; no file is fsynced twice."""
+    from uatlab.io_safety import atomic_dir, atomic_path, write_text_atomic
+
+    events: list[tuple[str, int]] = []
+    real_fsync, real_rename = os.fsync, os.rename
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "rename", lambda a, b: (events.append(("rename", 0)), real_rename(a, b))[1])
+    with atomic_dir(tmp_path / "out") as tmp:
+        write_text_atomic(tmp / "a.txt", "a")
+        with atomic_path(tmp / "b.bin") as b:
+            b.write_bytes(b"b")
+    out = tmp_path / "out"
+    files = [(out / name).stat().st_ino for name in ("a.txt", "b.bin")]
+    synced = [ino for kind, ino in events if kind == "fsync"]
+    assert [synced.count(ino) for ino in files] == [1, 1], events
+    renamed = events.index(("rename", 0))
+    before = {ino for kind, ino in events[:renamed] if kind == "fsync"}
+    assert set(files) | {out.stat().st_ino} <= before, events  # the files and the new folder itself
+    assert ("fsync", tmp_path.stat().st_ino) in events[renamed:], events  # the folder that now lists it
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_atomic_dir_gives_a_new_folders_permissions_and_leaves_nothing_when_it_fails(tmp_path, umask):
     from uatlab.io_safety import atomic_dir, write_text_atomic
