@@ -201,3 +201,21 @@ def test_auto_format_says_how_the_file_was_read_and_json_lists_the_words(tmp_pat
     assert main(["predict", str(model), str(text)]) == 0
     err = capsys.readouterr().err
     assert f"note: {text} read as plain text" in err and "--format conll" in err
+
+
+def test_predict_checks_its_input_file_once(tmp_path, capsys, monkeypatch):
+    """The input file is checked once, before the model is opened; a missing one is named."""
+    import uatlab.cli.predict as predict
+
+    model, data = _synth_and_compile(tmp_path)
+    text = tmp_path / "s.txt"
+    text.write_text(" ".join(data.tokens[0]) + "\n")
+    checked = []
+    real = predict.check_input_file
+    monkeypatch.setattr(predict, "check_input_file", lambda p, what: (checked.append((p, what)), real(p, what))[1])
+    capsys.readouterr()
+    assert main(["predict", str(model), str(text), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == [data.labels[0]]
+    assert checked == [(text, "input file")]
+    assert main(["predict", str(tmp_path / "missing.safetensors"), str(tmp_path / "gone.txt")]) == 2
+    assert f"error: input file {tmp_path / 'gone.txt'} does not exist" in " ".join(capsys.readouterr().err.split())

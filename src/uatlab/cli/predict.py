@@ -25,14 +25,13 @@ from uatlab.io_safety import check_input_file
 def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     """Token lists of ``path``: ``text`` (whitespace tokens, one sentence per non-empty line), CoNLL or JSONL;
     ``auto`` decides as every other command does (`uatlab.data.jsonl.sequence_format`)."""
-    return read_input(path, fmt)[0]
+    return read_input(check_input_file(path, "input file"), fmt)[0]
 
 
 def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
     """(sentences, the line each starts on, how the file was read) for ``--format fmt``: the reading is
     ``'text'``, ``'conll'``, ``'conll-tokens'`` (unlabelled CoNLL, one token per line) or ``'jsonl'``
-    (`uatlab.data.jsonl.format_note` words it)."""
-    check_input_file(path, "input file")
+    (`uatlab.data.jsonl.format_note` words it); ``path`` is a readable file (`check_input_file`)."""
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
     from uatlab.data.jsonl import read_sequences, sequence_format
