@@ -261,3 +261,39 @@ def test_every_pass_reads_each_chunk_file_once(tmp_path, monkeypatch):
         opened.clear()
         run()
         assert opened == dict.fromkeys(names, 1), what
+
+
+def test_the_manifest_reaches_the_disk_before_it_replaces_the_old_one_and_a_failed_save_keeps_the_old(
+    tmp_path, monkeypatch
+):
+    """The manifest is written beside the old one, fsynced and renamed over it: a save that fails (a full disk at
+    the rename) leaves the old manifest byte for byte and no partial file; a killed run's temporary is removed
+    with the store."""
+    import errno
+
+    store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=30)
+    store.read(_records(synthetic_dataset(20, 3, 5, 2, seed=3)), input_keys)
+    manifest = tmp_path / "w/manifest.json"
+    events: list[tuple[str, int]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd))[1])
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: (events.append(("replace", os.stat(a).st_ino)), real_replace(a, b))[1]
+    )
+    store._save_manifest()
+    ino = manifest.stat().st_ino
+    assert ("replace", ino) in events and ("fsync", ino) in events[: events.index(("replace", ino))], events
+
+    def full(a, b):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    before = {p.name: p.read_bytes() for p in (tmp_path / "w").iterdir() if p.is_file()}
+    store.m["note"] = "not saved"
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        store._save_manifest()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "w").iterdir() if p.is_file()} == before
+    monkeypatch.setattr(os, "replace", real_replace)
+    (tmp_path / "w/.manifest.json.0123abcd.tmp").write_text("{")  # what a killed save leaves
+    store.remove()
+    assert not (tmp_path / "w").exists()

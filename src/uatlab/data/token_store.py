@@ -54,6 +54,7 @@ from uatlab.io_safety import (
     prefix_identity,
     read_marker,
     write_marker,
+    write_text_atomic,
 )
 
 MANIFEST = "manifest.json"
@@ -481,13 +482,8 @@ class TokenStore:
         return bool(self.m["complete"])
 
     def _save_manifest(self) -> None:
-        tmp = self.dir / (MANIFEST + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.m, indent=1))
-            tmp.replace(self.dir / MANIFEST)  # atomic: a crash leaves the old or the new manifest
-        except BaseException:  # disk full, Ctrl-C: the old manifest stands, a partial new one is removed
-            tmp.unlink(missing_ok=True)
-            raise
+        """Atomically (`write_text_atomic`): a crash, a full disk or Ctrl-C leaves the old manifest or the new."""
+        write_text_atomic(self.dir / MANIFEST, json.dumps(self.m, indent=1))
 
     def _read_chunk(self, c: dict[str, Any], names: tuple[str, ...]) -> dict[str, np.ndarray]:
         """The arrays ``names`` of the chunk of manifest entry ``c``, after checking its size and digest;
@@ -859,7 +855,9 @@ class TokenStore:
             p.unlink(missing_ok=True)
         self._remove_buckets()
         (self.dir / MANIFEST).unlink(missing_ok=True)
-        (self.dir / (MANIFEST + ".tmp")).unlink(missing_ok=True)
+        # a killed run's partial manifest (`write_text_atomic`'s temporary; an older version's name last)
+        for p in [*self.dir.glob(f".{MANIFEST}.*.tmp"), self.dir / (MANIFEST + ".tmp")]:
+            p.unlink(missing_ok=True)
 
     def _remove_buckets(self) -> None:
         bdir = self.dir / "buckets"
