@@ -22,6 +22,7 @@ from conll_fixture import CONLL
 
 from uatlab.cli import main
 from uatlab.errors import InputError
+from uatlab.models.io import FORMAT_TAG, file_format
 
 JSONL = (
     "\n".join(
@@ -254,13 +255,14 @@ def test_workdir_with_forged_marker_is_not_deleted(case_dir: Path, capsys) -> No
 
 
 def test_existing_out_replaced_only_when_complete(case_dir: Path, capsys) -> None:
-    """A failing compile leaves an existing --out untouched; a successful one replaces it whole."""
+    """A failing compile leaves an existing model at --out untouched; a successful one replaces it whole."""
     out = case_dir / "m.safetensors"
-    out.write_bytes(b"old model")
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--ff", "deep", "--json"]) == 0
+    old = out.read_bytes()
     assert main(["compile", "ragged.jsonl", "--out", "m.safetensors"]) == 2
-    assert out.read_bytes() == b"old model"
+    assert out.read_bytes() == old
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
-    assert out.read_bytes()[:8] != b"old mode"
+    assert out.read_bytes() != old and file_format(out) == FORMAT_TAG  # the deep model replaced by the one-layer
     assert not [p for p in case_dir.iterdir() if p.name.endswith((".tmp", ".lock"))]
 
 

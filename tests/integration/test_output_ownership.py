@@ -1,4 +1,5 @@
-"""A run never replaces a user's file in its output: ``train --out``, ``reproduce --out`` and ``synth OUT``.
+"""A run never replaces a user's file in its output: ``train --out``, ``reproduce --out``, ``synth OUT`` and
+``compile --out``.
 
 Each refusal is one ``error:`` line naming the file, exit code 2, and the user's file byte-identical after it;
 the run's own files from an earlier run of the same kind (``train --resume``, ``reproduce`` again into its
@@ -318,3 +319,77 @@ def test_experiments_refuse_a_user_file_before_any_work(work: Path, capsys, argv
     _refused(capsys, [*argv, "--out", "eo"], f"eo/{name}")
     assert (work / "eo" / name).read_text() == "mine\n"
     assert sorted(p.name for p in (work / "eo").iterdir()) == [name]  # no trial started
+
+
+# ------------------------------------------------------------------------------------------------ compile
+NEXT_TOKEN_LINES = "".join(
+    json.dumps({"tokens": toks.split(), "label": label}) + "\n"
+    for toks, label in (("the cat sat", "a"), ("a dog ran", "the"), ("the dog sat", "cat"))
+)
+COMPILE_PATHS = {  # every way compile writes its one model file: data, then options
+    "token": ["s.jsonl"],
+    "deep": ["s.jsonl", "--ff", "deep"],
+    "next-token": ["nt.jsonl", "--task", "next-token"],
+}
+
+
+def _foreign_safetensors(path: Path) -> None:
+    """A safetensors file another program wrote: tensors and metadata, but no uatlab format tag."""
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(path), metadata={"format": "pt"})
+
+
+VICTIMS = {  # what the user keeps at --out → how compile says it is not a model
+    "conll-copy": (lambda p: p.write_text("a O\n\nb O\n"), "not a safetensors file"),
+    "empty": (lambda p: p.write_bytes(b""), "not a safetensors file"),
+    "other-safetensors": (_foreign_safetensors, "without a uatlab model's tag"),
+}
+
+
+@pytest.mark.parametrize("path", sorted(COMPILE_PATHS))
+@pytest.mark.parametrize("victim", sorted(VICTIMS))
+def test_compile_refuses_to_replace_a_file_that_is_not_a_model(work: Path, capsys, path: str, victim: str) -> None:
+    (work / "nt.jsonl").write_text(NEXT_TOKEN_LINES)
+    make, why = VICTIMS[victim]
+    target = work / "valid.txt"
+    make(target)
+    before, listing = _digest(target), sorted(p.name for p in work.iterdir())
+    line = _refused(capsys, ["compile", *COMPILE_PATHS[path], "--out", "valid.txt"], "--out valid.txt")
+    assert "is not a uatlab model file" in line and why in line, line
+    assert _digest(target) == before
+    assert sorted(p.name for p in work.iterdir()) == listing  # no work directory, lock or temporary file
+
+
+@pytest.mark.parametrize("path", sorted(COMPILE_PATHS))
+def test_compile_refuses_a_non_model_out_before_reading_the_data(work: Path, capsys, path: str) -> None:
+    # data that would be an error of its own once read: the refusal of --out comes first
+    data = COMPILE_PATHS[path][0]
+    (work / data).write_text('{"tokens": ["a", "b"]}\n')
+    (work / "valid.txt").write_text("mine\n")
+    line = _refused(capsys, ["compile", *COMPILE_PATHS[path], "--out", "valid.txt"], "valid.txt")
+    assert "is not a uatlab model file" in line and data not in line, line
+    assert (work / "valid.txt").read_text() == "mine\n"
+
+
+def test_compile_refuses_a_broken_link_at_out(work: Path, capsys) -> None:
+    (work / "link.safetensors").symlink_to(work / "nowhere")
+    line = _refused(capsys, ["compile", "s.jsonl", "--out", "link.safetensors"], "link.safetensors")
+    assert "broken symbolic link" in line
+    assert (work / "link.safetensors").is_symlink() and not (work / "nowhere").exists()
+
+
+def test_compile_replaces_a_uatlab_model_of_any_kind(work: Path, capsys) -> None:
+    from uatlab.models.io import NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG, file_format
+
+    (work / "nt.jsonl").write_text(NEXT_TOKEN_LINES)
+    model = work / "s.safetensors"  # a compiled token model (the fixture's)
+    for path, tag in (("next-token", NEXT_TOKEN_TAG), ("deep", SEQ2SEQ_DEEP_TAG)):
+        before = _digest(model)
+        assert main(["compile", *COMPILE_PATHS[path], "--out", "s.safetensors", "--json"]) == 0
+        capsys.readouterr()
+        assert _digest(model) != before and file_format(model) == tag
+    assert main(["compile", *COMPILE_PATHS["token"], "--out", "s.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    assert file_format(model) == "uatlab-transformer-v1"

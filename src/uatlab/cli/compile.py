@@ -194,9 +194,10 @@ def compile_cmd(
         "--out",
         parser=file_path("model file"),
         metavar="<path>",
-        help="Where to save the compiled model. A file named here is replaced (atomically, once the new model is "
-        "complete); an existing model.safetensors is never replaced unless --out names it; an input file is "
-        "never overwritten.",
+        help="Where to save the compiled model. An existing file here is replaced (atomically, once the new model "
+        "is complete) only if it is a uatlab model file (safetensors, its header says uatlab wrote it); any other "
+        "file (the input too) is refused before the data is read and kept. An existing model.safetensors is never "
+        "replaced unless --out names it.",
     ),
     causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
     beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),
@@ -271,7 +272,7 @@ def compile_cmd(
 
         check_input_file(data)
         check_output_file(out, [data])
-        _refuse_existing_default_out(ctx, out)
+        _check_existing_out(ctx, out)
         with OutputLock(out), _say_what_is_kept(out):
             thread_settings = _threads(threads)
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
@@ -294,7 +295,7 @@ def compile_cmd(
             raise InputError("--ff deep: --causal is not supported (the deep construction reads whole sentences)")
         check_input_file(data)
         check_output_file(out, [data])
-        _refuse_existing_default_out(ctx, out)
+        _check_existing_out(ctx, out)
         with OutputLock(out), _say_what_is_kept(out):
             _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
@@ -311,7 +312,7 @@ def compile_cmd(
     _check_out_and_work(out, work)
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
-    _refuse_existing_default_out(ctx, out)
+    _check_existing_out(ctx, out)
     with OutputLock(out), OutputLock(work, hint="choose another --work-dir"):
         run: dict[str, Any] = {}  # the run's TokenStore, once it exists
         with _say_what_is_kept(out, run, keep_work):
@@ -457,9 +458,13 @@ def _check_out_and_work(out: Path, work: Path) -> None:
     raise InputError(f"--out {out} and --work-dir {work} {why}; give --work-dir a folder apart from --out")
 
 
-def _refuse_existing_default_out(ctx: typer.Context, out: Path) -> None:
-    """A model file is replaced only when ``--out`` names it: the default path is never written over (every
-    task and ``--ff`` writes there, so one run's model would silently replace another's)."""
+def _check_existing_out(ctx: typer.Context, out: Path) -> None:
+    """Before the data is read: an existing ``--out`` is replaced only if it is a model file uatlab wrote
+    (`check_replaceable_model`) and ``--out`` names it: the default path is never written over (every task and
+    ``--ff`` writes there, so one run's model would silently replace another's)."""
+    from uatlab.models.io import check_replaceable_model
+
+    check_replaceable_model(out)
     source = ctx.get_parameter_source("out")
     if source is not None and source.name != "COMMANDLINE" and out.exists():
         raise InputError(f"{out} exists (the default --out): pass --out {out} to replace it, or choose another path")

@@ -286,6 +286,28 @@ def file_format(path: str | os.PathLike) -> str | None:
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
 
 
+MODEL_TAGS = (FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG)  # every kind of model file uatlab writes
+
+
+def check_replaceable_model(path: str | os.PathLike, option: str = "--out") -> None:
+    """InputError naming ``path`` unless nothing is there or it is a model file uatlab wrote (its safetensors
+    header's ``uatlab_format`` is one of `MODEL_TAGS`, as `file_format` reads it): a command that writes one
+    model file replaces only a model, never another file of the user's."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()):
+        return
+    try:
+        tag = file_format(path)
+        why = "a safetensors file without a uatlab model's tag" if tag not in MODEL_TAGS else None
+    except ModelFileError:
+        why = "a broken symbolic link" if not path.exists() else "not a safetensors file"
+    if why is not None:
+        raise InputError(
+            f"{option} {path} exists and is not a uatlab model file ({why}); only a model uatlab wrote is "
+            f"replaced: move it away or choose another {option}"
+        )
+
+
 def load(path: str | os.PathLike) -> Any:
     """Load a model saved by `save` (or by older versions); ``model.encoding`` is set when the file
     stores one. The rest of the stored metadata is ``model.saved_extra``.
