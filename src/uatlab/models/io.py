@@ -27,12 +27,19 @@ FORMAT_TAG = "uatlab-transformer-v1"
 
 
 def check_model_path(path: object, what: str = "save()") -> Path:
-    """``path`` as a Path once it can name a model file: a str or PathLike that is not a folder."""
+    """``path`` as a Path once it can name a model file: a str or PathLike that is not a folder, nor spelt as one
+    (a trailing separator, "out/": Path would drop it and write a file named "out")."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what}: path must be a str or os.PathLike, not a {type(path).__name__}")
-    if os.fspath(path) == "":
+    text = os.fsdecode(os.fspath(path))
+    if text == "":
         raise InputError(f"{what}: the path is empty; give the model file's name, e.g. 'model.safetensors'")
     p = Path(path)
+    if len(text) > 1 and text[-1] in {"/", os.sep, os.altsep} - {None}:
+        raise InputError(
+            f"{what}: {text!r} ends in {text[-1]!r}, the spelling of a folder; give the model file's name, e.g. "
+            f"{p / 'model.safetensors'}"
+        )
     if p.is_dir() or p.name in ("", ".", ".."):
         raise InputError(f"{what}: {path} is a folder; give the model file's name, e.g. {p / 'model.safetensors'}")
     return p
