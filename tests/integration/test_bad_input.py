@@ -808,12 +808,17 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
     assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys) -> None:
-    assert main(["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--json"]) == 0
+@pytest.mark.parametrize("schedule", ["cosine", "constant"])
+def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys, schedule: str) -> None:
+    # the linear warm-up reaches --lr at its last step under either schedule: a run shorter than it never does
+    run = ["train", "data.txt", "--epochs", "2", "--dim", "8", "--schedule", schedule, "--json"]
+    assert main([*run, "--out", "run"]) == 0
     err = capsys.readouterr().err
     assert "warning: the warm-up (200 steps) is longer than the whole run (2 steps: 2 epochs of 1 batches)" in err
+    assert main([*run, "--out", "fits", "--warmup-steps", "2"]) == 0  # reaches --lr at the run's last step
+    assert "warm-up" not in capsys.readouterr().err
     # a resume refused for other options says only why: the refused run's warnings would not apply
-    argv = ["train", "data.txt", "--out", "run", "--epochs", "2", "--dim", "8", "--lr", "0.5", "--resume", "--json"]
+    argv = [*run, "--out", "run", "--lr", "0.5", "--resume"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "written for a different run" in err and "warm-up" not in err

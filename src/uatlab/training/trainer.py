@@ -687,7 +687,7 @@ def _train_in(
             ckpt_path,
         )
 
-    if cfg.schedule == "cosine" and cfg.warmup_steps > total_steps:  # after any refusal to resume
+    if cfg.warmup_steps > total_steps:  # after any refusal to resume; either schedule starts with the warm-up
         say(
             f"warning: the warm-up ({cfg.warmup_steps} steps) is longer than the whole run ({total_steps} steps: "
             f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
