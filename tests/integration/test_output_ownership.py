@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -284,6 +285,19 @@ def test_synth_replaces_its_unedited_output_of_other_options(work: Path, capsys,
     assert main(["synth", "s.jsonl", *SYNTH, "--seed", "5", "--json"]) == 0
     capsys.readouterr()
     assert (work / "s.jsonl").read_text() == "".join(synthetic_lines(12, 4, 10, 3, seed=5))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "under-a-file", "stdout"])
+def test_synth_names_its_out_as_the_user_gave_it(work: Path, capsys, kind: str) -> None:
+    """synth takes OUT as an argument: a refused OUT is named so, never as an option --out it does not have."""
+    given = {"under-a-file": "s.jsonl/t.jsonl", "stdout": "-"}.get(kind, "t.jsonl")
+    if kind == "fifo":
+        os.mkfifo(work / given)
+    elif kind == "folder":
+        (work / given).mkdir()
+    shown = repr(given) if given == "-" else given
+    line = _refused(capsys, ["synth", given, "-N", "2"], f"error: OUT {shown}")
+    assert "--out" not in line
 
 
 # ------------------------------------------------------------------------------------------------ approx, experiment

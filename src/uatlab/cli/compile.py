@@ -899,7 +899,7 @@ def synth_cmd(
         raise InputError(
             f"--no-repeats: sequences of n={length} distinct tokens need a vocabulary V ≥ n, got V={vocab}"
         )
-    check_output_file(out)
+    check_output_file(out, option="OUT")  # synth names its file as an argument, not with --out
     t0 = time.perf_counter()
     with OutputLock(out):
         # refuses an existing file unless it is synth's output unedited (or empty): check_synthetic_target
