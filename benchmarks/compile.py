@@ -213,7 +213,7 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
 def _parse(path: Path) -> tuple[list[list[str]], list[list[str]]]:
     """A plain parse: CoNLL (first column token, last column label, blank line / -DOCSTART- separate) or JSONL."""
     toks, labs = [], []
-    if path.suffix in (".jsonl", ".json"):
+    if path.suffix.lower() in (".jsonl", ".json"):
         with path.open() as fh:
             for line in fh:
                 if line.strip():

@@ -93,7 +93,7 @@ def main() -> int:
             [*UATLAB, "compile", str(data_path), "--ff", "deep", "--out", str(model_path), "--json"]
         )
         # the same compile in this process: the compile-time model and its predictions
-        fmt = "jsonl" if data_path.suffix in (".jsonl", ".json") else "conll"
+        fmt = "jsonl" if data_path.suffix.lower() in (".jsonl", ".json") else "conll"
         data = uatlab.read_jsonl(data_path) if fmt == "jsonl" else uatlab.read_conll(data_path)
         enc = Encoding.fit(data)
         c0 = cpu_seconds()

@@ -44,3 +44,29 @@ def test_one_rule_picks_jsonl_or_conll_by_the_file_name(tmp_path):
     co.write_text("a O\nb X\n")
     assert read_sequences(js).tokens == read_sequences(co).tokens == [["a", "b"]]
     assert read_sequences(js).labels == read_sequences(co).labels == [["O", "X"]]
+
+
+@pytest.mark.parametrize("name", ["J.JSONL", "j.Jsonl", "J.JSON"])
+def test_the_extension_picks_jsonl_in_any_case(tmp_path, monkeypatch, capsys, name):
+    """A file named J.JSONL (a copy made on a case-insensitive system, say) is JSONL for every command that
+    chooses the format by the file's name: data-report, compile (both tasks) and predict."""
+    import json
+
+    from uatlab.cli import main
+    from uatlab.data.jsonl import is_jsonl_path, read_sequences
+
+    assert is_jsonl_path(name) and not is_jsonl_path(name + ".TXT")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text('{"tokens": ["a", "b"], "labels": ["O", "X"]}\n{"tokens": ["b"], "labels": ["X"]}\n')
+    assert read_sequences(name).tokens == [["a", "b"], ["b"]]
+    assert main(["data-report", name, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == 3
+    assert main(["compile", name, "--out", "m.safetensors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sequences"] == 2
+    assert main(["predict", "m.safetensors", name, "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["format"] == "jsonl" and fig["labels"] == [["O", "X"], ["X"]]  # the memorized labels
+    nt = "NT" + name[1:]
+    (tmp_path / nt).write_text('{"tokens": ["a", "b"], "label": "a"}\n{"tokens": ["b", "b"], "label": "b"}\n')
+    assert main(["compile", nt, "--task", "next-token", "--out", "nt.safetensors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["examples"] == 2

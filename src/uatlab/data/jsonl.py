@@ -118,8 +118,9 @@ JSONL_SUFFIXES = (".jsonl", ".json")
 
 
 def is_jsonl_path(path: str | os.PathLike) -> bool:
-    """True when ``path`` is named ``*.jsonl`` or ``*.json``: what every reader's ``format='auto'`` reads as JSONL."""
-    return str(path).endswith(JSONL_SUFFIXES)
+    """True when ``path`` is named ``*.jsonl`` or ``*.json``, in any case (``J.JSONL``): what every reader's
+    ``format='auto'`` reads as JSONL."""
+    return str(path).lower().endswith(JSONL_SUFFIXES)
 
 
 def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = False) -> str:
