@@ -474,7 +474,7 @@ def _compile_deep(
     data: Path, fmt: str, dtype: str, out: Path, seed: int, no_certify: bool, json_out: bool, threads: str
 ) -> None:
     from uatlab.cli.progress import StageBars
-    from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file
+    from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file, print_certificate_assumptions, warn_void_proof
 
     thread_settings = _threads(threads)
     reading = data_reading(data, fmt)
@@ -483,12 +483,14 @@ def _compile_deep(
     say_reading(data, fmt, reading)
     fig["threads"] = thread_settings
     fig["format"] = reading
+    warn_void_proof(fig.get("invalidated_by") or [])
     if fig.get("certified") is False:
         warn_not_certified(fig.get("certified_tokens"), fig["ceiling_tokens"], dtype, out)
     if json_out:
         print_json(fig)
         return
     _print_figures(f"uatlab compile {data.name} ({dtype}, --ff deep)", fig)
+    print_certificate_assumptions(fig, environment=False)  # _print_figures printed the run-time checks
     console.print(
         f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total", highlight=False
     )

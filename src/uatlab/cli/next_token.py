@@ -115,12 +115,16 @@ def compile_next_token_file(
         "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],
         "ceiling_examples": cert.ceiling_rows if cert else None,
         "correct_examples": cert.correct_rows if cert else None,
+        "certified_examples": cert.certified_rows if cert else None,
         "certified": cert.certified if cert else None,
         "certificate": cert.reason if cert else "not run (--no-certify)",
+        **({"invalidated_by": cert.invalidated_by} if cert else {}),
         "seconds": time.perf_counter() - t0,
         "compile_seconds": report["seconds_total"],
         "out": str(out),
     }
+    if cert is not None:
+        fig |= {"assumptions": cert.assumptions, "environment": cert.environment}
     return fig
 
 
@@ -128,16 +132,20 @@ def print_next_token_compile(fig: dict[str, Any], json_out: bool, threads: dict[
     """Print the figures of `compile_next_token_file` (JSON or a table); a stderr warning if not certified."""
     from uatlab.cli.app import console, key_value_table, print_json
     from uatlab.cli.compile import warn_not_certified
+    from uatlab.cli.seq2seq_deep import print_certificate_assumptions, table_rows, warn_void_proof
 
     if threads is not None:
         fig["threads"] = threads
+    warn_void_proof(fig.get("invalidated_by") or [], "examples")
     if fig["certified"] is False:
-        warn_not_certified(None, fig["ceiling_examples"], fig["regime"], Path(fig["out"]), "examples")
+        warn_not_certified(
+            fig["certified_examples"], fig["ceiling_examples"], fig["regime"], Path(fig["out"]), "examples"
+        )
     if json_out:
         print_json(fig)
     else:
-        rows = {k: v for k, v in fig.items() if k != "threads"}
-        console.print(key_value_table("next-token memorizer (Kajitsuka & Sato, ICLR 2025)", rows))
+        console.print(key_value_table("next-token memorizer (Kajitsuka & Sato, ICLR 2025)", table_rows(fig)))
+        print_certificate_assumptions(fig)
 
 
 def capacity_next_token_command(
@@ -423,6 +431,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     import numpy as np
 
     from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.cli.seq2seq_deep import print_certificate_assumptions, table_rows, warn_void_proof
     from uatlab.constructions.paper_c.model_file import encode_sequences
     from uatlab.models.io import load
     from uatlab.verify.next_token import certify_next_token
@@ -442,6 +451,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     if not known.any():
         raise InputError(f"{where[0]}: label {labels[0]!r} is not one the model outputs, nor is any other example's")
     cert = certify_next_token(model.memo, ids[known], y[known])
+    warn_void_proof(cert.invalidated_by, "examples")
     unknown = int((~known).sum())
     fig = {
         "task": "next-token",
@@ -459,7 +469,8 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     if json_out:
         print_json(fig)
     else:
-        console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", fig))
+        console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", table_rows(fig)))
+        print_certificate_assumptions(fig)
 
 
 def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool, unknown: str = "") -> None:

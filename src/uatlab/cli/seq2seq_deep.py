@@ -131,6 +131,9 @@ def compile_deep_file(
             "certified_at_ceiling": cert.certified and cert.certified_tokens == cert.ceiling_tokens,
             "certificate": cert.reason,
             "float_bound_bits": cert.float_bound_bits,
+            "invalidated_by": cert.invalidated_by,
+            "assumptions": cert.assumptions,
+            "environment": cert.environment,
         }
     from uatlab.constructions.paper_c.seq2seq_file import save_seq2seq_deep
     from uatlab.data.dataset import Encoding
@@ -167,6 +170,38 @@ def compile_deep_file(
     return fig
 
 
+def table_rows(fig: dict[str, Any]) -> dict[str, Any]:
+    """The figures for a key-value table: without the assumptions and run-time checks, which
+    `print_certificate_assumptions` prints one a line."""
+    return {k: v for k, v in fig.items() if k not in ("assumptions", "environment", "threads")}
+
+
+def print_certificate_assumptions(fig: dict[str, Any], environment: bool = True) -> None:
+    """Below a table of a next-token or --ff deep certificate's figures: each assumption of its proof, the run-time
+    checks of this process (unless ``environment`` is False: the caller prints them); why the proof is void is a
+    row of the table (``invalidated_by``)."""
+    from uatlab.cli.app import console
+
+    for a in fig.get("assumptions") or []:
+        console.print(f"assumes: {a}", highlight=False)
+    env = fig.get("environment")
+    if env and environment:
+        status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
+        checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
+        console.print(f"run-time checks of the certificate's assumptions {status} ({checked})", highlight=False)
+
+
+def warn_void_proof(invalidated_by: list[str], unit: str = "tokens") -> None:
+    """One stderr line per reason (in every output mode) when a next-token or --ff deep certificate's proof is void
+    (it then proves no example or token)."""
+    from uatlab.cli.app import err_console
+
+    for reason in invalidated_by:
+        err_console.print(
+            f"warning: the proof is void, no {unit[:-1]} is proven: {reason}", highlight=False, soft_wrap=True
+        )
+
+
 def certify_deep_command(
     model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False, reading: str | None = None
 ) -> None:
@@ -200,6 +235,7 @@ def certify_deep_command(
         )
         dataset = SequenceDataset(tokens, labels, source=str(data), lines=lines, token_lines=token_lines)
         cert = certify_seq2seq_dataset(model, dataset, progress=bars)
+    warn_void_proof(cert.invalidated_by)
     fig: dict[str, Any] = {
         "task": "token",
         "ff": "deep",
@@ -216,7 +252,8 @@ def certify_deep_command(
     if json_out:
         print_json(fig)
         return
-    console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", fig))
+    console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", table_rows(fig)))
+    print_certificate_assumptions(fig)
     console.print(
         f"proved {cert.certified_tokens} of {cert.tokens} tokens correct in {cert.regime} "
         f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in exact arithmetic)",

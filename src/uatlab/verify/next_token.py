@@ -14,7 +14,11 @@ The certificate proves, for every compiled sequence, that the model's prediction
    partial sum of the forward pass is an integer of magnitude ≤ 2^p in any summation order, hence exactly
    representable, hence the floating-point forward pass equals the exact one. The same holds for the
    attention (n' a power of two, every partial sum of (1/n')ν_j a dyadic with numerator ≤ h ≤ 2^p) and
-   the readout (|2cy| + c² ≤ 3C² ≤ 2^p). This step assumes exp(0) = 1 exactly in the float library.
+   the readout (|2cy| + c² ≤ 3C² ≤ 2^p). This step assumes IEEE round-to-nearest arithmetic in the dtype,
+   float32 products at full precision, and a softmax that subtracts the row maximum with exp(0) = 1 exactly
+   (so that the weights are exactly 1/n'; exp(s)/Σ exp(s) without the shift need not be): the certificate
+   lists these in ``assumptions`` and checks them in the certifying process (``environment``,
+   `uatlab.verify.uniform_attention`); a failed check voids the proof (``invalidated_by``, nothing proven).
 
 'exact' regime: steps 1–3 (rational arithmetic is exact here; no floating point is involved).
 
@@ -44,7 +48,8 @@ memorization; the construction is `uatlab.constructions.paper_c.next_token_memor
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,11 +69,24 @@ class NextTokenCertificate:
     min_margin: int  # min over rows of logit_label − max other logit (exact)
     float_bound_bits: int | None  # bits of the largest Σ|w u| + |b| (float regimes)
     mantissa_bits: int | None
-    certified: bool
+    certified: bool  # every ceiling row proven and the proof not void (invalidated_by empty)
     reason: str
     seconds: float
+    #: the assumptions the proof rests on, in words (`uatlab.verify.uniform_attention.assumptions`)
+    assumptions: list[str] = field(default_factory=list)
+    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.certificate.environment_checks`
+    #: and the uniform softmax check); ``environment["ok"]`` is False if one fails
+    environment: dict[str, Any] = field(default_factory=dict)
+    #: why the proof is void (a run-time check it rests on failed), empty if it stands
+    invalidated_by: list[str] = field(default_factory=list)
+    #: rows proven correct: ``correct_rows`` unless a floating-point condition fails or the proof is void (then 0)
+    certified_rows: int = 0
 
     def to_json(self) -> dict:
+        return asdict(self)
+
+    def to_dict(self) -> dict:
+        """The fields as a dict (the same as `to_json`)."""
         return asdict(self)
 
 
@@ -158,6 +176,11 @@ def certify_next_token(
         if 3 * C * C > 2**p:
             reasons.append("readout not exact in floating point")
     min_margin = int(margin[yy == labels].min()) if correct else 0
+    from uatlab.verify.uniform_attention import assumptions, certificate_environment, void_reason
+
+    float_ok = not [r for r in reasons if "predicted wrong" not in r]
+    env, failed = certificate_environment(regime, memo.layout.n_pad)
+    invalidated_by = void_reason(failed)
     return NextTokenCertificate(
         regime=regime,
         rows=len(labels),
@@ -167,9 +190,13 @@ def certify_next_token(
         min_margin=min_margin,
         float_bound_bits=bound_bits,
         mantissa_bits=p,
-        certified=not reasons,
-        reason="; ".join(reasons) or "every ceiling row proven",
+        certified=not reasons and not invalidated_by,
+        reason="; ".join(reasons + invalidated_by) or "every ceiling row proven",
         seconds=time.perf_counter() - t0,
+        assumptions=assumptions(regime, memo.layout.n_pad, "ExactNextTokenModule" if p is None else "NextTokenModel"),
+        environment=env,
+        invalidated_by=invalidated_by,
+        certified_rows=correct if float_ok and not invalidated_by else 0,
     )
 
 

@@ -18,8 +18,11 @@ label (of tied labels any one, so the count does not depend on the order of the 
    Σ_i |W_ki u_i| + |b_k| is ≤ 2^p (p = 53 for float64, 24 for float32), every partial sum of the forward
    pass is an integer (attention: a dyadic with numerator ≤ h_max) of magnitude ≤ 2^p in any summation
    order, hence exact: the floating-point forward pass equals the exact one. The readout's
-   2(C − 1)·max|y| + 2C + C² ≤ 2^p (max over the certified data's y) is checked too. Assumes exp(0) = 1
-   exactly in the float library.
+   2(C − 1)·max|y| + 2C + C² ≤ 2^p (max over the certified data's y) is checked too. Assumes IEEE
+   round-to-nearest arithmetic in the dtype, float32 products at full precision, and a softmax that subtracts
+   the row maximum with exp(0) = 1 exactly (so that the weights are exactly 1/n'): the certificate lists these
+   in ``assumptions`` and checks them in the certifying process (``environment``,
+   `uatlab.verify.uniform_attention`); a failed check voids the proof (``invalidated_by``, no token proven).
 
 `certify_seq2seq_dataset` runs the same certificate for a (loaded) model on labelled token strings, encoded
 with the model's encoding: on the data it was compiled from it gives the compile-time figures.
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,14 +48,21 @@ class Seq2SeqCertificate:
     regime: str
     tokens: int
     ceiling_tokens: int
-    certified_tokens: int  # tokens proven correct (0 when a floating-point condition fails)
+    certified_tokens: int  # tokens proven correct (0 when a floating-point condition fails or the proof is void)
     correct_tokens: int  # tokens right in exact arithmetic (at most the ceiling: one prediction per input)
     min_margin: int  # min over correct tokens of logit_label − max other logit (exact)
     float_bound_bits: int  # bits of the largest Σ|w u| + |b|
     mantissa_bits: int
-    certified: bool  # every ceiling token proven
+    certified: bool  # every ceiling token proven and the proof not void (invalidated_by empty)
     reason: str
     seconds: float
+    #: the assumptions the proof rests on, in words (`uatlab.verify.uniform_attention.assumptions`)
+    assumptions: list[str] = field(default_factory=list)
+    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.certificate.environment_checks`
+    #: and the uniform softmax check); ``environment["ok"]`` is False if one fails
+    environment: dict[str, Any] = field(default_factory=dict)
+    #: why the proof is void (a run-time check it rests on failed), empty if it stands
+    invalidated_by: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -141,18 +151,25 @@ def certify_seq2seq(
     if int(memo.v.max()) >= 2**p or (2 * (C - 1) * y_max + 2 * C + C * C) > 2**p:
         reasons.append("readout not exact in floating point")
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
+    from uatlab.verify.uniform_attention import assumptions, certificate_environment, void_reason
+
+    env, failed = certificate_environment(regime, memo.context)
+    invalidated_by = void_reason(failed)
     return Seq2SeqCertificate(
         regime=regime,
         tokens=len(lab),
         ceiling_tokens=ceiling,
-        certified_tokens=correct if float_ok else 0,
+        certified_tokens=correct if float_ok and not invalidated_by else 0,
         correct_tokens=correct,
         min_margin=min_margin,
         float_bound_bits=bound_bits,
         mantissa_bits=p,
-        certified=not reasons,
-        reason="; ".join(reasons) or "every ceiling token proven",
+        certified=not reasons and not invalidated_by,
+        reason="; ".join(reasons + invalidated_by) or "every ceiling token proven",
         seconds=time.perf_counter() - t0,
+        assumptions=assumptions(regime, memo.context, "Seq2SeqDeepModel"),
+        environment=env,
+        invalidated_by=invalidated_by,
     )
 
 

@@ -50,7 +50,7 @@ def compile_next_token(
     memo, report = compile_memorizer(tokens, labels, V=V, C=C, regime=regime, seed=seed)
     model = module_for(memo)
     cert = certify_next_token(memo, tokens, labels) if certify else None
-    guarantee = {"min_logit_margin": 1.0, "certified_examples": float(cert.correct_rows) if cert else float("nan")}
+    guarantee = {"min_logit_margin": 1.0, "certified_examples": float(cert.certified_rows) if cert else float("nan")}
     facts = dict(memo.facts) | {
         "paper": PAPER,
         "theorem": THEOREM,
