@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
+from uatlab.cli.certificate_output import print_certificate_assumptions, warn_void_proof
 from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
@@ -144,15 +145,7 @@ def _print_figures(title: str, fig: dict[str, Any]) -> None:
         )
     }
     console.print(key_value_table(title, rows))
-    env = fig.get("environment")
-    if env:
-        status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
-        checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
-        console.print(
-            f"run-time checks of the certificate's assumptions {status} ({checked}); "
-            f"torch.compile: {env.get('torch_compile')}",
-            highlight=False,
-        )
+    print_certificate_assumptions(fig)
     if fig.get("min_margin_at"):
         m = fig["min_margin_at"]
         console.print(
@@ -474,7 +467,7 @@ def _compile_deep(
     data: Path, fmt: str, dtype: str, out: Path, seed: int, no_certify: bool, json_out: bool, threads: str
 ) -> None:
     from uatlab.cli.progress import StageBars
-    from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file, print_certificate_assumptions, warn_void_proof
+    from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file
 
     thread_settings = _threads(threads)
     reading = data_reading(data, fmt)
@@ -490,7 +483,6 @@ def _compile_deep(
         print_json(fig)
         return
     _print_figures(f"uatlab compile {data.name} ({dtype}, --ff deep)", fig)
-    print_certificate_assumptions(fig, environment=False)  # _print_figures printed the run-time checks
     console.print(
         f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total", highlight=False
     )
@@ -742,7 +734,7 @@ def _compile(
         )
     if cert is not None and not cert.certified:
         warn_not_certified(cert.certified_tokens, cert.ceiling_tokens, dtype, out)
-        warn_void(cert)
+        warn_void_proof(cert.invalidated_by, bound=cert.bound_certified_tokens)
     if json_out:
         print_json(fig)
         return
@@ -854,7 +846,7 @@ def certify_cmd(
     fig["seconds"] = time.perf_counter() - t0
     fig["threads"] = thread_settings
     fig["executor"] = {"executor": executor, "workers": workers}
-    warn_void(cert)
+    warn_void_proof(cert.invalidated_by, bound=cert.bound_certified_tokens)
     if json_out:
         print_json(fig)
         return
@@ -864,17 +856,6 @@ def certify_cmd(
         f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in the float64 reference)",
         highlight=False,
     )
-
-
-def warn_void(cert) -> None:
-    """One stderr line per reason when the certificate's proof is void (it then proves no token)."""
-    for reason in cert.invalidated_by:
-        err_console.print(
-            f"warning: the proof is void, no token is proven: {reason} (the bounds alone would prove "
-            f"{cert.bound_certified_tokens} tokens)",
-            highlight=False,
-            soft_wrap=True,
-        )
 
 
 @app.command("synth")

@@ -131,8 +131,8 @@ def compile_next_token_file(
 def print_next_token_compile(fig: dict[str, Any], json_out: bool, threads: dict[str, Any] | None = None) -> None:
     """Print the figures of `compile_next_token_file` (JSON or a table); a stderr warning if not certified."""
     from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.cli.certificate_output import print_certificate_assumptions, table_rows, warn_void_proof
     from uatlab.cli.compile import warn_not_certified
-    from uatlab.cli.seq2seq_deep import print_certificate_assumptions, table_rows, warn_void_proof
 
     if threads is not None:
         fig["threads"] = threads
@@ -431,7 +431,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     import numpy as np
 
     from uatlab.cli.app import console, key_value_table, print_json
-    from uatlab.cli.seq2seq_deep import print_certificate_assumptions, table_rows, warn_void_proof
+    from uatlab.cli.certificate_output import print_certificate_assumptions, table_rows, warn_void_proof
     from uatlab.constructions.paper_c.model_file import encode_sequences
     from uatlab.models.io import load
     from uatlab.verify.next_token import certify_next_token

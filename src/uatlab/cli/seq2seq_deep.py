@@ -170,38 +170,6 @@ def compile_deep_file(
     return fig
 
 
-def table_rows(fig: dict[str, Any]) -> dict[str, Any]:
-    """The figures for a key-value table: without the assumptions and run-time checks, which
-    `print_certificate_assumptions` prints one a line."""
-    return {k: v for k, v in fig.items() if k not in ("assumptions", "environment", "threads")}
-
-
-def print_certificate_assumptions(fig: dict[str, Any], environment: bool = True) -> None:
-    """Below a table of a next-token or --ff deep certificate's figures: each assumption of its proof, the run-time
-    checks of this process (unless ``environment`` is False: the caller prints them); why the proof is void is a
-    row of the table (``invalidated_by``)."""
-    from uatlab.cli.app import console
-
-    for a in fig.get("assumptions") or []:
-        console.print(f"assumes: {a}", highlight=False)
-    env = fig.get("environment")
-    if env and environment:
-        status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
-        checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
-        console.print(f"run-time checks of the certificate's assumptions {status} ({checked})", highlight=False)
-
-
-def warn_void_proof(invalidated_by: list[str], unit: str = "tokens") -> None:
-    """One stderr line per reason (in every output mode) when a next-token or --ff deep certificate's proof is void
-    (it then proves no example or token)."""
-    from uatlab.cli.app import err_console
-
-    for reason in invalidated_by:
-        err_console.print(
-            f"warning: the proof is void, no {unit[:-1]} is proven: {reason}", highlight=False, soft_wrap=True
-        )
-
-
 def certify_deep_command(
     model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False, reading: str | None = None
 ) -> None:
@@ -210,6 +178,7 @@ def certify_deep_command(
     ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line; ``reading``: the
     format DATA was read in (``format`` of the figures)."""
     from uatlab.cli.app import console, key_value_table, print_json
+    from uatlab.cli.certificate_output import print_certificate_assumptions, table_rows, warn_void_proof
     from uatlab.cli.progress import StageBars
     from uatlab.data.dataset import SequenceDataset
     from uatlab.memory_guard import check_memory

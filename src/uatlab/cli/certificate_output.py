@@ -1,0 +1,40 @@
+"""How every command prints a certificate's assumptions, run-time checks and a void proof (token, next-token and
+--ff deep certificates alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uatlab.cli.app import console, err_console
+
+
+def table_rows(fig: dict[str, Any]) -> dict[str, Any]:
+    """The figures for a key-value table: without the assumptions and run-time checks, which
+    `print_certificate_assumptions` prints one a line."""
+    return {k: v for k, v in fig.items() if k not in ("assumptions", "environment", "threads")}
+
+
+def print_certificate_assumptions(fig: dict[str, Any]) -> None:
+    """Below a table of a certificate's figures: each assumption of its proof (``assumes: ...``), then one line of
+    the run-time checks made in this process and whether they hold; why a proof is void is a row of the table
+    (``invalidated_by``) and a warning (`warn_void_proof`)."""
+    for a in fig.get("assumptions") or []:
+        console.print(f"assumes: {a}", highlight=False)
+    env = fig.get("environment")
+    if env:
+        status = "hold" if env.get("ok") else "DO NOT all hold: the certificate does not cover runs in this process"
+        checked = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ("ok", "torch_compile"))
+        compiled = f"; torch.compile: {env['torch_compile']}" if "torch_compile" in env else ""
+        console.print(
+            f"run-time checks of the certificate's assumptions {status} ({checked}){compiled}", highlight=False
+        )
+
+
+def warn_void_proof(invalidated_by: list[str], unit: str = "tokens", bound: int | None = None) -> None:
+    """One stderr line per reason (in every output mode) when a certificate's proof is void: it then proves no
+    token (or example); ``bound``: what the bounds alone would prove, when the certificate says."""
+    alone = "" if bound is None else f" (the bounds alone would prove {bound} {unit})"
+    for reason in invalidated_by:
+        err_console.print(
+            f"warning: the proof is void, no {unit[:-1]} is proven: {reason}{alone}", highlight=False, soft_wrap=True
+        )
