@@ -303,3 +303,22 @@ def test_an_exp_assumption_below_pytorchs_measured_error_voids_the_proof(compile
     assert main(["certify", str(model_path), str(path), "--exp-ulp", "0.5"]) == 0
     err = capsys.readouterr().err
     assert "the proof is void" in err and "torch.softmax" in err
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="x86-64 fenv constants")
+def test_a_directed_rounding_mode_voids_the_proof_and_does_not_crash_the_exp_check(compiled):
+    """Rounding upward, softmax sums do not round to 1, so the exp inside torch.softmax cannot be isolated: the
+    exp check then fails (no figure), alongside round_to_nearest, and the certificate says so instead of raising."""
+    model, data = compiled
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    FE_TONEAREST, FE_UPWARD = 0x000, 0x800  # glibc x86-64 <fenv.h>
+    assert libm.fesetround(FE_UPWARD) == 0
+    try:
+        env = environment_checks("float64", DEFAULT_EXP_ULPS)
+        cert = certify(model, data)
+    finally:
+        libm.fesetround(FE_TONEAREST)
+    assert env["exp_ulps_measured"]["torch.softmax"] is None and env["exp_within_assumed"] is False
+    assert not cert.certified and cert.certified_tokens == 0
+    assert any("round_to_nearest" in why and "not measurable" in why for why in cert.invalidated_by)
+    assert environment_checks("float64", DEFAULT_EXP_ULPS)["exp_within_assumed"] is True  # measured anew

@@ -15,7 +15,8 @@ blocking or vectorisation PyTorch/BLAS picks):
 * ``exp``: we **assume** the evaluator's ``exp`` has error at most ``k`` units in the last place for results
   in the normal range, ``k`` a parameter of the certificate (default `DEFAULT_EXP_ULPS`). Since
   ulp(y) ≤ 2u|y|, this is a relative error ≤ 2ku. Measured maxima on CPU (`uatlab.numerics.exp_accuracy`,
-  which every certificate also runs on samples of PyTorch's two kernels): ``torch.exp`` 0.56 ulp (float32) and
+  which the token certificate runs on samples of PyTorch's two CPU kernels, in the model's dtype, in the
+  certifying process): ``torch.exp`` 0.56 ulp (float32) and
   0.68 (float64), the exp inside ``torch.softmax`` 0.96 and 0.83, numpy's float32 ``exp`` 2.4–2.54, the exp
   inside PyTorch's CPU
   ``scaled_dot_product_attention`` 2.8–4.6 for results down to e^-84 (and far larger just above the
