@@ -301,8 +301,16 @@ def test_an_exp_assumption_below_pytorchs_measured_error_voids_the_proof(compile
     write_jsonl(data, path)
     save_compiled(model, model_path)
     assert main(["certify", str(model_path), str(path), "--exp-ulp", "0.5"]) == 0
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
     assert "the proof is void" in err and "torch.softmax" in err
+    # said before the data is read too: the warning comes first
+    assert err.index("warning: --exp-ulp 0.5 is below the exp error measured") < err.index("the proof is void")
+    assert main(["compile", str(path), "--dtype", "float32", "--exp-ulp", "0.5", "--out", str(tmp_path / "c.st")]) == 0
+    assert "warning: --exp-ulp 0.5 is below the exp error measured in this process (float32" in " ".join(
+        capsys.readouterr().err.split()
+    )
+    assert main(["certify", str(model_path), str(path)]) == 0  # the default: no such warning
+    assert "below the exp error" not in capsys.readouterr().err
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.machine() != "x86_64", reason="x86-64 fenv constants")

@@ -38,3 +38,22 @@ def warn_void_proof(invalidated_by: list[str], unit: str = "tokens", bound: int 
         err_console.print(
             f"warning: the proof is void, no {unit[:-1]} is proven: {reason}{alone}", highlight=False, soft_wrap=True
         )
+
+
+def warn_exp_ulp_below_measured(exp_ulp: float, dtype: str) -> None:
+    """Before any data is read: one stderr line when the assumed ``--exp-ulp`` is below the exp error measured in
+    this process for ``dtype`` (`uatlab.numerics.exp_accuracy.measured_exp_ulps`, as the certificate's own check
+    measures it), so that the proof will be void; the run goes on (the bounds' figures are still reported)."""
+    from uatlab.numerics.exp_accuracy import measured_exp_ulps
+    from uatlab.verify.certificate import EXP_CHECK_SAMPLES
+
+    measured = measured_exp_ulps(dtype, EXP_CHECK_SAMPLES)
+    if all(v is not None and v <= exp_ulp for v in measured.values()):
+        return
+    shown = ", ".join(f"{k} {'not measurable' if v is None else f'{v:.3g} ulp'}" for k, v in measured.items())
+    err_console.print(
+        f"warning: --exp-ulp {exp_ulp:g} is below the exp error measured in this process ({dtype}: {shown}): the "
+        "certificate's proof will be void (its bounds are still computed: bound_certified_tokens)",
+        highlight=False,
+        soft_wrap=True,
+    )

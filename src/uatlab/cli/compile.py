@@ -16,7 +16,7 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
-from uatlab.cli.certificate_output import print_certificate_assumptions, warn_void_proof
+from uatlab.cli.certificate_output import print_certificate_assumptions, warn_exp_ulp_below_measured, warn_void_proof
 from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
@@ -306,6 +306,8 @@ def compile_cmd(
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
     _check_existing_out(ctx, out)
+    if not no_certify:
+        warn_exp_ulp_below_measured(exp_ulp, dtype)
     with OutputLock(out), OutputLock(work, hint="choose another --work-dir"):
         run: dict[str, Any] = {}  # the run's TokenStore, once it exists
         with _say_what_is_kept(out, run, keep_work):
@@ -816,6 +818,9 @@ def certify_cmd(
     unk = model.encoding.unknown_token
     if unk is None:
         _refuse_unk(unknown, model_path, "a model")
+    from uatlab.verify.certificate import parameter_dtype
+
+    warn_exp_ulp_below_measured(exp_ulp, parameter_dtype(model))
     reading = data_reading(data, fmt)
     records = _length_checked(_records(data, reading), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
