@@ -155,6 +155,7 @@ def test_a_file_sweep_reads_the_file_once_in_the_parent(tmp_path, monkeypatch):
     [
         ({"axis": "dim", "fixed": 65536, "grid": (4, 65536)}, r"ff_width .* got 4294967296 .*grid size 65536"),
         ({"ns": (1,), "max_steps": 10**9, "batch_size": 1, "grid": (4,)}, r"epochs .* max_steps 1000000000"),
+        ({"lr": 0.0}, r"lr must be .* got 0\.0$"),  # a field given as it is: no grid explanation
     ],
 )
 def test_a_trial_out_of_range_is_refused_before_any_trial_runs(tmp_path, monkeypatch, options, message):

@@ -48,7 +48,6 @@ from uatlab.experiments.executor import (
 )
 from uatlab.experiments.plots import save_figure
 from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
-from uatlab.training.limits import check_value
 from uatlab.training.trainer import TrainConfig, train, train_output_folder
 
 DIM_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -153,6 +152,17 @@ def fit_slope(ns: list[float], ps: list[float], level: float = 0.95) -> dict[str
     }
 
 
+def _why(message: str, n: int, size: int, axis: str, fixed: int, max_steps: int, batch_size: int) -> str:
+    """Where a capacity trial's refused field comes from, for its error: the grid size (d or the FF width), or
+    max_steps (the epochs); '' for a field given as it is (lr, seed, ...)."""
+    if "epochs" in message:  # the steps of one epoch are the N sequences' batches
+        return f" (the trial N = {n}: max_steps {max_steps} at {math.ceil(n / batch_size)} batches per epoch)"
+    if "ff_width" in message or "dim" in message or "rank" in message:
+        sizes = f"d = {size}, FF width {fixed}·d" if axis == "dim" else f"FF width {size}, d = {fixed}"
+        return f" (the trial N = {n}, grid size {size}: {sizes})"
+    return ""
+
+
 def run_capacity(
     out: str | os.PathLike,
     kind: str = "synthetic",
@@ -220,17 +230,12 @@ def run_capacity(
         }
         return Trial(tid, params)
 
-    for n in ns:  # before any work: every trial's configuration in range (as TrainConfig will check it)
+    for n in ns:  # before any work: every trial's configuration, as its worker will build it (TrainConfig)
         for size in grid:
-            for name, value in trial(n, size).params["config"].items():
-                try:
-                    check_value(name, value, "capacity")
-                except InputError as e:
-                    if name == "epochs":  # from max_steps: the steps of one epoch are the N sequences' batches
-                        why = f"max_steps {max_steps} at {math.ceil(n / batch_size)} batches per epoch"
-                    else:
-                        why = f"d = {size}, FF width {fixed}·d" if axis == "dim" else f"FF width {size}, d = {fixed}"
-                    raise InputError(f"{e} (the trial N = {n}, grid size {size}: {why})") from None
+            try:
+                TrainConfig(**trial(n, size).params["config"])
+            except InputError as e:
+                raise InputError(f"{e}{_why(str(e), n, size, axis, fixed, max_steps, batch_size)}") from None
     for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write
         for size in grid:
             resume_trial(trial(n, size).params["out_dir"])
