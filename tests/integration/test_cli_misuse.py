@@ -203,3 +203,18 @@ def test_the_api_takes_unknown_as_the_cli_does(tmp_path):
         uatlab.certify(model, data)
     with pytest.raises(InputError, match="unknown must be 'error' or 'unk', got 'drop'"):
         uatlab.certify(model, data, unknown="drop")
+
+
+def test_the_api_refuses_unknown_unk_for_a_model_without_one(tmp_path):
+    import pytest
+
+    import uatlab
+    from uatlab.errors import InputError
+
+    data = tmp_path / "d.conll"
+    data.write_text("a X\nb Y\n\nb X\na X\n\n")
+    deep = tmp_path / "deep.safetensors"
+    assert main(["compile", str(data), "--ff", "deep", "--out", str(deep), "--json"]) == 0
+    for bad, message in (("drop", "unknown must be 'error' or 'unk', got 'drop'"), ("unk", "no unknown-word token")):
+        with pytest.raises(InputError, match=message):
+            uatlab.certify(deep, data, unknown=bad)

@@ -638,6 +638,11 @@ def environment_failures(env: dict[str, Any], dtype: str) -> list[str]:
     return failed
 
 
+def void_reasons(failed: list[str]) -> list[str]:
+    """``invalidated_by`` entries for the run-time checks in ``failed`` (`environment_failures`; none: [])."""
+    return ["run-time checks of the assumptions failed in this process: " + ", ".join(failed)] if failed else []
+
+
 def _ulps(value: float | None) -> str:
     """A measured exp error for a message: '0.795 ulp', or why there is none."""
     return "not measurable (softmax sums do not round to nearest)" if value is None else f"{value:.3g} ulp"
@@ -1855,6 +1860,10 @@ def certify(
             from uatlab.data.jsonl import read_sequences
 
             data = read_sequences(data)
+    if unknown not in ("error", "unk"):
+        raise InputError(f"unknown must be 'error' or 'unk', got {unknown!r}")
+    if memo is not None and unknown == "unk":
+        raise InputError(f"unknown='unk': a {type(memo).__name__} has no unknown-word token (every word must be known)")
     if isinstance(memo, Seq2SeqMemorizer):
         from uatlab.verify.seq2seq_deep import certify_seq2seq_dataset
 
@@ -1972,9 +1981,7 @@ def certify_chunks(
             f"PyTorch's own forward got {spot['certified_but_wrong']} of the {spot['certified']} certified tokens it "
             "ran wrong: the model that runs is not the one the bounds describe"
         )
-    failed = environment_failures(env, bm.dtype)
-    if failed:
-        invalidated_by.append("run-time checks of the assumptions failed in this process: " + ", ".join(failed))
+    invalidated_by += void_reasons(environment_failures(env, bm.dtype))
     bound_certified_tokens = certified_tokens
     if invalidated_by:
         certified_tokens, min_at = 0, None

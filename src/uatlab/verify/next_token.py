@@ -176,11 +176,12 @@ def certify_next_token(
         if 3 * C * C > 2**p:
             reasons.append("readout not exact in floating point")
     min_margin = int(margin[yy == labels].min()) if correct else 0
-    from uatlab.verify.uniform_attention import assumptions, certificate_environment, void_reason
+    from uatlab.verify.certificate import void_reasons
+    from uatlab.verify.uniform_attention import assumptions, certificate_environment
 
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
     env, failed = certificate_environment(regime, memo.layout.n_pad)
-    invalidated_by = void_reason(failed)
+    invalidated_by = void_reasons(failed)
     return NextTokenCertificate(
         regime=regime,
         rows=len(labels),

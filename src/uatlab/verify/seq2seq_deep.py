@@ -151,10 +151,11 @@ def certify_seq2seq(
     if int(memo.v.max()) >= 2**p or (2 * (C - 1) * y_max + 2 * C + C * C) > 2**p:
         reasons.append("readout not exact in floating point")
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
-    from uatlab.verify.uniform_attention import assumptions, certificate_environment, void_reason
+    from uatlab.verify.certificate import void_reasons
+    from uatlab.verify.uniform_attention import assumptions, certificate_environment
 
     env, failed = certificate_environment(regime, memo.context)
-    invalidated_by = void_reason(failed)
+    invalidated_by = void_reasons(failed)
     return Seq2SeqCertificate(
         regime=regime,
         tokens=len(lab),

@@ -60,11 +60,6 @@ def certificate_environment(regime: str, n: int) -> tuple[dict[str, Any], list[s
     return env, failed
 
 
-def void_reason(failed: list[str]) -> list[str]:
-    """``invalidated_by`` for the failed checks (empty when none failed), worded as the main certificate's."""
-    return ["run-time checks of the assumptions failed in this process: " + ", ".join(failed)] if failed else []
-
-
 def assumptions(regime: str, n: int, module: str) -> list[str]:
     """The assumptions of an exact-integer proof in ``regime`` over n' = ``n`` attention positions, in words;
     ``module`` names the module class whose forward pass the proof is about."""
