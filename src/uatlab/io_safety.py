@@ -638,7 +638,10 @@ def owns(folder: str | os.PathLike, work_id: str | None) -> bool:
 
 # ------------------------------------------------------------------------------------------------ identity
 def prefix_identity(path: str | os.PathLike, lines: int | None) -> dict[str, Any]:
-    """Size and SHA-256 of the first ``lines`` lines of a file (all of it if None): what a reader consumed."""
+    """Size and SHA-256 of the first ``lines`` lines of a file (all of it if None): what a reader consumed (lines
+    end as the data readers end them, `uatlab.data.text_file.raw_lines`: at \\n, \\r\\n or a lone \\r)."""
+    from uatlab.data.text_file import raw_lines
+
     h = hashlib.sha256()
     size = 0
     count = 0
@@ -649,7 +652,7 @@ def prefix_identity(path: str | os.PathLike, lines: int | None) -> dict[str, Any
                 size += len(block)
                 count += block.count(b"\n")
         else:
-            for raw in fh:
+            for raw in raw_lines(fh):
                 if count >= lines:
                     break
                 h.update(raw)

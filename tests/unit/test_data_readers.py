@@ -220,3 +220,20 @@ def test_every_line_end_splits_lines_in_conll_and_jsonl(tmp_path, end):
         read_jsonl(jsonl)
     jsonl.write_bytes((end if end != "mixed" else "\r").join(docs).encode())
     assert read_jsonl(jsonl).tokens == want.tokens
+
+
+def test_line_counts_agree_with_the_readers_for_every_line_end(tmp_path):
+    """The whole-file reader's error line and the resume check's "first N lines" count \\r and \\r\\n line ends
+    as the streaming readers do."""
+    from uatlab.data.text_file import iter_lines, read_text
+    from uatlab.io_safety import prefix_identity
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a X\rb Y\r\rc X\r\nd \xff Y\r\r")
+    with pytest.raises(InputError, match=r"bad\.txt:5: not UTF-8 text \(byte 0xff at column 3\)"):
+        read_text(bad)
+    with pytest.raises(InputError, match=r"bad\.txt:5: not UTF-8"):
+        list(iter_lines(bad))
+    cr = tmp_path / "cr.conll"
+    cr.write_bytes(b"a X\rb Y\r\rc X\rd Y\r\r")
+    assert [prefix_identity(cr, k)["bytes"] for k in (1, 2, 3, 6)] == [4, 8, 9, 18]

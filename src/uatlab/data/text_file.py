@@ -63,8 +63,9 @@ def read_text(path: str | os.PathLike) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        start = raw.rfind(b"\n", 0, exc.start) + 1  # first byte of the offending line
-        lineno = raw.count(b"\n", 0, exc.start) + 1
+        before = raw[: exc.start]  # its lines end at \n, \r\n or a lone \r, as `raw_lines` ends them
+        start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1  # first byte of the offending line
+        lineno = before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") + 1
         raise InputError(
             f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start - start + 1})"
         ) from None
