@@ -142,3 +142,40 @@ def test_next_token_reads_the_paragraph_as_text(folder: Path, capsys) -> None:
     )
     fig = json.loads(capsys.readouterr().out)
     assert fig["vocabulary"] == len(set(PARA.split())), fig
+
+
+# two sentences of the Brown corpus's original tags: lower-case words by the label rule, many seen once
+BROWN = (
+    "The at\nFulton np-tl\nCounty nn-tl\nGrand jj-tl\nJury nn-tl\nsaid vbd\nFriday nr\nan at\ninvestigation nn\n"
+    "of in\nAtlanta's np$\nrecent jj\n\nprimary nn\nelection nn\nproduced vbd\nno at\nevidence nn\nthat cs\n"
+    "any dti\nirregularities nns\ntook vbd\nplace nn\n. .\n"
+)
+
+
+def test_a_lower_case_tag_set_is_read_as_conll(folder: Path, capsys) -> None:
+    """Two columns of a lower-case tag set are not prose: data-report and compile read them as CoNLL (with the
+    note), and predict's auto reads them as CoNLL too, not as sentences of two words."""
+    (folder / "brown.conll").write_text(BROWN)
+    capsys.readouterr()
+    assert main(["data-report", "brown.conll", "--json"]) == 0
+    cap = capsys.readouterr()
+    report = json.loads(cap.out)
+    assert (report["sequences"], report["labels"]["vbd"]) == (2, BROWN.count(" vbd\n")), report
+    _note(cap.err, "brown.conll")
+    assert main(["compile", "brown.conll", "--out", "m.safetensors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == BROWN.count("\n") - 1
+    assert main(["predict", "m.safetensors", "brown.conll", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["format"] == "conll" and out["words"][0][:2] == ["The", "Fulton"], out
+    assert out["labels"][0][:2] == ["at", "np-tl"], out
+
+
+def test_capacity_refuses_the_paragraph_without_an_option_it_lacks(folder: Path, capsys) -> None:
+    """experiment capacity has no --format: the refusal names the format 'conll' in words a library reader
+    understands too, and writes nothing."""
+    before = set(os.listdir(folder))
+    capsys.readouterr()
+    assert main(["experiment", "capacity", "--kind", "conll", "--data", "para.txt", "--out", "cap"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: para.txt:1: 'the cat sat'") and "format 'conll'" in err, err
+    assert set(os.listdir(folder)) == before

@@ -104,10 +104,51 @@ def test_a_tag_set_small_beside_the_tokens_is_conll(tmp_path: Path) -> None:
     path = tmp_path / "many.txt"
     labels = [f"tag{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(200)]  # 200 lower-case "words"
     rows = [labels[i] for i in range(150)] + [labels[150 + i % 50] for i in range(850)]  # 150 once, 50 × 17
-    path.write_text("".join(f"w{k} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    # a middle column of words too, as in prose: the label column alone decides
+    path.write_text("".join(f"w{k} {y[::-1]} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
     assert words_as_labels(path) is None  # 200 labels in 1000 lines: 4 × 200 ≤ 1000
     rows = rows[:750]  # the same 200 labels in 750 lines: 4 × 200 > 750
-    path.write_text("".join(f"w{k} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    path.write_text("".join(f"w{k} {y[::-1]} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    assert words_as_labels(path) is not None
+
+
+# the first sentence of the Brown corpus with its original tags, and a second one: 2 columns, lower-case tags
+BROWN = [
+    ("The", "at"), ("Fulton", "np-tl"), ("County", "nn-tl"), ("Grand", "jj-tl"), ("Jury", "nn-tl"), ("said", "vbd"),
+    ("Friday", "nr"), ("an", "at"), ("investigation", "nn"), ("of", "in"), ("Atlanta's", "np$"), ("recent", "jj"),
+    ("primary", "nn"), ("election", "nn"), ("produced", "vbd"), ("no", "at"), ("evidence", "nn"), ("that", "cs"),
+    ("any", "dti"), ("irregularities", "nns"), ("took", "vbd"), ("place", "nn"), (".", "."),
+]  # fmt: skip
+BROWN_CHUNKS = "B-NP B-NP I-NP I-NP I-NP B-VP B-NP B-NP I-NP B-PP B-NP I-NP I-NP I-NP B-VP B-NP I-NP B-SBAR".split()
+
+
+def test_a_lower_case_tag_set_in_two_columns_is_conll(tmp_path: Path) -> None:
+    """Brown's tags are lower-case words by `_is_word`, many seen once in one sentence: the label column alone
+    looks like prose, but a file of two columns has no middle column to tell, and is read as CoNLL."""
+    path = tmp_path / "brown.conll"
+    path.write_text("".join(f"{w} {t}\n" for w, t in BROWN))
+    assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
+    path.write_text("".join(f"{w} {t}\n" + ("\n" if k == 11 else "") for k, (w, t) in enumerate(BROWN)))
+    assert words_as_labels(path) is None and conll_or_text(path) == "conll"  # predict's auto reads it as CoNLL
+
+
+def test_a_lower_case_tag_set_beside_a_chunk_column_is_conll(tmp_path: Path) -> None:
+    """word, Brown tag, chunk tag; and word, chunk tag, Brown tag: a middle column of tags is not prose."""
+    chunks = BROWN_CHUNKS + ["I-SBAR", "B-NP", "B-VP", "B-NP", "O"]
+    path = tmp_path / "brown3.conll"
+    path.write_text("".join(f"{w} {t} {c}\n" for (w, t), c in zip(BROWN, chunks, strict=True)))
+    assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
+    path.write_text("".join(f"{w} {c} {t}\n" for (w, t), c in zip(BROWN, chunks, strict=True)))
+    assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
+
+
+def test_conll_u_lemmas_beside_tags_are_conll(tmp_path: Path) -> None:
+    """A lemma column (words) next to a tag column, labels of words: one middle column of tags is enough."""
+    path = tmp_path / "lemma.conll"
+    rows = [(w, w.lower(), "X" if k % 2 else "Y", t) for k, (w, t) in enumerate(BROWN)]
+    path.write_text("".join(" ".join(r) + "\n" for r in rows))
+    assert words_as_labels(path) is None
+    path.write_text("".join(f"{w} {lemma} {t}\n" for w, lemma, _, t in rows))  # every column words: refused
     assert words_as_labels(path) is not None
 
 

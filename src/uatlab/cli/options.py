@@ -219,9 +219,10 @@ def no_data_error(data: object, what: str = "no sequences found") -> InputError:
 
 
 AUTO_FORMAT_HELP = (
-    "auto: JSONL for .jsonl/.json, else CoNLL columns (a note on stderr says so); a file whose last column is "
-    "words, not tags (4 or more distinct labels, most of them seen once and words, more than a quarter of the "
-    "first 1000 lines: plain text), is refused: give conll to read it as columns anyway."
+    "auto: JSONL for .jsonl/.json, else CoNLL columns (a note on stderr says so); a file of 3 or more columns "
+    "whose last column is words, not tags (4 or more distinct labels, most of them seen once and words, more "
+    "than a quarter of the first 1000 lines), and whose middle columns are words too (plain text), is refused: "
+    "give conll to read it as columns anyway. 2 columns are never refused."
 )
 
 

@@ -90,7 +90,7 @@ def predict_cmd(
         "sentences, or one sentence of several lines each ending in an IOB tag; unlabelled CoNLL when every line has one "
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
         "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, a single line, or "
-        "when the last column is words rather than tags (as compile refuses it); "
+        "when every column of >= 3 is words rather than tags (as compile refuses it); "
         "several 2-column lines in one block not all tagged are refused: give --format. A file CoNLL but for fewer "
         "lines of one word (a label missing) is refused naming the first. With auto a note on stderr says how the "
         "file was read.",

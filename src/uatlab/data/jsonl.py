@@ -125,7 +125,7 @@ def is_jsonl_path(path: str | os.PathLike) -> bool:
 
 def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = False) -> str:
     """``'jsonl'`` or ``'conll'``: ``fmt``, or for ``'auto'`` JSONL for .jsonl/.json files (`is_jsonl_path`) and
-    CoNLL otherwise, except that an existing file whose last column is words rather than tags (plain text,
+    CoNLL otherwise, except that an existing file whose columns are words rather than tags (plain text,
     `words_as_labels`) is an InputError naming its line; InputError for any other format. The one decision of
     every command that reads data.
 
@@ -150,9 +150,17 @@ MIN_WORD_LABELS = 4  # fewer distinct labels than this: no rule can tell plain t
 def _is_word(label: str) -> bool:
     """A label that reads as a word of prose: letters only once punctuation at its ends is dropped ("mat.",
     "Paris"), at least two of them and one lower-case. Tags are upper-case (NN, B-PER, O), numbers, or symbols
-    (CCG's S[dcl]\\NP, "``"); a one-letter label is a fixture's tag as often as a word."""
+    (CCG's S[dcl]\\NP, "``"); a one-letter label is a fixture's tag as often as a word. Some tag sets are
+    lower-case words by this rule (the Brown corpus's ``at``, ``nn``, ``vbd``; dependency relations ``det``,
+    ``nsubj``), so `words_as_labels` also asks the middle columns."""
     core = label.strip(string.punctuation)
     return len(core) >= 2 and core.isalpha() and any(c.islower() for c in core)
+
+
+def _mostly_words(values: set[str] | dict[str, int]) -> tuple[int, bool]:
+    """(how many of the distinct ``values`` are words (`_is_word`), whether they are more than half of them)."""
+    words = sum(1 for v in values if _is_word(v))
+    return words, 2 * words > len(values)
 
 
 def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
@@ -160,26 +168,34 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
     label, or None. Judged on the first `LABEL_SAMPLE_LINES` (1000) lines of two or more columns (blank,
     one-column and ``-DOCSTART-`` lines aside; the readers name those), whose last column is the label.
 
-    The label column is words, not a tag set, when all of these hold:
+    The file is prose, not columns, when all of these hold:
 
     - at least `MIN_WORD_LABELS` (4) distinct labels: with fewer, a prose file of three lines and a fixture
       labelled ``a``, ``b``, ``c`` look the same, and the commands only say how they read the file;
     - more than half the distinct labels are seen once: a tag set is used over and over (CoNLL-2003's 9 NER
       tags, the 45 Penn Treebank POS tags: a few rare tags at most in 1000 tokens), the last words of lines are
       mostly new words (Zipf's law);
-    - more than half the distinct labels are words (`_is_word`: lower-case letters), which no common tag set
-      is (CCG supertags, rare and many, are symbols and upper-case);
-    - the distinct labels number more than a quarter of the lines read: a tag set is small beside the tokens.
+    - more than half the distinct labels are words (`_is_word`: lower-case letters), which most tag sets are
+      not (CCG supertags, rare and many, are symbols and upper-case);
+    - the distinct labels number more than a quarter of the lines read: a tag set is small beside the tokens;
+    - more than half the lines read have three or more columns, and every middle column (between the first and
+      the last) found on more than half of them is words too, by the same rule (more than half its distinct
+      values words). In prose every column is words; in CoNLL the middle columns are tags (POS, chunk) or, in
+      CoNLL-U, a lemma column beside tag columns. The label column alone cannot tell a small file of a
+      lower-case tag set (Brown's ``at nn vbd nr``, 80-odd tags, many seen once in a few sentences) from prose,
+      so a file of two columns is never refused: the commands say on stderr how they read it.
 
-    A token-per-line file whose last column really is words (a lemma, a translation) meets them too:
-    ``--format conll`` reads it as columns regardless. The result has ``line`` (the number of the first line
+    A token-per-line file whose columns really are all words (a lemma, a translation) meets them too:
+    format ``'conll'`` reads it as columns regardless. The result has ``line`` (the number of the first line
     whose label is a word seen once: the evidence), ``text`` (that line), ``lines``, ``labels`` (distinct),
-    ``once`` and ``words``."""
+    ``once``, ``words`` and ``middle`` (the middle columns judged)."""
     from uatlab.data.text_file import iter_lines
 
     counts: dict[str, int] = {}
     first_line: dict[str, tuple[int, str]] = {}
-    rows = 0
+    middle: dict[int, set[str]] = {}  # column index (from the first) -> its distinct values
+    middle_rows: dict[int, int] = {}  # column index -> lines that have it as a middle column
+    rows = wide = 0
     lines = iter_lines(check_input_file(path))
     try:
         for lineno, line in lines:
@@ -190,23 +206,40 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
             label = cols[-1]
             counts[label] = counts.get(label, 0) + 1
             first_line.setdefault(label, (lineno, line.strip()))
+            if len(cols) >= 3:
+                wide += 1
+                for j in range(1, len(cols) - 1):
+                    middle.setdefault(j, set()).add(cols[j])
+                    middle_rows[j] = middle_rows.get(j, 0) + 1
             if rows >= LABEL_SAMPLE_LINES:
                 break
     finally:
         lines.close()
     distinct = len(counts)
     once = [label for label, n in counts.items() if n == 1]
-    words = sum(1 for label in counts if _is_word(label))
-    if not (distinct >= MIN_WORD_LABELS and 2 * len(once) > distinct and 2 * words > distinct and 4 * distinct > rows):
+    words, label_words = _mostly_words(counts)
+    if not (distinct >= MIN_WORD_LABELS and 2 * len(once) > distinct and label_words and 4 * distinct > rows):
         return None
+    judged = [j for j in middle if 2 * middle_rows[j] > rows]
+    if not (2 * wide > rows and judged and all(_mostly_words(middle[j])[1] for j in judged)):
+        return None  # two columns, or a middle column of tags: a lower-case tag set, not prose
     lineno, text = min(first_line[label] for label in once if _is_word(label))
-    return {"line": lineno, "text": text, "lines": rows, "labels": distinct, "once": len(once), "words": words}
+    return {
+        "line": lineno,
+        "text": text,
+        "lines": rows,
+        "labels": distinct,
+        "once": len(once),
+        "words": words,
+        "middle": len(judged),
+    }
 
 
 def refuse_words_as_labels(path: str | os.PathLike) -> None:
-    """InputError naming ``path`` and the line of the evidence when ``--format auto`` would read plain text as
+    """InputError naming ``path`` and the line of the evidence when format ``'auto'`` would read plain text as
     CoNLL columns (`words_as_labels`): each line would become one token, its first word, labelled with its last
-    word. An explicit ``--format conll`` reads it as columns anyway (the readers never call this)."""
+    word. An explicit format ``'conll'`` reads it as columns anyway (the readers never call this). The message
+    names the format both as a library argument and as the command-line option."""
     found = words_as_labels(path)
     if found is None:
         return
@@ -214,11 +247,13 @@ def refuse_words_as_labels(path: str | os.PathLike) -> None:
     n = found["lines"]
     what = f"the first {n} token lines" if n >= LABEL_SAMPLE_LINES else f"its {n} token line{'s' if n != 1 else ''}"
     text = found["text"] if len(found["text"]) <= 60 else found["text"][:57] + "..."
+    middle = "its middle column is" if found["middle"] == 1 else "its middle columns are"
     raise InputError(
         f"{path}:{found['line']}: {text!r} does not look like CoNLL: read as columns it would be the token "
         f"{cols[0]!r} labelled {cols[-1]!r}, and the last column of {what} holds "
         f"{found['labels']} distinct labels, {found['once']} seen once, {found['words']} of them words, not a tag "
-        "set (this looks like plain text); give --format conll to read it as word ... label columns anyway"
+        f"set, and {middle} words too (this looks like plain text); read it with format 'conll' "
+        "(--format conll) to take it as word ... label columns anyway"
     )
 
 
@@ -243,7 +278,7 @@ def conll_or_text(path: str | os.PathLike) -> str:
     naming the first one-word line (plain text gets there only with sentences of one length split into
     blank-line-separated paragraphs, and ``--format text`` reads it).
 
-    A file CoNLL by its shape whose last column is words rather than tags (`words_as_labels`: lines of one
+    A file CoNLL by its shape whose columns are words rather than tags (`words_as_labels`: lines of one
     length of prose) is plain text, as compile, certify, train and data-report refuse it under ``--format auto``.
     """
     reading = _conll_or_text_by_shape(path)
