@@ -154,6 +154,27 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
+def folder_spelling(path: str | os.PathLike) -> str | None:
+    """Why the text of ``path`` names a folder, as the user gave it, or None: it ends in a path separator
+    (``out/``) or its last component is ``.`` or ``..`` (``out/.``, ``out/..``, ``.``). Path drops a trailing
+    ``/`` and ``/.``, so a writer of ``Path("out/.")`` would make a file named ``out``; every check of a file to
+    write asks this first. A Path object given by a library caller has already dropped them."""
+    text = os.fsdecode(os.fspath(path))
+    seps = {"/", os.sep, os.altsep} - {None}
+    if text and text[-1] in seps:
+        return f"{text!r} ends in {text[-1]!r}, the spelling of a folder"
+    last = text
+    for sep in seps:
+        last = last.rsplit(sep, 1)[-1]
+    if last in (".", ".."):
+        return (
+            f"{text!r} is the spelling of a folder"
+            if last == text
+            else f"{text!r} ends in {last!r}, the spelling of a folder"
+        )
+    return None
+
+
 def _check_parent(path: Path, option: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     probe = parent

@@ -192,6 +192,17 @@ DATA_LOSS = [
     Case(
         "compile-out-existing-dir", ["compile", "data.txt", "--out", "adir"], "existing directory", setup=_mkdir("adir")
     ),
+    # a folder's spelling: Path drops "/." and would write a file named "nd" (and "nd/.." one named "nd/..")
+    *(
+        Case(f"compile-out-spelt-{tag}", ["compile", "data.txt", "--out", out], f"{out!r} {says}", check=_absent("nd"))
+        for tag, out, says in [
+            ("dot", "nd/.", "ends in '.', the spelling of a folder"),
+            ("dotdot", "nd/..", "ends in '..', the spelling of a folder"),
+            ("here", ".", "is the spelling of a folder"),
+            ("slash", "nd/", "ends in '/', the spelling of a folder"),
+        ]
+    ),
+    Case("synth-out-spelt-dot", ["synth", "nd/.", "-N", "2"], "'nd/.' ends in '.'", check=_absent("nd")),
     Case("compile-workdir-is-input", ["compile", "data.txt", "--work-dir", "data.txt"], "is the input file"),
     Case(
         "compile-workdir-is-file",

@@ -142,15 +142,17 @@ def test_save_names_a_non_model_and_a_folder(compiled, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_save_refuses_a_path_spelt_as_a_folder(compiled, tmp_path):
-    """'outdir/' names a folder: the CLI refuses it, and so does the API (Path would drop the slash and write a
-    file named 'outdir')."""
+@pytest.mark.parametrize("tail", ["/", "/.", "/.."])
+def test_save_refuses_a_path_spelt_as_a_folder(compiled, tmp_path, tail):
+    """'outdir/', 'outdir/.' and 'outdir/..' name folders: the CLI refuses them, and so does the API (Path would
+    drop '/' or '/.' and write a file named 'outdir')."""
     from uatlab.models.io import save_model
 
-    spelt = f"{tmp_path}/outdir/"
-    with pytest.raises(InputError, match=rf"save\(\): '{re.escape(spelt)}' ends in '/', the spelling of a folder"):
+    spelt = f"{tmp_path}/outdir{tail}"
+    end = re.escape(repr(tail.lstrip("/") or "/"))
+    with pytest.raises(InputError, match=rf"save\(\): '{re.escape(spelt)}' ends in {end}, the spelling of a folder"):
         uatlab.save(compiled.model, spelt)
-    with pytest.raises(InputError, match=rf"save_model\(\): '{re.escape(spelt)}' ends in"):
+    with pytest.raises(InputError, match=rf"save_model\(\): '{re.escape(spelt)}' ends in {end}"):
         save_model(compiled.model, spelt)
     assert list(tmp_path.iterdir()) == []
 

@@ -9,7 +9,6 @@ Every check raises ``typer.BadParameter``, which the CLI prints as one ``error:`
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,17 +127,18 @@ def float_list(lo: float | None = None, lo_open: bool = False, name: str = "valu
 
 
 def file_path(what: str = "file") -> Callable[[Any], Path]:
-    """Parser for an option or argument that names a file to write: the text as a Path, refusing one that ends
-    in a path separator ("out/", a folder's spelling: Path would silently drop the slash and write a file named
-    "out"). ``what`` names the file in the message ("model file", "data file")."""
-    seps = {"/", os.sep, os.altsep} - {None}
+    """Parser for an option or argument that names a file to write: the text as a Path, refusing a folder's
+    spelling (`uatlab.io_safety.folder_spelling`: "out/", "out/.", "out/..": Path would silently drop "/" or
+    "/." and write a file named "out"). ``what`` names the file in the message ("model file", "data file")."""
+    from uatlab.io_safety import folder_spelling
 
     def parse(value: Any) -> Path:
         if isinstance(value, Path):  # a default, already a Path
             return value
         text = str(value)
-        if len(text) > 1 and text[-1] in seps:
-            raise typer.BadParameter(f"{text!r} ends in {text[-1]!r}, the spelling of a folder: give a {what} path")
+        why = folder_spelling(text)
+        if why is not None:
+            raise typer.BadParameter(f"{why}: give a {what} path")
         return Path(text)
 
     return parse

@@ -20,7 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
-from uatlab.io_safety import atomic_path, require_path
+from uatlab.io_safety import atomic_path, folder_spelling, require_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -28,20 +28,19 @@ FORMAT_TAG = "uatlab-transformer-v1"
 
 def check_model_path(path: object, what: str = "save()") -> Path:
     """``path`` as a Path once it can name a model file: a str or PathLike that is not a folder, nor spelt as one
-    (a trailing separator, "out/": Path would drop it and write a file named "out")."""
+    (`uatlab.io_safety.folder_spelling`: "out/", "out/.", "out/..": Path would drop "/" or "/." and write a file
+    named "out")."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what}: path must be a str or os.PathLike, not a {type(path).__name__}")
     text = os.fsdecode(os.fspath(path))
     if text == "":
         raise InputError(f"{what}: the path is empty; give the model file's name, e.g. 'model.safetensors'")
     p = Path(path)
-    if len(text) > 1 and text[-1] in {"/", os.sep, os.altsep} - {None}:
-        raise InputError(
-            f"{what}: {text!r} ends in {text[-1]!r}, the spelling of a folder; give the model file's name, e.g. "
-            f"{p / 'model.safetensors'}"
-        )
-    if p.is_dir() or p.name in ("", ".", ".."):
-        raise InputError(f"{what}: {path} is a folder; give the model file's name, e.g. {p / 'model.safetensors'}")
+    if p.is_dir():
+        raise InputError(f"{what}: {text} is a folder; give the model file's name, e.g. {p / 'model.safetensors'}")
+    why = folder_spelling(text)
+    if why is not None:
+        raise InputError(f"{what}: {why}; give the model file's name, e.g. {p / 'model.safetensors'}")
     return p
 
 
