@@ -357,7 +357,7 @@ def _foreign_safetensors(path: Path) -> None:
 
 VICTIMS = {  # what the user keeps at --out → how compile says it is not a model
     "conll-copy": (lambda p: p.write_text("a O\n\nb O\n"), "not a safetensors file"),
-    "empty": (lambda p: p.write_bytes(b""), "not a safetensors file"),
+    "link-to-empty": (lambda p: (p.parent / "empty").write_bytes(b"") or p.symlink_to("empty"), "not a safetensors"),
     "other-safetensors": (_foreign_safetensors, "without a uatlab model's tag"),
 }
 
@@ -374,6 +374,22 @@ def test_compile_refuses_to_replace_a_file_that_is_not_a_model(work: Path, capsy
     assert "is not a uatlab model file" in line and why in line, line
     assert _digest(target) == before
     assert sorted(p.name for p in work.iterdir()) == listing  # no work directory, lock or temporary file
+
+
+@pytest.mark.parametrize("path", sorted(COMPILE_PATHS))
+def test_compile_replaces_an_empty_file(work: Path, capsys, path: str) -> None:
+    """An empty regular file at --out (``out=$(mktemp --suffix .safetensors)``) holds nothing to lose: compile
+    writes its model there, as synth replaces an empty file. Its mode is kept (mktemp's 0600)."""
+    from uatlab.models.io import MODEL_TAGS, file_format
+
+    (work / "nt.jsonl").write_text(NEXT_TOKEN_LINES)
+    target = work / "tmp.safetensors"
+    target.write_bytes(b"")
+    target.chmod(0o600)
+    assert main(["compile", *COMPILE_PATHS[path], "--out", "tmp.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    assert file_format(target) in MODEL_TAGS
+    assert target.stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize("path", sorted(COMPILE_PATHS))

@@ -188,9 +188,9 @@ def compile_cmd(
         parser=file_path("model file"),
         metavar="<path>",
         help="Where to save the compiled model. An existing file here is replaced (atomically, once the new model "
-        "is complete) only if it is a uatlab model file (safetensors, its header says uatlab wrote it); any other "
-        "file (the input too) is refused before the data is read and kept. An existing model.safetensors is never "
-        "replaced unless --out names it.",
+        "is complete) only if it is a uatlab model file (safetensors, its header says uatlab wrote it) or empty "
+        "(0 bytes, e.g. from mktemp); any other file (the input too) is refused before the data is read and kept. "
+        "An existing model.safetensors is never replaced unless --out names it.",
     ),
     causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
     beta: str = typer.Option("auto", "--beta", help="Query inverse temperature (power of two) or 'auto'."),

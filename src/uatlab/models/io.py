@@ -11,6 +11,7 @@ import json
 import math
 import numbers
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -296,11 +297,19 @@ MODEL_TAGS = (FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG)  # every kind of mod
 
 
 def check_replaceable_model(path: str | os.PathLike, option: str = "--out") -> None:
-    """InputError naming ``path`` unless nothing is there or it is a model file uatlab wrote (its safetensors
-    header's ``uatlab_format`` is one of `MODEL_TAGS`, as `file_format` reads it): a command that writes one
-    model file replaces only a model, never another file of the user's."""
+    """InputError naming ``path`` unless nothing is there, it is an empty regular file (``mktemp``'s, made to be
+    written: nothing is lost, as ``uatlab synth`` replaces one) or it is a model file uatlab wrote (its
+    safetensors header's ``uatlab_format`` is one of `MODEL_TAGS`, as `file_format` reads it): a command that
+    writes one model file replaces only a model, never another file of the user's. A symbolic link (even to an
+    empty file) or a special file is refused."""
     path = Path(path)
-    if not (path.exists() or path.is_symlink()):
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError:
+        st = None  # file_format names what is wrong
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0:
         return
     try:
         tag = file_format(path)
