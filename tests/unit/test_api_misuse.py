@@ -510,3 +510,18 @@ def test_a_missing_width_in_a_width_list_is_named():
 
     with pytest.raises(InputError, match=r"ff_width\[1\] must be a width"):
         TrainConfig(ff_width=[8, None], layers=2, dim=4)
+
+
+def test_load_and_the_out_check_accept_the_same_model_tags(compiled, tmp_path, monkeypatch):
+    """One list, `MODEL_TAGS`, says which files are uatlab models: a tag taken out of it is refused by `load` as
+    by compile's check of --out (the two lists had been spelt apart)."""
+    from uatlab.models import io
+
+    path = tmp_path / "m.safetensors"
+    uatlab.save(compiled.model, path)
+    assert uatlab.load(path) is not None
+    monkeypatch.setattr(io, "MODEL_TAGS", tuple(t for t in io.MODEL_TAGS if t != io.FORMAT_TAG))
+    with pytest.raises(InputError, match="is not a uatlab model file"):
+        io.check_replaceable_model(path)
+    with pytest.raises(ModelFileError, match="not a uatlab model"):
+        uatlab.load(path)

@@ -336,7 +336,7 @@ def load(path: str | os.PathLike) -> Any:
 
     require_path(path, "load")
     path = Path(path)
-    meta, tensors = _read(path, tensors=True, accept=(FORMAT_TAG, NEXT_TOKEN_TAG, SEQ2SEQ_DEEP_TAG))
+    meta, tensors = _read(path, tensors=True, accept=MODEL_TAGS)
     if meta.get("uatlab_format") == SEQ2SEQ_DEEP_TAG:
         from uatlab.constructions.paper_c.seq2seq_file import model_from
 
