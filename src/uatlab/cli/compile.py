@@ -21,7 +21,6 @@ from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
     check_workers,
-    data_reading,
     file_path,
     no_data_error,
     one_of,
@@ -64,13 +63,17 @@ WORKERS_OPTION = typer.Option(
 )
 
 
-def _records(path: Path, fmt: str):
-    """The records of ``path`` read as ``fmt`` (`uatlab.data.jsonl.sequence_format`; a command that decides the
-    format once passes `data_reading`'s answer, which refuses under ``--format auto`` a file that is not CoNLL)."""
+def _records(path: Path, reading: str):
+    """The records of ``path`` for ``reading``, the format the command decided once, before anything is made
+    (``'conll'`` or ``'jsonl'``: `uatlab.data.jsonl.sequence_format`, which refuses under ``--format auto`` a
+    file of prose; once the file is read the command calls `say_reading`): taken as decided, never decided
+    again."""
     from uatlab.data.conll import iter_conll
-    from uatlab.data.jsonl import iter_jsonl, sequence_format
+    from uatlab.data.jsonl import iter_jsonl
 
-    return iter_jsonl(path) if sequence_format(path, fmt) == "jsonl" else iter_conll(path)
+    if reading not in ("conll", "jsonl"):
+        raise ValueError(f"_records: reading must be 'conll' or 'jsonl' (decided by sequence_format), got {reading!r}")
+    return iter_jsonl(path) if reading == "jsonl" else iter_conll(path)
 
 
 def _threads(option: str) -> dict[str, Any]:
@@ -470,9 +473,10 @@ def _compile_deep(
 ) -> None:
     from uatlab.cli.progress import StageBars
     from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file
+    from uatlab.data.jsonl import sequence_format
 
     thread_settings = _threads(threads)
-    reading = data_reading(data, fmt)
+    reading = sequence_format(data, fmt)
     with StageBars(not json_out, units=STAGE_UNITS) as bars:
         fig = compile_deep_file(_records(data, reading), data, dtype, out, seed, certify=not no_certify, progress=bars)
     say_reading(data, fmt, reading)
@@ -659,6 +663,7 @@ def _compile(
 ) -> None:
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer, save_compiled
+    from uatlab.data.jsonl import sequence_format
     from uatlab.data.keys import input_keys
     from uatlab.data.token_store import TokenStore
 
@@ -667,7 +672,7 @@ def _compile(
     fingerprint = _fingerprint(data)
 
     t0 = time.perf_counter()
-    reading = data_reading(data, fmt)  # before the work directory is made: a refused format touches nothing
+    reading = sequence_format(data, fmt)  # before the work directory is made: a refused format touches nothing
     records = _records(data, reading)
     store = TokenStore(
         work,
@@ -780,6 +785,7 @@ def certify_cmd(
 
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress
+    from uatlab.data.jsonl import sequence_format
     from uatlab.models.io import load
 
     if unknown not in ("", "error", "unk"):
@@ -807,7 +813,7 @@ def certify_cmd(
         deep_refuses = tuple(o for o in in_process_only if o != "max_memory")  # it pads to n': a memory check
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         _refuse_unk(unknown, model_path, "a --ff deep model")
-        reading = data_reading(data, fmt)
+        reading = sequence_format(data, fmt)
         certify_deep_command(model_path, data, _records(data, reading), json_out, reading == "conll", reading)
         return say_reading(data, fmt, reading)
     mapper = _mapper(executor, workers, thread_settings["threads"])
@@ -821,7 +827,7 @@ def certify_cmd(
     from uatlab.verify.certificate import parameter_dtype
 
     warn_exp_ulp_below_measured(exp_ulp, parameter_dtype(model))
-    reading = data_reading(data, fmt)
+    reading = sequence_format(data, fmt)
     records = _length_checked(_records(data, reading), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(

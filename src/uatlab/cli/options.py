@@ -226,16 +226,6 @@ AUTO_FORMAT_HELP = (
 )
 
 
-def data_reading(path: Path, fmt: str) -> str:
-    """``'conll'`` or ``'jsonl'``: how compile, certify, train and data-report read the labelled sequences of
-    ``path`` for ``--format fmt`` (`uatlab.data.jsonl.sequence_format`: under ``auto`` a file whose last column
-    is words rather than tags is refused, `uatlab.data.jsonl.words_as_labels`). Once the file is read, the
-    command calls `say_reading`."""
-    from uatlab.data.jsonl import sequence_format
-
-    return sequence_format(path, fmt)
-
-
 def say_reading(path: Path, fmt: str, reading: str) -> None:
     """When ``--format auto`` chose CoNLL, one note on stderr says how the columns were read
     (`uatlab.data.jsonl.format_note`, as ``predict`` says it, after the file was read): a small file of

@@ -13,7 +13,6 @@ from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
     check_workers,
-    data_reading,
     finite,
     given_options,
     int_list,
@@ -36,16 +35,17 @@ if TYPE_CHECKING:
 
 
 def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> tuple[SequenceDataset, str]:
-    """Read CoNLL/JSONL, and say how (``'conll'`` or ``'jsonl'``: `uatlab.cli.options.data_reading`, ``auto``
-    refuses a file whose last column is words, not tags; the caller then calls `say_reading`);
+    """Read CoNLL/JSONL, and say how (``'conll'`` or ``'jsonl'``: `uatlab.data.jsonl.sequence_format`, ``auto``
+    refuses a file of prose, `uatlab.data.jsonl.words_as_labels`; the caller then calls `say_reading`);
     ``scheme='iob2'`` converts IOB1 labels to IOB2. Warns about a sentence far longer than the rest of the file
     (the usual sign of lost blank lines between sentences)."""
     from uatlab.data import read_sequences
     from uatlab.data.conll import iob1_to_iob2
     from uatlab.data.dataset import SequenceDataset
+    from uatlab.data.jsonl import sequence_format
 
     check_input_file(path)
-    reading = data_reading(path, fmt)
+    reading = sequence_format(path, fmt)
     data = read_sequences(path, reading)
     warn_long_outlier(data)
     if scheme == "iob2":
