@@ -1,7 +1,6 @@
 """The certificate's assumptions: the exp error is a parameter, the checkable ones are checked at run time,
 a residual add fused into the preceding GEMM is covered, and the Certificate serialises to JSON text."""
 
-import contextlib
 import copy
 import ctypes
 import ctypes.util
@@ -12,6 +11,7 @@ import platform
 import numpy as np
 import pytest
 import torch
+from torch_settings import float32_matmul_precision
 
 from uatlab.cli import main
 from uatlab.constructions.paper_a.cor1_memorizer import compile_dataset, save_compiled
@@ -23,17 +23,6 @@ from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
 from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
 
 F32 = np.float32
-
-
-@contextlib.contextmanager
-def float32_matmul_precision(mode: str):
-    """PyTorch's float32 matmul precision set to ``mode`` inside the block, restored after it (also on failure)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(mode)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 @pytest.fixture(scope="module")

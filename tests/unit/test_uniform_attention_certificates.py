@@ -4,29 +4,18 @@ and check it in the certifying process (a failed check voids the proof, as in th
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import numpy as np
 import pytest
 import torch
+from torch_settings import float32_matmul_precision
 
 from uatlab.cli import main
 from uatlab.constructions.paper_c.next_token_memorizer import compile_memorizer
 from uatlab.constructions.paper_c.seq2seq_memorizer import compile_seq2seq
 from uatlab.verify.next_token import certify_next_token
 from uatlab.verify.seq2seq_deep import certify_seq2seq
-
-
-@contextlib.contextmanager
-def float32_matmul_precision(mode: str):
-    """PyTorch's float32 matmul precision set to ``mode`` inside the block, restored after it (also on failure)."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision(mode)
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
 
 
 def _next_token(regime: str):
