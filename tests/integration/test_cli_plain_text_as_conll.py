@@ -102,6 +102,10 @@ def test_auto_says_how_it_read_conll(folder: Path, capsys) -> None:
         _note(cap.err, "ner.txt")
     assert main(["data-report", "ner.txt"]) == 0
     _note(capsys.readouterr().err, "ner.txt")
+    assert main(["data-report", "ner.txt", "--json"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["format"] == "conll"
+    _note(cap.err, "ner.txt")
     assert main(["compile", "ner.txt", "--format", "conll", "--out", "m.safetensors", "--json"]) == 0
     assert "note:" not in capsys.readouterr().err
 

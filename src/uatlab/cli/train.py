@@ -408,6 +408,7 @@ def data_report_command(
     dataset, reading = load_data(data, fmt, scheme)
     say_reading(data, fmt, reading)
     rep = data_report(dataset, max_conflicts=conflicts)
+    rep["format"] = reading  # how the file was read, as compile, certify and train give it
     if json_out:
         print_json(rep)
         return
