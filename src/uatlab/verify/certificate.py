@@ -2186,24 +2186,20 @@ def _spot_takes(lengths: list[int], counts: list[int], budget: int, cost_per_tok
     return takes, budget
 
 
-def _word_salts(chunk: SequenceDataset, enc: Encoding, table: np.ndarray, setup: _ChunkSetup) -> np.ndarray:
-    """(T,) uint64: per token of ``chunk``, its id's value in the run's salt ``table``, or for a word outside the
-    vocabulary (read as the unknown-word token) a BLAKE2b of the word keyed by the run's salt. Equal words get
-    equal values in every chunk and worker, so the second keys (`uatlab.data.keys.salted_input_keys` over these
-    values) tell inputs apart by the words as written, as the first keys do."""
+def _word_salts(
+    chunk: SequenceDataset, tok: np.ndarray, unknown: np.ndarray, table: np.ndarray, setup: _ChunkSetup
+) -> np.ndarray:
+    """(T,) uint64: per token of ``chunk`` (ids ``tok``), its id's value in the run's salt ``table``, or where
+    ``unknown`` (a word outside the vocabulary, read as the unknown-word token) a BLAKE2b of the word keyed by
+    the run's salt. Equal words get equal values in every chunk and worker, so the second keys
+    (`uatlab.data.keys.salted_input_keys` over these values) tell inputs apart by the words as written, as the
+    first keys do."""
     key = int(setup.token, 16).to_bytes(16, "little")
-    known = enc.token_to_id
     words = list(itertools.chain.from_iterable(chunk.tokens))
-    return np.fromiter(
-        (
-            table[known[w]]
-            if w in known
-            else int.from_bytes(hashlib.blake2b(w.encode(), key=key, digest_size=8).digest(), "little")
-            for w in words
-        ),
-        np.uint64,
-        len(words),
-    )
+    salts = table[tok]  # a gathered copy
+    for i in np.flatnonzero(unknown).tolist():
+        salts[i] = int.from_bytes(hashlib.blake2b(words[i].encode(), key=key, digest_size=8).digest(), "little")
+    return salts
 
 
 def _bounded_model(setup: _ChunkSetup) -> _BoundedModel:
@@ -2220,7 +2216,7 @@ def _certify_chunk(
     """Certify one chunk (sequences ``start``…): its counts, smallest margin, examples, keys and labels."""
     bm = _bounded_model(setup)
     model, enc = setup.model, setup.enc
-    unknown_tokens = 0
+    unknown: np.ndarray | None = None  # (T,) bool: words read as the unknown-word token
     if isinstance(chunk, EncodedChunk):
         flat = chunk
     else:
@@ -2229,7 +2225,7 @@ def _certify_chunk(
         keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
         if setup.unknown == "unk":
             known = enc.token_to_id
-            unknown_tokens = sum(t not in known for t in itertools.chain.from_iterable(chunk.tokens))
+            unknown = np.fromiter((t not in known for t in itertools.chain.from_iterable(chunk.tokens)), bool)
         flat = EncodedChunk.from_lists(
             enc.encode_tokens(chunk, unknown=setup.unknown, start=start),
             enc.encode_labels(chunk, start=start),
@@ -2241,9 +2237,10 @@ def _certify_chunk(
     context = "prefix" if bm.cfg.causal else "sequence"
     vocabulary = max(bm.E.shape[0], int(flat.tok.max()) + 1 if len(flat.tok) else 0)  # a bad id is refused below
     table = salt_table(int(setup.token, 16), vocabulary)
+    unknown_tokens = 0 if unknown is None else int(unknown.sum())
     if unknown_tokens:  # a word read as the unknown-word token keeps a salted value of its own text (below)
         keys2 = salted_input_keys(
-            np.arange(len(flat.tok)), flat.offsets, _word_salts(chunk, enc, table, setup), context
+            np.arange(len(flat.tok)), flat.offsets, _word_salts(chunk, flat.tok, unknown, table, setup), context
         )
     else:
         keys2 = salted_input_keys(flat.tok, flat.offsets, table, context)
