@@ -30,7 +30,7 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -260,6 +260,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     guard = _guard_for(path)  # an output folder open for this file: refuse a file that is not uatlab's
     old = guard[0].check_file(guard[1]) if guard is not None else None  # the identity `record` lists
+    lock = _lock_for(path)  # an output lock held on this file with a check of what it may replace
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_beside(path)
     try:
@@ -268,6 +269,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp, mode)  # some writers (safetensors) create their file with mode 0600
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
+        if lock is not None and lock.replace_check is not None:  # what is at path now (it may have come while
+            lock.replace_check()  # the job ran) is checked again
         if guard is not None:  # write-ahead: the record proves the new content before it replaces the old
             guard[0].record(guard[1], tmp, old)
         os.replace(tmp, path)
@@ -361,12 +364,24 @@ class OutputLock:
     ``hint`` (what to do instead). Also used on work directories (the lock file sits beside the folder).
     Folders the lock file needed that did not exist are created, and removed again on exit if still empty
     (a run that failed before writing leaves none behind; one that wrote its output there keeps them).
+
+    ``replace_check`` (no argument; raises to refuse): while the lock is held, `atomic_path` on the target
+    calls it once the new file is complete, just before renaming it over the target. A job checks what it may
+    replace before it starts; a file another program put there while the job ran is checked here again, and
+    refused, the target left as it is, rather than replaced.
     """
 
-    def __init__(self, target: str | os.PathLike, hint: str = "choose another output") -> None:
+    def __init__(
+        self,
+        target: str | os.PathLike,
+        hint: str = "choose another output",
+        replace_check: Callable[[], None] | None = None,
+    ) -> None:
         self.target = Path(target)  # as the user named it (in messages)
+        self.replace_check = replace_check
         # beside the resolved path: "x", "./x" and "/abs/x" (or ".", "..") name one lock; "/" has no parent
         resolved = self.target.resolve()
+        self.resolved = resolved
         self.path = resolved.with_name(f".{resolved.name}.lock") if resolved.name else resolved / ".uatlab.lock"
         self.hint = hint
         self._fh: IO[str] | None = None
@@ -398,9 +413,15 @@ class OutputLock:
         fh.write(str(os.getpid()))
         fh.flush()
         self._fh = fh
+        if self.replace_check is not None:
+            with _HELD_LOCKS_LOCK:
+                _HELD_LOCKS.append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with _HELD_LOCKS_LOCK:
+            if self in _HELD_LOCKS:
+                _HELD_LOCKS.remove(self)
         if self._fh is not None:
             with contextlib.suppress(OSError):
                 self.path.unlink()
@@ -412,6 +433,19 @@ class OutputLock:
             except OSError:
                 break
         self._made = []
+
+
+_HELD_LOCKS: list[OutputLock] = []  # locks held with a replace_check, which `atomic_path` calls
+_HELD_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_for(path: Path) -> OutputLock | None:
+    """The held `OutputLock` with a replace_check whose target is ``path`` (any spelling of it), if any."""
+    if not _HELD_LOCKS:
+        return None
+    resolved = path.resolve()
+    with _HELD_LOCKS_LOCK:
+        return next((lk for lk in reversed(_HELD_LOCKS) if lk.resolved == resolved), None)
 
 
 # ------------------------------------------------------------------------------------------------ output folders

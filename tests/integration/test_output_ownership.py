@@ -423,3 +423,33 @@ def test_compile_replaces_a_uatlab_model_of_any_kind(work: Path, capsys) -> None
     assert main(["compile", *COMPILE_PATHS["token"], "--out", "s.safetensors", "--json"]) == 0
     capsys.readouterr()
     assert file_format(model) == "uatlab-transformer-v1"
+
+
+@pytest.mark.parametrize("path", sorted(COMPILE_PATHS))
+@pytest.mark.parametrize("given", [True, False], ids=["--out", "default-out"])
+def test_compile_refuses_a_file_put_at_out_while_it_ran(
+    work: Path, capsys, monkeypatch, path: str, given: bool
+) -> None:
+    """--out is checked before the data is read and again when the finished model is renamed into place: a
+    file another program put there in between is the user's and stays as it is (the model is not saved)."""
+    import uatlab.io_safety as io_safety
+
+    (work / "nt.jsonl").write_text(NEXT_TOKEN_LINES)
+    name = "valid.txt" if given else "model.safetensors"
+    target = work / name
+    real = io_safety._temp_beside
+
+    def user_writes_meanwhile(p: Path) -> Path:  # the moment compile starts writing its model
+        if p.resolve() == target.resolve() and not target.exists():
+            target.write_text("mine\n")
+        return real(p)
+
+    monkeypatch.setattr(io_safety, "_temp_beside", user_writes_meanwhile)
+    argv = ["compile", *COMPILE_PATHS[path], *(["--out", name] if given else []), "--json"]
+    line = _refused(capsys, argv, name, "while this job ran")
+    assert target.read_text() == "mine\n"
+    left = sorted(p.name for p in work.iterdir() if p.name.startswith(name))
+    # no temporary or lock file; the token task keeps the data it read for --resume, and says where
+    assert left == ([name, f"{name}.work"] if path == "token" else [name]), left
+    if path == "token":
+        assert f"{name}.work" in line and "--resume" in line, line

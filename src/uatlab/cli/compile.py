@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,8 @@ def compile_cmd(
         metavar="<path>",
         help="Where to save the compiled model. An existing file here is replaced (atomically, once the new model "
         "is complete) only if it is a uatlab model file (safetensors, its header says uatlab wrote it) or empty "
-        "(0 bytes, e.g. from mktemp); any other file (the input too) is refused before the data is read and kept. "
+        "(0 bytes, e.g. from mktemp); any other file (the input too) is refused before the data is read and kept, "
+        "and so is one put there while the job runs (checked again as the model is renamed into place). "
         "An existing model.safetensors is never replaced unless --out names it.",
     ),
     causal: bool = typer.Option(False, "--causal", help="Causal attention: labels may depend on the prefix only."),
@@ -269,7 +271,7 @@ def compile_cmd(
         check_input_file(data)
         check_output_file(out, [data])
         _check_existing_out(ctx, out)
-        with OutputLock(out), _say_what_is_kept(out):
+        with OutputLock(out, replace_check=_out_check_at_save(ctx, out)), _say_what_is_kept(out):
             thread_settings = _threads(threads)
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
             return print_next_token_compile(fig, json_out, thread_settings)
@@ -292,7 +294,7 @@ def compile_cmd(
         check_input_file(data)
         check_output_file(out, [data])
         _check_existing_out(ctx, out)
-        with OutputLock(out), _say_what_is_kept(out):
+        with OutputLock(out, replace_check=_out_check_at_save(ctx, out)), _say_what_is_kept(out):
             _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
@@ -311,7 +313,10 @@ def compile_cmd(
     _check_existing_out(ctx, out)
     if not no_certify:
         warn_exp_ulp_below_measured(exp_ulp, dtype)
-    with OutputLock(out), OutputLock(work, hint="choose another --work-dir"):
+    with (
+        OutputLock(out, replace_check=_out_check_at_save(ctx, out)),
+        OutputLock(work, hint="choose another --work-dir"),
+    ):
         run: dict[str, Any] = {}  # the run's TokenStore, once it exists
         with _say_what_is_kept(out, run, keep_work):
             _compile(
@@ -466,6 +471,19 @@ def _check_existing_out(ctx: typer.Context, out: Path) -> None:
     source = ctx.get_parameter_source("out")
     if source is not None and source.name != "COMMANDLINE" and out.exists():
         raise InputError(f"{out} exists (the default --out): pass --out {out} to replace it, or choose another path")
+
+
+def _out_check_at_save(ctx: typer.Context, out: Path) -> Callable[[], None]:
+    """`_check_existing_out` again at the moment the finished model is renamed over ``out``: a file another
+    program put there while the job ran is refused like one found at the start (the new model is not written)."""
+
+    def check() -> None:
+        try:
+            _check_existing_out(ctx, out)
+        except InputError as exc:
+            raise InputError(f"{exc} (it was put there while this job ran: the new model was not saved)") from None
+
+    return check
 
 
 def _compile_deep(
@@ -723,7 +741,11 @@ def _compile(
     fig = dict(con.facts)
     fig["stage_seconds"] = {"read + encode": t_read, **fig["stage_seconds"]}
     fig["chunk_tokens"] = chunk_tokens
-    save_compiled(con.model, out, fig)
+    try:
+        save_compiled(con.model, out, fig)
+    except UatlabError as exc:  # --out changed while the job ran: what was read stays for --resume
+        exc.add_note(f"the data read is kept in the work directory {store.dir}: --resume --work-dir {store.dir}")
+        raise
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:
         store.remove()
