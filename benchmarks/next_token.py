@@ -67,6 +67,7 @@ def corpus(window: int, min_windows: int) -> dict:
         "depth": memo.circuit.depth,
         "certified": cert.certified,
         "correct": cert.correct_rows,
+        "certified_rows": cert.certified_rows,
         "float_bound_bits": cert.float_bound_bits,
         "generation_correct_float64": gen_ok,
         "ratio_to_float64_floor": memo.facts["ratio_to_float64_floor"],

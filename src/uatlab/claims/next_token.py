@@ -36,7 +36,7 @@ def check_sqrt_n(ctx: ClaimContext) -> ClaimResult:
     t0 = time.perf_counter()
     rows = [compiled_point(N, "exact", n=32, C=10, V=4, seed=ctx.seed) for N in Ns]
     slope = fit_loglog_slope([r["N"] for r in rows], [r["params"] for r in rows])
-    certified = all(r["certified"] and r["correct"] == r["ceiling"] == r["N"] for r in rows)
+    certified = all(r["certified"] and r["certified_rows"] == r["ceiling"] == r["N"] for r in rows)
     ok = certified and slope <= SQRT_SLOPE_MAX
     return ClaimResult(
         verdict="pass" if ok else "fail",
@@ -93,7 +93,7 @@ def check_float64_bend(ctx: ClaimContext) -> ClaimResult:
     ratio = f64["params"] / floor
     ok = (
         f64["certified"]
-        and f64["correct"] == f64["ceiling"] == N
+        and f64["certified_rows"] == f64["ceiling"] == N
         and 0 < bend < N
         and f64["params"] > exact["params"]
         and f64["params"] >= floor

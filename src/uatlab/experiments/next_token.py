@@ -81,6 +81,7 @@ def compiled_point(
         row |= {
             "certified": cert.certified,
             "correct": cert.correct_rows,
+            "certified_rows": cert.certified_rows,
             "ceiling": cert.ceiling_rows,
             "float_bound_bits": cert.float_bound_bits,
             "certify_seconds": cert.seconds,
