@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from conll_fixture import CONLL
 
-from uatlab.data.jsonl import LABEL_SAMPLE_LINES, conll_or_text, sequence_format, words_as_labels
+from uatlab.data.jsonl import (
+    LABEL_SAMPLE_LINES,
+    UNIFORM_COLUMNS_LINES,
+    conll_or_text,
+    sequence_format,
+    words_as_labels,
+)
 from uatlab.errors import InputError
 
 PARA = "the cat sat\non the mat\n\nand it was\nvery happy now\n"
@@ -104,11 +110,19 @@ def test_a_tag_set_small_beside_the_tokens_is_conll(tmp_path: Path) -> None:
     path = tmp_path / "many.txt"
     labels = [f"tag{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(200)]  # 200 lower-case "words"
     rows = [labels[i] for i in range(150)] + [labels[150 + i % 50] for i in range(850)]  # 150 once, 50 × 17
-    # a middle column of words too, as in prose: the label column alone decides
-    path.write_text("".join(f"w{k} {y[::-1]} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+
+    # middle columns of words too, as in prose, one or two of them (lines of uneven width, as in prose): the
+    # label column alone decides
+    def text(rows: list[str]) -> str:
+        return "".join(
+            f"w{k} {y[::-1]}{' ' + y[::-1] if k % 2 else ''} {y}\n" + ("\n" if k % 10 == 9 else "")
+            for k, y in enumerate(rows)
+        )
+
+    path.write_text(text(rows))
     assert words_as_labels(path) is None  # 200 labels in 1000 lines: 4 × 200 ≤ 1000
     rows = rows[:750]  # the same 200 labels in 750 lines: 4 × 200 > 750
-    path.write_text("".join(f"w{k} {y[::-1]} {y}\n" + ("\n" if k % 10 == 9 else "") for k, y in enumerate(rows)))
+    path.write_text(text(rows))
     assert words_as_labels(path) is not None
 
 
@@ -166,3 +180,46 @@ def test_conll2003_is_conll(name: str) -> None:
     if not path.is_file():
         pytest.skip(f"{path} is not on this machine")
     assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
+
+
+def _all_word_columns(lines: int, seed: int) -> str:
+    """word, lemma, lower-case tag: every column words, the tags many and mostly seen once (as prose's last
+    words are), one line per token, a blank line every 8 tokens."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    out = []
+    for k in range(lines):
+        word = "".join(rng.choice(letters) for _ in range(rng.randint(3, 8)))
+        tag = "".join(rng.choice(letters) for _ in range(4))
+        out.append(f"{word.capitalize()} {word} {tag}\n" + ("\n" if k % 8 == 7 else ""))
+    return "".join(out)
+
+
+@pytest.mark.parametrize("lines", [UNIFORM_COLUMNS_LINES, 400])
+def test_all_word_columns_of_one_width_over_enough_lines_are_conll(tmp_path: Path, lines: int) -> None:
+    path = tmp_path / "lemmas.conll"
+    path.write_text(_all_word_columns(lines, seed=lines))
+    assert words_as_labels(path) is None and sequence_format(path, "auto") == "conll"
+
+
+def test_all_word_columns_of_one_width_below_the_threshold_are_refused(tmp_path: Path) -> None:
+    """Below UNIFORM_COLUMNS_LINES lines of one width, columns and short equal lines of prose look the same."""
+    path = tmp_path / "lemmas.conll"
+    path.write_text(_all_word_columns(UNIFORM_COLUMNS_LINES - 1, seed=3))
+    assert words_as_labels(path) is not None
+
+
+def test_long_prose_of_uneven_lines_is_refused(tmp_path: Path) -> None:
+    """Many lines, but of different word counts: prose, however long."""
+    rng = random.Random(5)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    lines = [
+        " ".join("".join(rng.choice(letters) for _ in range(rng.randint(2, 7))) for _ in range(rng.randint(3, 12)))
+        for _ in range(600)
+    ]
+    path = tmp_path / "prose.txt"
+    path.write_text("\n".join(lines) + "\n")
+    found = words_as_labels(path)
+    assert found is not None and found["lines"] == 600
+    with pytest.raises(InputError):
+        sequence_format(path, "auto")
