@@ -1614,7 +1614,10 @@ class _BoundedModel:
         key = threading.get_ident()  # per thread: a thread-based mapper's chunks run in one bounded model at once
         ws = self._ws.get(key)
         if ws is None or ws[0].size < T * d:
-            ws = self._ws[key] = (np.empty(T * d), np.empty(T * d))
+            # at least a full pass (PASS_ELEMENTS), so that the passes of a chunk, which are up to that size, reuse
+            # one pair of buffers instead of growing them (first writes to fresh memory are slow)
+            size = max(T * d, PASS_ELEMENTS)
+            ws = self._ws[key] = (np.empty(size), np.empty(size))
         return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
 
     def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
