@@ -24,7 +24,9 @@ both alike):
 * feed-forward construction: writing the model's parameters once (memory fill);
 * certify: the certificate's essential matrix passes: 4 passes over every (token, candidate FF unit)
   pair × d at the BLAS rate measured in the same process (a (20000 × d) · (d × 32) product), plus the
-  attention's Σn² scores × (exp + 15 passes) and the readout (3 passes of T·d·C);
+  attention's Σn² scores × (exp + 15 passes), the readout (3 passes of T·d·C) and PyTorch's spot check
+  (its forward pass over the tokens the run's certificate says it checked, ``torch_spot_check.tokens``,
+  each costing the model's non-embedding matrix entries in multiply-adds, at the same BLAS rate);
 * save: writing the model file's bytes once.
 
 Medians over ``--repeats`` runs. The model hash is the SHA-256 of the tensors (names, dtypes, shapes,
@@ -254,6 +256,16 @@ def _query_candidates(dtype: str) -> int:
     return len(check_request(dtype, "auto", "auto")[1])
 
 
+def _spot_check_cost(model_path: Path) -> int:
+    """Multiply-adds of PyTorch's forward pass per token: the model's 2-D weights other than the embedding (the
+    certificate's own ``cost_per_token``)."""
+    from uatlab.models.io import load_model
+
+    model, _ = load_model(model_path)
+    embedding = model.embed.weight.numel() if getattr(model, "embed", None) is not None else 0
+    return sum(p.numel() for p in model.parameters() if p.dim() == 2) - embedding
+
+
 def _ff_pairs(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, int]:
     """(token, candidate FF unit) pairs the certificate must evaluate, d, labels C, FF width."""
     import numpy as np
@@ -274,7 +286,7 @@ def _ff_pairs(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, i
     return int(per_code[g["word_cid"][ids]].sum()), d, C, width
 
 
-def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> dict:
+def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_tokens: int = 0) -> dict:
     """Lower bound per stage, CPU seconds, measured in this process (see the module docstring)."""
     import numpy as np
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -324,6 +336,8 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> di
     ff = 4 * 2 * pairs * d / rate
     att_cert = sq * (t_exp + 15 * t_pass)
     readout = 3 * 2 * T * d * C / rate
+    spot_cost = _spot_check_cost(model_path)
+    spot = 2 * spot_tokens * spot_cost / rate
     params = sum(int(np.prod(s)) for s in _tensor_shapes(model_path))
     t_fill = _cpu(lambda: np.full(params, 1.0))[0]
     size = model_path.stat().st_size
@@ -337,7 +351,7 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> di
             "attention (h per token)": attention,
             "group contexts per word": t_group,
             "feed-forward construction": t_fill,
-            "certify": ff + att_cert + readout,
+            "certify": ff + att_cert + readout + spot,
             "save": t_save,
         },
         "inputs": {
@@ -351,7 +365,9 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> di
             "exp_ns": t_exp * 1e9,
             "pass_ns": t_pass * 1e9,
             "blas_gflops": rate / 1e9,
-            "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout},
+            "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout, "spot_check": spot},
+            "spot_check_tokens": spot_tokens,
+            "spot_check_multiply_adds_per_token": spot_cost,
         },
         "threads": threads,
     }
@@ -364,8 +380,17 @@ def _tensor_shapes(path: Path):
         return [f.get_slice(k).get_shape() for k in f.keys()]
 
 
-def run_bounds(data: Path, model_path: Path, dtype: str, causal: bool) -> dict:
-    cmd = [sys.executable, str(HERE), "--probe-bounds", str(data), str(model_path), dtype, str(int(causal))]
+def run_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_tokens: int = 0) -> dict:
+    cmd = [
+        sys.executable,
+        str(HERE),
+        "--probe-bounds",
+        str(data),
+        str(model_path),
+        dtype,
+        str(int(causal)),
+        str(spot_tokens),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-2000:]}
@@ -392,7 +417,8 @@ def median_case(
             return r
         runs.append(r)
         if with_bounds:
-            bounds.append(run_bounds(data, Path(r["model_path"]), dtype, causal))
+            spot = (r.get("torch_spot_check") or {}).get("tokens", 0)
+            bounds.append(run_bounds(data, Path(r["model_path"]), dtype, causal, spot))
             if "error" in bounds[-1]:
                 return {"case": name, "error": "bounds: " + bounds[-1]["error"]}
         Path(r["model_path"]).unlink()
@@ -546,8 +572,8 @@ def print_case(r: dict) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--probe-bounds":
-        data, model, dtype, causal = sys.argv[2:6]
-        print(json.dumps(measure_bounds(Path(data), Path(model), dtype, causal == "1")))
+        data, model, dtype, causal, spot = sys.argv[2:7]
+        print(json.dumps(measure_bounds(Path(data), Path(model), dtype, causal == "1", int(spot))))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="CI-sized cases only, one run each.")

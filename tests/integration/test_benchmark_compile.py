@@ -47,4 +47,14 @@ def test_compile_benchmark_quick(tmp_path):
         assert whole["ratio"][stage] == whole["stage_seconds"][stage] / whole["bound_seconds"][stage]
     assert abs(whole["total_stage_cpu_seconds"] - whole["cpu_seconds"]) <= 0.05 * whole["cpu_seconds"] + 0.1
     assert whole["bound_inputs"]["ff_pairs"] >= whole["tokens"]  # at least one candidate unit per token
+    # the certify bound counts PyTorch's spot check: the tokens the run's certificate checked, each costing the
+    # model's non-embedding matrix entries in multiply-adds, at the measured BLAS rate
+    inputs = whole["bound_inputs"]
+    assert inputs["spot_check_tokens"] == whole["torch_spot_check"]["tokens"] > 0
+    assert 0 < inputs["spot_check_multiply_adds_per_token"] <= whole["params_total"]
+    spot = (
+        2 * inputs["spot_check_tokens"] * inputs["spot_check_multiply_adds_per_token"] / (inputs["blas_gflops"] * 1e9)
+    )
+    assert inputs["certify_parts"]["spot_check"] == pytest.approx(spot, rel=1e-12)
+    assert whole["bound_seconds"]["certify"] == pytest.approx(sum(inputs["certify_parts"].values()), rel=1e-12)
     assert "ratio" in proc.stdout and "figures written to" in proc.stdout
