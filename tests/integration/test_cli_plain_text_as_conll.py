@@ -174,12 +174,17 @@ def test_a_lower_case_tag_set_is_read_as_conll(folder: Path, capsys) -> None:
     assert out["labels"][0][:2] == ["at", "np-tl"], out
 
 
-def test_capacity_refuses_the_paragraph_without_an_option_it_lacks(folder: Path, capsys) -> None:
-    """experiment capacity has no --format: the refusal names the format 'conll' in words a library reader
-    understands too, and writes nothing."""
-    before = set(os.listdir(folder))
-    capsys.readouterr()
-    assert main(["experiment", "capacity", "--kind", "conll", "--data", "para.txt", "--out", "cap"]) == 2
-    err = " ".join(capsys.readouterr().err.split())
-    assert err.startswith("error: para.txt:1: 'the cat sat'") and "format 'conll'" in err, err
-    assert set(os.listdir(folder)) == before
+def test_capacity_refuses_the_paragraph_and_reads_it_with_format_conll(folder: Path, capsys) -> None:
+    """experiment capacity --kind conll reads --data as the other commands do: auto refuses the paragraph,
+    writing nothing; --format conll reads it as columns; the summary says how the file was read."""
+    sweep = ["experiment", "capacity", "--kind", "conll", "--ns", "2", "--grid", "2", "--max-steps", "5", "--json"]
+    _refused([*sweep, "--data", "para.txt", "--out", "cap"], folder, capsys)
+    assert main([*sweep, "--data", "para.txt", "--out", "cap", "--format", "conll"]) == 0
+    cap = capsys.readouterr()
+    summary = json.loads(cap.out)
+    assert summary["format"] == "conll" and [r["N"] for r in summary["rows"]] == [2], summary
+    assert "note:" not in cap.err  # the reading was chosen, not guessed
+    assert main([*sweep, "--data", "ner.txt", "--out", "cap-ner"]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out)["format"] == "conll"
+    assert "note: ner.txt read as CoNLL columns" in " ".join(cap.err.split()), cap.err

@@ -528,6 +528,7 @@ def _given(ctx: typer.Context, name: str) -> bool:
 _TOKEN_ONLY = (
     "kind",
     "data",
+    "fmt",
     "axis",
     "fixed",
     "length",
@@ -551,6 +552,12 @@ def capacity_command(
         callback=one_of("synthetic", "conll"),
     ),
     data: Path | None = typer.Option(None, "--data", help="CoNLL/JSONL file for --kind conll."),
+    fmt: str = typer.Option(
+        "auto",
+        "--format",
+        help="How --data is read: 'auto', 'conll' or 'jsonl'. " + AUTO_FORMAT_HELP,
+        callback=one_of("auto", "conll", "jsonl"),
+    ),
     out: Path = typer.Option(Path("uatlab-runs/capacity"), "--out", help="Output folder (finished trials reused)."),
     ns: str = typer.Option(
         "16,32,64,128,256",
@@ -639,7 +646,7 @@ def capacity_command(
     from uatlab.experiments.capacity import run_capacity
 
     reject_overridden(ctx, quick, "kind", "ns", "max_steps", "lr")
-    refuse_given(ctx, f"--kind {kind}", ("data",) if kind == "synthetic" else ("length", "vocab", "labels"))
+    refuse_given(ctx, f"--kind {kind}", ("data", "fmt") if kind == "synthetic" else ("length", "vocab", "labels"))
     if kind == "conll":
         if data is None:
             raise InputError("--kind conll needs --data FILE")
@@ -668,7 +675,10 @@ def capacity_command(
             executor=executor,
             workers=workers,
             threads=threads,
+            fmt=fmt,
         )
+    if data is not None and summary["format"]:
+        say_reading(data, fmt, summary["format"])
     finished = summary["trials"] - len(summary["failed"])
     if json_out:
         print_json(summary)

@@ -36,6 +36,7 @@ import torch
 
 from uatlab.data import read_sequences
 from uatlab.data.dataset import SequenceDataset
+from uatlab.data.jsonl import is_jsonl_path, sequence_format
 from uatlab.data.report import bit_budgets
 from uatlab.errors import InputError
 from uatlab.experiments.executor import (
@@ -77,7 +78,7 @@ def capacity_dataset(params: dict[str, Any], parsed: SequenceDataset | None = No
     n = int(params["N"])
     if params["kind"] == "synthetic":
         return synthetic_random_labels(n, params["length"], params["vocab"], params["labels"], params["data_seed"])
-    data = parsed if parsed is not None else read_sequences(params["data"])
+    data = parsed if parsed is not None else read_sequences(params["data"], params.get("format", "auto"))
     if n > len(data):
         raise InputError(f"N={n} is larger than the {len(data)} sequences of {params['data']}")
     perm = np.random.default_rng(params["data_seed"]).permutation(len(data))  # nested: first N of one permutation
@@ -181,11 +182,13 @@ def run_capacity(
     executor: str = "local",
     workers: int = 1,
     threads: int = 1,
+    fmt: str = "auto",
 ) -> dict[str, Any]:
     """Run the sweep and write ``capacity.csv``, ``capacity_trials.csv``, the figure and ``summary.json``.
 
     ``axis='dim'`` sweeps d over ``grid`` with FF width ``fixed·d``; ``axis='ff'`` sweeps the FF
-    width over ``grid`` at d = ``fixed``.
+    width over ``grid`` at d = ``fixed``. ``fmt``: how ``data`` is read (`uatlab.data.jsonl.sequence_format`:
+    'auto', 'conll' or 'jsonl'); the summary's ``format`` says how it was.
     """
     if kind not in ("synthetic", "conll"):
         raise InputError(f"kind must be 'synthetic' or 'conll', got {kind!r}")
@@ -193,14 +196,22 @@ def run_capacity(
         raise InputError("the CoNLL capacity sweep needs a data file (--data)")
     if axis not in ("dim", "ff"):
         raise InputError(f"axis must be 'dim' or 'ff', got {axis!r}")
+    if fmt not in ("auto", "conll", "jsonl"):
+        raise InputError(f"fmt must be 'auto', 'conll' or 'jsonl', got {fmt!r}")
+    if kind == "synthetic" and fmt != "auto":
+        raise InputError(f"fmt={fmt!r}: the synthetic sweep reads no file")
     grid = tuple(grid or (DIM_GRID if axis == "dim" else FF_GRID))
     out = Path(out)
-    parsed = None  # the data file, read once here (each trial's worker reads it again)
+    parsed = None  # the data file, read once here (each trial's worker reads it again, the same way)
+    reading = None  # 'conll' or 'jsonl': how the file is read
     if kind == "synthetic":  # the generator's parameters fix the data
         data_fp: dict[str, Any] = {"kind": kind, "length": length, "vocab": vocab, "labels": labels, "seed": seed}
     else:
+        reading = sequence_format(data, fmt)  # 'auto' refuses a file of prose, naming its line
         data_fp = {"kind": kind, "sha256": prefix_identity(data, None)["sha256"], "seed": seed}
-        parsed = read_sequences(data)
+        if reading != ("jsonl" if is_jsonl_path(data) else "conll"):  # read other than by its name: other data
+            data_fp["format"] = reading
+        parsed = read_sequences(data, reading)
         if max(ns) > len(parsed):  # every trial's data, before any is trained
             raise InputError(f"--ns {max(ns)} is larger than the {len(parsed)} sequences of {data}")
     recipe = {"layers": 1, "rank": 1, "warmup_steps": 50, "embed_std": 0.1}
@@ -223,6 +234,7 @@ def run_capacity(
         }
         params = {
             **data_params(kind, n, data, length, vocab, labels, seed),
+            **({"format": reading} if reading else {}),
             "config": cfg,
             "out_dir": str(out / "runs" / tid),
             "threads": threads,
@@ -296,6 +308,7 @@ def run_capacity(
     figures = plot_capacity(ok, fits, compiled, kind, out / "capacity")
     summary = {
         "kind": kind,
+        "format": reading,
         "axis": axis,
         "grid": list(grid),
         "fixed": fixed,
