@@ -144,8 +144,6 @@ def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = Fal
 
 
 LABEL_SAMPLE_LINES = 1000  # token lines read from the start of a file to judge its label column
-#: lines of one column count (and at least this many) that make a file of all-word columns CoNLL, not prose
-UNIFORM_COLUMNS_LINES = 50
 MIN_WORD_LABELS = 4  # fewer distinct labels than this: no rule can tell plain text from a tiny CoNLL file
 
 
@@ -185,14 +183,10 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
       values words). In prose every column is words; in CoNLL the middle columns are tags (POS, chunk) or, in
       CoNLL-U, a lemma column beside tag columns. The label column alone cannot tell a small file of a
       lower-case tag set (Brown's ``at nn vbd nr``, 80-odd tags, many seen once in a few sentences) from prose,
-      so a file of two columns is never refused: the commands say on stderr how they read it;
-    - the lines do not all have the same number of columns, or fewer than `UNIFORM_COLUMNS_LINES` (50) lines
-      were read: a file of columns gives every token line the same count, while the lines of prose vary in
-      length (50 lines of exactly k words each are not prose one meets). Below 50 lines a short fixture of
-      equal lines (``the cat sat`` / ``on the mat``) is prose as likely as columns, and is refused.
+      so a file of two columns is never refused: the commands say on stderr how they read it.
 
-    A short token-per-line file (under 50 lines) whose columns really are all words (a lemma, a translation)
-    meets them too: format ``'conll'`` reads it as columns regardless. The result has ``line`` (the number of the first line
+    A token-per-line file whose columns really are all words (a lemma, a translation) meets them too:
+    format ``'conll'`` reads it as columns regardless. The result has ``line`` (the number of the first line
     whose label is a word seen once: the evidence), ``text`` (that line), ``lines``, ``labels`` (distinct),
     ``once``, ``words`` and ``middle`` (the middle columns judged)."""
     from uatlab.data.text_file import iter_lines
@@ -202,7 +196,6 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
     middle: dict[int, set[str]] = {}  # column index (from the first) -> its distinct values
     middle_rows: dict[int, int] = {}  # column index -> lines that have it as a middle column
     rows = wide = 0
-    widths: set[int] = set()  # the column counts met
     lines = iter_lines(check_input_file(path))
     try:
         for lineno, line in lines:
@@ -210,7 +203,6 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
             if len(cols) < 2 or cols[0].startswith("-DOCSTART-"):
                 continue
             rows += 1
-            widths.add(len(cols))
             label = cols[-1]
             counts[label] = counts.get(label, 0) + 1
             first_line.setdefault(label, (lineno, line.strip()))
@@ -231,8 +223,6 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
     judged = [j for j in middle if 2 * middle_rows[j] > rows]
     if not (2 * wide > rows and judged and all(_mostly_words(middle[j])[1] for j in judged)):
         return None  # two columns, or a middle column of tags: a lower-case tag set, not prose
-    if len(widths) == 1 and rows >= UNIFORM_COLUMNS_LINES:
-        return None  # every line has the same number of columns, over enough lines: columns, not prose
     lineno, text = min(first_line[label] for label in once if _is_word(label))
     return {
         "line": lineno,
