@@ -379,9 +379,9 @@ class OutputLock:
     ) -> None:
         self.target = Path(target)  # as the user named it (in messages)
         self.replace_check = replace_check
+        self.key = _lock_key(self.target)  # the path `atomic_path` is given, for `_lock_for`
         # beside the resolved path: "x", "./x" and "/abs/x" (or ".", "..") name one lock; "/" has no parent
         resolved = self.target.resolve()
-        self.resolved = resolved
         self.path = resolved.with_name(f".{resolved.name}.lock") if resolved.name else resolved / ".uatlab.lock"
         self.hint = hint
         self._fh: IO[str] | None = None
@@ -439,13 +439,24 @@ _HELD_LOCKS: list[OutputLock] = []  # locks held with a replace_check, which `at
 _HELD_LOCKS_LOCK = threading.Lock()
 
 
+def _lock_key(path: Path) -> Path:
+    """``path`` absolute, its folder resolved but not its last component: what `os.replace` writes at, whatever
+    is there now (a file, a symbolic link, which it replaces and does not follow, or nothing). Resolving the
+    last component too would follow a link placed there while a job ran to some other file, and miss the lock."""
+    path = Path(os.path.abspath(path))
+    try:
+        return path.parent.resolve() / path.name
+    except (OSError, RuntimeError):  # a loop of links in the folder's path: its own spelling then
+        return path
+
+
 def _lock_for(path: Path) -> OutputLock | None:
     """The held `OutputLock` with a replace_check whose target is ``path`` (any spelling of it), if any."""
     if not _HELD_LOCKS:
         return None
-    resolved = path.resolve()
+    key = _lock_key(path)
     with _HELD_LOCKS_LOCK:
-        return next((lk for lk in reversed(_HELD_LOCKS) if lk.resolved == resolved), None)
+        return next((lk for lk in reversed(_HELD_LOCKS) if lk.key == key), None)
 
 
 # ------------------------------------------------------------------------------------------------ output folders

@@ -357,7 +357,9 @@ def _foreign_safetensors(path: Path) -> None:
 
 VICTIMS = {  # what the user keeps at --out → how compile says it is not a model
     "conll-copy": (lambda p: p.write_text("a O\n\nb O\n"), "not a safetensors file"),
-    "link-to-empty": (lambda p: (p.parent / "empty").write_bytes(b"") or p.symlink_to("empty"), "not a safetensors"),
+    "link-to-empty": (lambda p: (p.parent / "empty").write_bytes(b"") or p.symlink_to("empty"), "a symbolic link"),
+    # the model would replace the link, not the model it names
+    "link-to-model": (lambda p: p.symlink_to("s.safetensors"), "a symbolic link"),
     "other-safetensors": (_foreign_safetensors, "without a uatlab model's tag"),
 }
 
@@ -425,29 +427,40 @@ def test_compile_replaces_a_uatlab_model_of_any_kind(work: Path, capsys) -> None
     assert file_format(model) == "uatlab-transformer-v1"
 
 
+MEANWHILE = {  # what another program puts at --out while compile runs: (make it, check it is intact)
+    "file": (lambda p: p.write_text("mine\n"), lambda p: p.read_text() == "mine\n"),
+    "link-to-model": (lambda p: p.symlink_to("s.safetensors"), lambda p: p.is_symlink() and p.resolve().is_file()),
+    "link-loop": (lambda p: p.symlink_to(p.name), lambda p: p.is_symlink()),
+}
+
+
 @pytest.mark.parametrize("path", sorted(COMPILE_PATHS))
 @pytest.mark.parametrize("given", [True, False], ids=["--out", "default-out"])
+@pytest.mark.parametrize("what", sorted(MEANWHILE))
 def test_compile_refuses_a_file_put_at_out_while_it_ran(
-    work: Path, capsys, monkeypatch, path: str, given: bool
+    work: Path, capsys, monkeypatch, path: str, given: bool, what: str
 ) -> None:
     """--out is checked before the data is read and again when the finished model is renamed into place: a
-    file another program put there in between is the user's and stays as it is (the model is not saved)."""
+    file (or a link) another program put there in between is the user's and stays as it is (the model is not
+    saved)."""
     import uatlab.io_safety as io_safety
 
     (work / "nt.jsonl").write_text(NEXT_TOKEN_LINES)
     name = "valid.txt" if given else "model.safetensors"
     target = work / name
-    real = io_safety._temp_beside
+    make, intact = MEANWHILE[what]
+    real = io_safety._guard_for  # the first thing `atomic_path` does with the path it writes
+    model_before = _digest(work / "s.safetensors")
 
-    def user_writes_meanwhile(p: Path) -> Path:  # the moment compile starts writing its model
-        if p.resolve() == target.resolve() and not target.exists():
-            target.write_text("mine\n")
+    def user_writes_meanwhile(p: Path):  # the moment compile starts writing its model
+        if p.absolute() == target and not target.is_symlink() and not target.exists():
+            make(target)
         return real(p)
 
-    monkeypatch.setattr(io_safety, "_temp_beside", user_writes_meanwhile)
+    monkeypatch.setattr(io_safety, "_guard_for", user_writes_meanwhile)
     argv = ["compile", *COMPILE_PATHS[path], *(["--out", name] if given else []), "--json"]
     line = _refused(capsys, argv, name, "while this job ran")
-    assert target.read_text() == "mine\n"
+    assert intact(target) and _digest(work / "s.safetensors") == model_before
     left = sorted(p.name for p in work.iterdir() if p.name.startswith(name))
     # no temporary or lock file; the token task keeps the data it read for --resume, and says where
     assert left == ([name, f"{name}.work"] if path == "token" else [name]), left

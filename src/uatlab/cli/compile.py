@@ -193,7 +193,8 @@ def compile_cmd(
         metavar="<path>",
         help="Where to save the compiled model. An existing file here is replaced (atomically, once the new model "
         "is complete) only if it is a uatlab model file (safetensors, its header says uatlab wrote it) or empty "
-        "(0 bytes, e.g. from mktemp); any other file (the input too) is refused before the data is read and kept, "
+        "(0 bytes, e.g. from mktemp); any other file (the input too, or a symbolic link, which the model would "
+        "replace rather than write through) is refused before the data is read and kept, "
         "and so is one put there while the job runs (checked again as the model is renamed into place). "
         "An existing model.safetensors is never replaced unless --out names it.",
     ),
@@ -744,7 +745,10 @@ def _compile(
     try:
         save_compiled(con.model, out, fig)
     except UatlabError as exc:  # --out changed while the job ran: what was read stays for --resume
-        exc.add_note(f"the data read is kept in the work directory {store.dir}: --resume --work-dir {store.dir}")
+        exc.add_note(
+            f"the data read is kept in the work directory {store.dir}: move {out} away (or give another --out) and "
+            f"add --resume --work-dir {store.dir}"
+        )
         raise
     fig["stage_seconds"]["save"] = time.perf_counter() - t
     if not keep_work:

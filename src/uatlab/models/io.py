@@ -300,8 +300,9 @@ def check_replaceable_model(path: str | os.PathLike, option: str = "--out") -> N
     """InputError naming ``path`` unless nothing is there, it is an empty regular file (``mktemp``'s, made to be
     written: nothing is lost, as ``uatlab synth`` replaces one) or it is a model file uatlab wrote (its
     safetensors header's ``uatlab_format`` is one of `MODEL_TAGS`, as `file_format` reads it): a command that
-    writes one model file replaces only a model, never another file of the user's. A symbolic link (even to an
-    empty file) or a special file is refused."""
+    writes one model file replaces only a model, never another file of the user's. A symbolic link (to a model or
+    an empty file too: the new file would replace the link, not the file it names) or a special file is
+    refused."""
     path = Path(path)
     try:
         st = path.lstat()
@@ -311,11 +312,14 @@ def check_replaceable_model(path: str | os.PathLike, option: str = "--out") -> N
         st = None  # file_format names what is wrong
     if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0:
         return
-    try:
-        tag = file_format(path)
-        why = "a safetensors file without a uatlab model's tag" if tag not in MODEL_TAGS else None
-    except ModelFileError:
-        why = "a broken symbolic link" if not path.exists() else "not a safetensors file"
+    if st is not None and stat.S_ISLNK(st.st_mode):  # the model would replace the link, not the file it names
+        why = "a symbolic link" if path.exists() else "a broken symbolic link"
+    else:
+        try:
+            tag = file_format(path)
+            why = "a safetensors file without a uatlab model's tag" if tag not in MODEL_TAGS else None
+        except ModelFileError:
+            why = "not a safetensors file"
     if why is not None:
         raise InputError(
             f"{option} {path} exists and is not a uatlab model file ({why}); only a model uatlab wrote is "
