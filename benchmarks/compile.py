@@ -26,7 +26,8 @@ both alike):
   pair × d at the BLAS rate measured in the same process (a (20000 × d) · (d × 32) product), plus the
   attention's Σn² scores × (exp + 15 passes), the readout (3 passes of T·d·C) and PyTorch's spot check
   (its forward pass over the tokens the run's certificate says it checked, ``torch_spot_check.tokens``,
-  each costing the model's non-embedding matrix entries in multiply-adds, at the same BLAS rate);
+  each costing the model's non-embedding matrix entries in multiply-adds, at the BLAS rate of the model's
+  dtype: the float32 rate, measured the same way, for a float32 model);
 * save: writing the model file's bytes once.
 
 Medians over ``--repeats`` runs. The model hash is the SHA-256 of the tensors (names, dtypes, shapes,
@@ -337,7 +338,11 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_
     att_cert = sq * (t_exp + 15 * t_pass)
     readout = 3 * 2 * T * d * C / rate
     spot_cost = _spot_check_cost(model_path)
-    spot = 2 * spot_tokens * spot_cost / rate
+    spot_rate = rate  # PyTorch runs the model in its own dtype: a float32 model's products at the float32 rate
+    if dtype == "float32":
+        A32, B32 = A.astype(np.float32), Bm.astype(np.float32)
+        spot_rate = 2 * A.shape[0] * d * 32 / _cpu(np.matmul, A32, B32, reps=5)[0]
+    spot = 2 * spot_tokens * spot_cost / spot_rate
     params = sum(int(np.prod(s)) for s in _tensor_shapes(model_path))
     t_fill = _cpu(lambda: np.full(params, 1.0))[0]
     size = model_path.stat().st_size
@@ -368,6 +373,7 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_
             "certify_parts": {"ff": ff, "attention": att_cert, "readout": readout, "spot_check": spot},
             "spot_check_tokens": spot_tokens,
             "spot_check_multiply_adds_per_token": spot_cost,
+            "spot_check_gflops": spot_rate / 1e9,
         },
         "threads": threads,
     }

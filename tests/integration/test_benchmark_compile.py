@@ -52,6 +52,7 @@ def test_compile_benchmark_quick(tmp_path):
     inputs = whole["bound_inputs"]
     assert inputs["spot_check_tokens"] == whole["torch_spot_check"]["tokens"] > 0
     assert 0 < inputs["spot_check_multiply_adds_per_token"] <= whole["params_total"]
+    assert inputs["spot_check_gflops"] == inputs["blas_gflops"]  # a float64 model: the float64 rate
     spot = (
         2 * inputs["spot_check_tokens"] * inputs["spot_check_multiply_adds_per_token"] / (inputs["blas_gflops"] * 1e9)
     )
