@@ -190,6 +190,16 @@ def _check_parent(path: Path, option: str) -> None:
         raise InputError(f"{option} {path}: folder {probe} is not writable")
 
 
+def check_no_link_loop(path: str | os.PathLike, option: str = "--out") -> None:
+    """InputError naming ``path`` if it, or a folder on its way, is a loop of symbolic links (resolving it fails):
+    no file can be written or read there, and every later check that resolves the path would fail too."""
+    try:
+        Path(path).resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: Python < 3.13 on a loop; OSError (ELOOP) after
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "a loop of symbolic links"
+        raise InputError(f"{option} {path}: cannot be resolved ({why}); give another path") from None
+
+
 def check_output_file(
     path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), option: str = "--out"
 ) -> Path:
@@ -199,6 +209,7 @@ def check_output_file(
         raise InputError(
             f"{option} {str(path)!r}: give the path of a file (writing to standard output is not supported)"
         )
+    check_no_link_loop(p, option)
     for src in inputs:
         if src is not None and (same_file(p, src) if p.exists() else p.resolve() == Path(src).resolve()):
             raise InputError(f"{option} {p} is the input file {src}: choose another output path")
@@ -217,6 +228,7 @@ def check_output_dir(
 ) -> Path:
     """Refuse, before any work, an output folder that is an existing file or cannot be created or written."""
     p = Path(path)
+    check_no_link_loop(p, option)
     for src in inputs:
         if src is not None and p.exists() and same_file(p, src):
             raise InputError(f"{option} {p} is the input file {src}: choose another output folder")
@@ -381,6 +393,7 @@ class OutputLock:
         self.replace_check = replace_check
         self.key = _lock_key(self.target)  # the path `atomic_path` is given, for `_lock_for`
         # beside the resolved path: "x", "./x" and "/abs/x" (or ".", "..") name one lock; "/" has no parent
+        check_no_link_loop(self.target, "output")
         resolved = self.target.resolve()
         self.path = resolved.with_name(f".{resolved.name}.lock") if resolved.name else resolved / ".uatlab.lock"
         self.hint = hint

@@ -30,7 +30,15 @@ from uatlab.cli.options import (
     thread_count,
 )
 from uatlab.errors import InputError, UatlabError
-from uatlab.io_safety import OutputLock, check_input_file, check_output_file, is_disk_full, owns, same_file
+from uatlab.io_safety import (
+    OutputLock,
+    check_input_file,
+    check_no_link_loop,
+    check_output_file,
+    is_disk_full,
+    owns,
+    same_file,
+)
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
@@ -308,6 +316,7 @@ def compile_cmd(
     check_input_file(data)
     check_output_file(out, [data])
     work = work_dir or out.with_name(out.name + ".work")
+    check_no_link_loop(work, "--work-dir")
     _check_out_and_work(out, work)
     if work.exists() and same_file(work, data):
         raise InputError(f"--work-dir {work} is the input file {data}")
