@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conll_fixture import CONLL
 
+from uatlab.data.conll import read_conll
 from uatlab.data.jsonl import LABEL_SAMPLE_LINES, conll_or_text, sequence_format, words_as_labels
 from uatlab.errors import InputError
 
@@ -182,3 +183,22 @@ def test_many_lines_of_prose_of_one_length_are_refused(tmp_path: Path) -> None:
     assert found is not None and found["lines"] == 300, found
     with pytest.raises(InputError):
         sequence_format(path, "auto")
+
+
+def test_the_refusal_offers_format_conll_only_when_that_reads_the_file(tmp_path: Path) -> None:
+    """Prose with no blank line is one sentence of three columns without an IOB tag, which the CoNLL reader
+    refuses as well: the refusal says so instead of offering a format that fails too."""
+    one = tmp_path / "one.txt"
+    one.write_text("the cat sat\na dog ran\nmy friend likes\nhis sister reads\nour teacher speaks\n")
+    with pytest.raises(InputError) as err:
+        sequence_format(one, "auto")
+    msg = str(err.value)
+    assert "refuses it too" in msg and "the whole file is one sentence" in msg and "anyway" not in msg, msg
+    with pytest.raises(InputError, match="the whole file is one sentence"):
+        read_conll(one)
+    para = tmp_path / "para.txt"
+    para.write_text(PARA)
+    with pytest.raises(InputError) as err:
+        sequence_format(para, "auto")
+    assert "to take it as word ... label columns anyway" in str(err.value) and "refuses it too" not in str(err.value)
+    assert len(read_conll(para)) == 2  # --format conll reads it

@@ -188,7 +188,7 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
     A token-per-line file whose columns really are all words (a lemma, a translation) meets them too:
     format ``'conll'`` reads it as columns regardless. The result has ``line`` (the number of the first line
     whose label is a word seen once: the evidence), ``text`` (that line), ``lines``, ``labels`` (distinct),
-    ``once``, ``words`` and ``middle`` (the middle columns judged)."""
+    ``once``, ``words``, ``middle`` (the middle columns judged) and ``complete`` (the whole file was read)."""
     from uatlab.data.text_file import iter_lines
 
     counts: dict[str, int] = {}
@@ -196,6 +196,7 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
     middle: dict[int, set[str]] = {}  # column index (from the first) -> its distinct values
     middle_rows: dict[int, int] = {}  # column index -> lines that have it as a middle column
     rows = wide = 0
+    complete = True  # every line of the file was read (not only the first LABEL_SAMPLE_LINES token lines)
     lines = iter_lines(check_input_file(path))
     try:
         for lineno, line in lines:
@@ -212,6 +213,7 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
                     middle.setdefault(j, set()).add(cols[j])
                     middle_rows[j] = middle_rows.get(j, 0) + 1
             if rows >= LABEL_SAMPLE_LINES:
+                complete = False
                 break
     finally:
         lines.close()
@@ -232,6 +234,7 @@ def words_as_labels(path: str | os.PathLike) -> dict[str, Any] | None:
         "once": len(once),
         "words": words,
         "middle": len(judged),
+        "complete": complete,
     }
 
 
@@ -248,12 +251,20 @@ def refuse_words_as_labels(path: str | os.PathLike) -> None:
     what = f"the first {n} token lines" if n >= LABEL_SAMPLE_LINES else f"its {n} token line{'s' if n != 1 else ''}"
     text = found["text"] if len(found["text"]) <= 60 else found["text"][:57] + "..."
     middle = "its middle column is" if found["middle"] == 1 else "its middle columns are"
+    advice = "; read it with format 'conll' (--format conll) to take it as word ... label columns anyway"
+    if found["complete"]:  # a small file, read whole: say so if the CoNLL reader refuses it too
+        from uatlab.data.conll import iter_conll
+
+        try:
+            for _ in iter_conll(path):
+                pass
+        except InputError as exc:
+            advice = f", and format 'conll' (--format conll) refuses it too: {exc}"
     raise InputError(
         f"{path}:{found['line']}: {text!r} does not look like CoNLL: read as columns it would be the token "
         f"{cols[0]!r} labelled {cols[-1]!r}, and the last column of {what} holds "
         f"{found['labels']} distinct labels, {found['once']} seen once, {found['words']} of them words, not a tag "
-        f"set, and {middle} words too (this looks like plain text); read it with format 'conll' "
-        "(--format conll) to take it as word ... label columns anyway"
+        f"set, and {middle} words too (this looks like plain text){advice}"
     )
 
 
