@@ -146,6 +146,16 @@ def test_next_token_reads_the_paragraph_as_text(folder: Path, capsys) -> None:
     )
     fig = json.loads(capsys.readouterr().out)
     assert fig["vocabulary"] == len(set(PARA.split())), fig
+    assert fig["format"] == "text", fig  # --json says how the file was read, as for the token task
+    assert main(["certify", "nt.safetensors", "para.txt", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "text"
+    # labels that occur as tokens (next-token generation must be able to produce them)
+    jsonl = "".join(json.dumps({"tokens": s.split()[:2], "label": s.split()[0]}) + "\n" for s in PARA.splitlines() if s)
+    (folder / "nt.jsonl").write_text(jsonl)
+    assert main(["compile", "nt.jsonl", "--task", "next-token", "--out", "nt2.safetensors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "jsonl"
+    assert main(["certify", "nt2.safetensors", "nt.jsonl", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["format"] == "jsonl"
 
 
 # two sentences of the Brown corpus's original tags: lower-case words by the label rule, many seen once

@@ -102,6 +102,7 @@ def compile_next_token_file(
     fig = {
         "task": "next-token",
         "data": str(data),
+        "format": fmt,
         "examples": len(d),
         "window": d.window,
         "vocabulary": len(d.token_vocab),
@@ -457,6 +458,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
         "task": "next-token",
         "model": str(model_path),
         "data": str(data),
+        "format": data_format(data, fmt, "text"),  # as read_model_sequences read it
         "examples": len(seqs),
         "labels_the_model_cannot_output": unknown,
         **cert.to_json(),
