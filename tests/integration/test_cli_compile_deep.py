@@ -190,3 +190,19 @@ def test_every_command_names_an_empty_data_file_with_the_one_message(here: Path,
         errors = _error_lines(capsys.readouterr().err)
         assert errors == [f"error: {no_data_error('docstart.conll', what)}"], args
     assert not (here / "m.safetensors").exists()
+
+
+def test_compile_and_certify_json_count_conflict_tokens_as_the_knots_model(here: Path, capsys) -> None:
+    """A word labelled two ways in one context is a conflict: a deep model's --json gives conflict_tokens (tokens
+    no model can get right) as the knots model's does, equal to tokens − ceiling_tokens."""
+    (here / "c.conll").write_text(_conll([[("a", "O"), ("b", "O")], [("a", "B-X"), ("b", "O")], [("c", "O")]]))
+    capsys.readouterr()
+    figs = {}
+    for ff in ("deep", "knots"):
+        assert main(["compile", "c.conll", "--ff", ff, "--out", f"{ff}.safetensors", "--json"]) == 0
+        compiled = json.loads(capsys.readouterr().out)
+        assert main(["certify", f"{ff}.safetensors", "c.conll", "--json"]) == 0
+        figs[ff] = (compiled, json.loads(capsys.readouterr().out))
+    for compiled, certified in figs.values():
+        for fig in (compiled, certified):
+            assert fig["conflict_tokens"] == 1 == fig["tokens"] - fig["ceiling_tokens"], fig
