@@ -21,7 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
-from uatlab.io_safety import atomic_path, folder_spelling, require_path
+from uatlab.io_safety import atomic_path, describe_special, folder_spelling, require_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -97,12 +97,24 @@ NEXT_TOKEN_TAG = "uatlab-next-token-v1"  # a next-token memorizer (`uatlab.const
 SEQ2SEQ_DEEP_TAG = "uatlab-seq2seq-deep-v1"  # a seq2seq deep memorizer (`uatlab.constructions.paper_c.seq2seq_file`)
 
 
+def _require_model_file(path: Path) -> None:
+    """ModelFileError naming ``path`` and what it is, unless it is a regular file (`describe_special`: a folder, a
+    missing file, a broken link, a loop of links, a FIFO...)."""
+    kind = describe_special(path)
+    if kind is None:
+        return
+    if kind == "a directory":
+        raise ModelFileError(f"{path} is a folder, not a model file")
+    if kind == "missing":
+        raise ModelFileError(
+            f"model file {path} " + ("is a broken symbolic link" if path.is_symlink() else "does not exist")
+        )
+    raise ModelFileError(f"model file {path} is {kind}, not a regular file")
+
+
 def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) -> tuple[dict[str, str], dict[str, Any]]:
     """Open the file once: its checked metadata and (with ``tensors``) every tensor."""
-    if path.is_dir():
-        raise ModelFileError(f"{path} is a folder, not a model file")
-    if not path.is_file():
-        raise ModelFileError(f"model file {path} does not exist")
+    _require_model_file(path)
     try:
         f = safe_open(str(path), framework="pt")
     except Exception as exc:  # safetensors raises its own error types for bad headers
@@ -282,10 +294,7 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
 def file_format(path: str | os.PathLike) -> str | None:
     """The ``uatlab_format`` tag of a safetensors file (None if it has none); ModelFileError if unreadable."""
     path = Path(path)
-    if path.is_dir():
-        raise ModelFileError(f"{path} is a folder, not a model file")
-    if not path.is_file():
-        raise ModelFileError(f"model file {path} does not exist")
+    _require_model_file(path)
     try:
         with safe_open(str(path), framework="pt") as f:
             return (f.metadata() or {}).get("uatlab_format")
