@@ -192,3 +192,40 @@ def test_resume_refuses_another_label_scheme(tmp_path, capsys):
     assert code == 2 and "label_scheme: checkpoint has 'keep', this run asks for 'iob2'" in err
     code, _, _ = run_json(capsys, [*argv, "--scheme", "keep", "--resume", "--json"])
     assert code == 0
+
+
+EDITS = {  # a field of the checkpoint edited by hand → the words the refusal uses
+    "rng-none": (lambda s: s.update(rng=None), "rng is"),
+    "epoch-negative": (lambda s: s.update(epoch=-3), "epoch is -3"),
+    "epoch-past-the-run": (lambda s: s.update(epoch=500), "epoch is 500"),
+    "step-not-a-number": (lambda s: s.update(step="x"), "step is 'x'"),
+    "batch-past-the-epoch": (lambda s: s.update(batch_in_epoch=999), "batch_in_epoch 999 is past the"),
+    "history-of-another-form": (lambda s: s.update(history=[{"epoch": 7}]), "history is"),
+    "hard-sequence-out-of-range": (lambda s: s.update(hard_sequences=[10**9]), "hard_sequences is"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_resume_refuses_a_checkpoint_whose_position_was_edited(tmp_path, capsys, conll_file, edit):
+    """A resumed run continues from the checkpoint's epoch, batch, step, random state, history and replay list:
+    one that is out of range or of another type (edited by hand) is one error line naming the field, exit 2, and
+    the run folder as it was, never a traceback or a run that continues from nonsense."""
+    from uatlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+    out = tmp_path / "run"
+    argv = ["train", str(conll_file), "--out", str(out), "--epochs", "2", "--dim", "8", "--batch-size", "8"]
+    argv += ["--warmup-steps", "1", "--no-f1", "--json"]
+    code, _, _ = run_json(capsys, argv)
+    assert code == 0
+    state = {k: v for k, v in load_checkpoint(out / "checkpoint.pt").items() if k != "format"}
+    state["epoch"] = 1  # as if stopped after the first of the two epochs
+    state["history"] = [r for r in state["history"] if r["epoch"] <= 1]
+    make, words = EDITS[edit]
+    make(state)
+    save_checkpoint(state, out / "checkpoint.pt")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, _, err = run_json(capsys, [*argv, "--resume"])
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and "Traceback" not in err, err
+    assert lines[-1].startswith("error: ") and words in err and "edited?" in err, err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

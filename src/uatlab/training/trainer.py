@@ -142,6 +142,43 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
+def _resume_counters(
+    path: Path, state: dict[str, Any], epochs: int, sequences: int
+) -> tuple[int, int, int, float, list[dict[str, Any]], list[int]]:
+    """The position a checkpoint resumes from (epoch, batch in it, step, seconds of the epoch so far, the metrics
+    history, the sequences to replay), each checked for its type and range: a CheckpointError naming the field if
+    one is missing or out of range (a checkpoint edited by hand), never a run that continues from nonsense.
+    The random state must be a byte tensor, as `torch.get_rng_state` returns it."""
+
+    def bad(field: str, value: Any, want: str) -> CheckpointError:
+        return CheckpointError(f"{path}: {field} is {value!r}, not {want} (edited?); {ADVICE_NEW_RUN}")
+
+    def count(field: str, hi: int | None = None) -> int:
+        value = state.get(field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (hi is not None and value > hi):
+            raise bad(field, value, f"an integer in [0, {hi}]" if hi is not None else "an integer ≥ 0")
+        return value
+
+    epoch, batch_in_epoch, step = count("epoch", epochs), count("batch_in_epoch"), count("step")
+    seconds = state.get("epoch_seconds", 0.0)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
+        raise bad("epoch_seconds", seconds, "a finite number of seconds ≥ 0")
+    rng = state.get("rng")
+    if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.dim() == 1):
+        raise bad("rng", type(rng).__name__ if not isinstance(rng, torch.Tensor) else rng, "torch's byte RNG state")
+    history = state.get("history")
+    if not isinstance(history, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("epoch"), int) and 1 <= r["epoch"] <= epoch for r in history
+    ):
+        raise bad("history", "of another form", f"a list of per-epoch metrics for epochs 1..{epoch}")
+    hard = state.get("hard_sequences", [])
+    if not isinstance(hard, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 <= i < sequences for i in hard
+    ):
+        raise bad("hard_sequences", "of another form", f"a list of sequence indices in [0, {sequences})")
+    return epoch, batch_in_epoch, step, float(seconds), list(history), list(hard)
+
+
 def learning_rate(step: int, total_steps: int, cfg: TrainConfig) -> float:
     """Learning rate at global ``step`` (0-based): linear warmup, then cosine decay or constant."""
     if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
@@ -648,11 +685,10 @@ def _train_in(
             opt.load_state_dict(state["optimizer"])
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{ckpt_path}: weights do not fit the model: {exc}") from None
+        epoch, batch_in_epoch, step, epoch_seconds, history, hard = _resume_counters(
+            ckpt_path, state, cfg.epochs, len(train_data)
+        )
         torch.set_rng_state(state["rng"])
-        epoch, batch_in_epoch, step = state["epoch"], state["batch_in_epoch"], state["step"]
-        epoch_seconds = state.get("epoch_seconds", 0.0)
-        history = list(state["history"])
-        hard = [int(i) for i in state.get("hard_sequences", [])]
         say(f"resumed from {ckpt_path}: epoch {epoch + 1}, batch {batch_in_epoch}, step {step}")
         saved_threads = state.get("threads")
         if saved_threads is not None and saved_threads != torch.get_num_threads():
@@ -700,6 +736,11 @@ def _train_in(
             batches = epoch_batches(enc_train.lengths, cfg.batch_size, cfg.seed, epoch)
             if cfg.replay > 0:
                 batches = with_replay(batches, hard, cfg.replay, cfg.seed, epoch)
+            if batch_in_epoch > len(batches):  # only an edited checkpoint resumes past its epoch's last batch
+                raise CheckpointError(
+                    f"{ckpt_path}: batch_in_epoch {batch_in_epoch} is past the {len(batches)} batches of epoch "
+                    f"{epoch + 1} (edited?); {ADVICE_NEW_RUN}"
+                )
             bar = tqdm(
                 total=len(batches),
                 initial=batch_in_epoch,
