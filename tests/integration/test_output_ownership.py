@@ -466,3 +466,15 @@ def test_compile_refuses_a_file_put_at_out_while_it_ran(
     assert left == ([name, f"{name}.work"] if path == "token" else [name]), left
     if path == "token":
         assert f"{name}.work" in line and "--resume" in line, line
+
+
+@pytest.mark.parametrize("target", ["s.jsonl", "nowhere.jsonl"], ids=["to-its-own-output", "dangling"])
+def test_synth_refuses_a_symbolic_link_at_out(work: Path, capsys, target: str) -> None:
+    """synth would replace the link itself with a regular file (not write through it): refused, like compile
+    --out, even when the link names synth's own unedited output."""
+    link = work / "l.jsonl"
+    link.symlink_to(target)
+    before = _digest(work / "s.jsonl")
+    line = _refused(capsys, ["synth", "l.jsonl", *SYNTH, "--seed", "1", "--json"], "l.jsonl", "symbolic link")
+    assert "left unchanged" in line
+    assert link.is_symlink() and os.readlink(link) == target and _digest(work / "s.jsonl") == before
