@@ -206,6 +206,12 @@ def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compile
     assert sorted(p.name for p in out.iterdir()) == before
     assert main(["export", str(path), str(tmp_path / "x"), "--to", "onnx"]) == 2
     assert "onnx" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "nowhere")  # a link of the user's, even one naming nothing, is left alone
+    assert main(["export", str(path), str(dangling), "--to", "transformer-lens"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "is a symbolic link; choose a new directory (nothing was written)" in err, err
+    assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])

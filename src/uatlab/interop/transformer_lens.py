@@ -339,8 +339,9 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     ``out`` must not exist yet; the directory is written under a temporary name and renamed.
     """
     out = Path(out)
-    if out.exists():
-        raise InputError(f"{out} already exists; choose a new directory (nothing was written)")
+    if out.exists() or out.is_symlink():  # a link, even a dangling one, is something of the user's there
+        what = "is a symbolic link" if out.is_symlink() else "already exists"
+        raise InputError(f"{out} {what}; choose a new directory (nothing was written)")
     c = hooked.cfg
     cfg_dict = {
         k: getattr(c, k)
