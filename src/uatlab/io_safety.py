@@ -259,6 +259,14 @@ def _mode_for(path: Path, tmp: Path) -> int:
         os.close(fd)
 
 
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise InputError(
+            f"{path} is a symbolic link: writing there would replace the link, not the file it names; left "
+            "unchanged: give the path of the file itself or another path"
+        )
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is fsynced and renamed over ``path``.
@@ -268,8 +276,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     On any exception the temporary file is removed and ``path`` is left as it was. Use this for libraries
     that write by file name (safetensors, torch.save, matplotlib, numpy); `atomic_write` for streams.
+
+    A symbolic link at ``path`` is refused (InputError), before the write and again just before the rename (a
+    link put there meanwhile): the rename would replace the link itself, not the file it names.
     """
     path = Path(path)
+    _refuse_link(path)
     guard = _guard_for(path)  # an output folder open for this file: refuse a file that is not uatlab's
     old = guard[0].check_file(guard[1]) if guard is not None else None  # the identity `record` lists
     lock = _lock_for(path)  # an output lock held on this file with a check of what it may replace
@@ -283,6 +295,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.fsync(fh.fileno())
         if lock is not None and lock.replace_check is not None:  # what is at path now (it may have come while
             lock.replace_check()  # the job ran) is checked again
+        _refuse_link(path)
         if guard is not None:  # write-ahead: the record proves the new content before it replaces the old
             guard[0].record(guard[1], tmp, old)
         os.replace(tmp, path)

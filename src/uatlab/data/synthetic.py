@@ -121,14 +121,9 @@ def check_synthetic_target(path: str | os.PathLike) -> None:
     """Refuse to write over an existing non-empty file unless it is byte for byte what `write_synthetic` wrote
     with the options recorded in it (`first_changed_line`): anything else (a model, a CoNLL file, the user's own
     JSONL, synthetic data the user extended or edited by hand, synthetic data of an older uatlab without the
-    record) would be lost, while unedited synthetic data is regenerated from its options and seed. A symbolic
-    link is refused whatever it names: the new file would replace the link, not write through it."""
+    record) would be lost, while unedited synthetic data is regenerated from its options and seed. (A symbolic
+    link there is refused by the atomic writer, `uatlab.io_safety.atomic_path`, whatever it names.)"""
     p = Path(path)
-    if p.is_symlink():
-        raise InputError(
-            f"{p} is a symbolic link; synth would replace the link, not the file it names: left unchanged, give the "
-            "path of the file itself or another path"
-        )
     if not (p.is_file() and p.stat().st_size > 0):
         return
     try:
