@@ -257,34 +257,27 @@ def _query_candidates(dtype: str) -> int:
     return len(check_request(dtype, "auto", "auto")[1])
 
 
-def _spot_check_cost(model_path: Path) -> int:
-    """Multiply-adds of PyTorch's forward pass per token: the model's 2-D weights other than the embedding (the
-    certificate's own ``cost_per_token``)."""
-    from uatlab.models.io import load_model
-
-    model, _ = load_model(model_path)
-    embedding = model.embed.weight.numel() if getattr(model, "embed", None) is not None else 0
-    return sum(p.numel() for p in model.parameters() if p.dim() == 2) - embedding
-
-
-def _ff_pairs(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, int]:
-    """(token, candidate FF unit) pairs the certificate must evaluate, d, labels C, FF width."""
+def _certificate_work(model_path: Path, toks: list[list[str]]) -> tuple[int, int, int, int, int]:
+    """What the certificate must compute, from the model file: (token, candidate FF unit) pairs, d, labels C, FF
+    width, and the multiply-adds per token of PyTorch's spot check (the certificate's own count,
+    `uatlab.verify.certificate.spot_check_cost_per_token`)."""
     import numpy as np
 
     from uatlab.models.io import load_model
-    from uatlab.verify.certificate import _BoundedModel
+    from uatlab.verify.certificate import _BoundedModel, spot_check_cost_per_token
 
     model, extra = load_model(model_path)
     t2i = {t: i for i, t in enumerate(extra["encoding"]["tokens"])}
     ids = np.fromiter((t2i[t] for seq in toks for t in seq), np.int64)
     bm = _BoundedModel(model)
+    spot_cost = spot_check_cost_per_token(model, bm)
     width = model.config.layer_ff_width(0)
     d, C = model.config.d_model, model.config.num_labels
     if bm.gate is None:
-        return len(ids) * width, d, C, width
+        return len(ids) * width, d, C, width, spot_cost
     g = bm.gate
     per_code = np.bincount(g["unit_cid"][g["unit_cid"] >= 0], minlength=int(g["word_cid"].max()) + 1)
-    return int(per_code[g["word_cid"][ids]].sum()), d, C, width
+    return int(per_code[g["word_cid"][ids]].sum()), d, C, width, spot_cost
 
 
 def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_tokens: int = 0) -> dict:
@@ -329,7 +322,7 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_
         np.unique(word[o], return_index=True)
 
     t_group = K * _cpu(group)[0]
-    pairs, d, C, width = _ff_pairs(model_path, toks)
+    pairs, d, C, width, spot_cost = _certificate_work(model_path, toks)
     A = rng.standard_normal((20_000, d))
     Bm = rng.standard_normal((d, 32))
     t_mm = _cpu(np.matmul, A, Bm, reps=5)[0]
@@ -337,7 +330,6 @@ def measure_bounds(data: Path, model_path: Path, dtype: str, causal: bool, spot_
     ff = 4 * 2 * pairs * d / rate
     att_cert = sq * (t_exp + 15 * t_pass)
     readout = 3 * 2 * T * d * C / rate
-    spot_cost = _spot_check_cost(model_path)
     spot_rate = rate  # PyTorch runs the model in its own dtype: a float32 model's products at the float32 rate
     if dtype == "float32":
         A32, B32 = A.astype(np.float32), Bm.astype(np.float32)
