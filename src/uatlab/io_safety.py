@@ -126,6 +126,15 @@ def require_path(path: object, what: str) -> None:
         raise TypeError(f"{what}: expected a path (str or os.PathLike), got {type(path).__name__} {path!r:.60}")
 
 
+def not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` is not a regular file, as the end of a sentence naming it ('does not exist', 'is a broken
+    symbolic link', 'is a directory, not a regular file', ...: `describe_special`), or None if it is one."""
+    kind = describe_special(path)
+    if kind == "missing":
+        return "is a broken symbolic link" if path.is_symlink() else "does not exist"
+    return None if kind is None else f"is {kind}, not a regular file"
+
+
 def check_input_file(path: str | os.PathLike, what: str = "data file") -> Path:
     """``path`` as a Path if it is a readable regular file; otherwise an InputError saying what it is (a
     TypeError if ``path`` is not a path at all)."""
@@ -133,13 +142,9 @@ def check_input_file(path: str | os.PathLike, what: str = "data file") -> Path:
     if str(path) == "-":
         raise InputError(f"{what} '-': reading standard input is not supported; give the path of a file")
     p = Path(path)
-    kind = describe_special(p)
-    if kind == "missing":
-        if p.is_symlink():
-            raise InputError(f"{what} {p} is a broken symbolic link")
-        raise InputError(f"{what} {p} does not exist")
-    if kind is not None:
-        raise InputError(f"{what} {p} is {kind}, not a regular file")
+    why = not_a_regular_file(p)
+    if why is not None:
+        raise InputError(f"{what} {p} {why}")
     if not os.access(p, os.R_OK):
         raise InputError(f"{what} {p} is not readable (permission denied)")
     return p

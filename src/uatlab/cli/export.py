@@ -47,10 +47,9 @@ def export_cmd(
     """Export a model to TransformerLens (a HookedTransformer with hooks and activation caches)."""
     if to not in TARGETS:
         raise InputError(f"--to {to!r} is not a known target; choose one of {', '.join(TARGETS)}")
-    if out.exists() or out.is_symlink():  # a link, even a dangling one, is something of the user's there
-        what = "is a symbolic link" if out.is_symlink() else "already exists"
-        raise InputError(f"{out} {what}; choose a new directory (nothing was written)")
-    from uatlab.interop.transformer_lens import save_hooked, to_hooked_transformer
+    from uatlab.interop.transformer_lens import check_new_directory, save_hooked, to_hooked_transformer
+
+    check_new_directory(out)  # before the model is read
     from uatlab.models.io import load
 
     t0 = time.perf_counter()

@@ -126,7 +126,7 @@ def compile_deep_file(
     if cert is not None:
         fig |= {
             "ceiling_tokens": cert.ceiling_tokens,
-            "conflict_tokens": cert.tokens - cert.ceiling_tokens,
+            "conflict_tokens": cert.conflict_tokens,
             "certified_tokens": cert.certified_tokens,
             "certified": cert.certified,
             "certified_at_ceiling": cert.certified and cert.certified_tokens == cert.ceiling_tokens,
@@ -213,7 +213,7 @@ def certify_deep_command(
         "data": str(data),
         "sequences": len(dataset),
         **cert.to_dict(),
-        "conflict_tokens": cert.tokens - cert.ceiling_tokens,  # as the knots model's certificate gives them
+        "conflict_tokens": cert.conflict_tokens,  # as the knots model's certificate gives them
         "certified_at_ceiling": cert.certified_at_ceiling,
         "params_non_embedding": model.memo.parameters["non_embedding"],
         "seconds": time.perf_counter() - t0,

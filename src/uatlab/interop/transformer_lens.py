@@ -333,15 +333,21 @@ def from_hooked_transformer(hooked: HookedTransformer) -> Transformer:
     return model
 
 
+def check_new_directory(out: Path) -> None:
+    """InputError unless nothing is at ``out``: `save_hooked` writes a new directory there, never over anything
+    (a link, even a dangling one, is something of the user's)."""
+    if out.exists() or out.is_symlink():
+        what = "is a symbolic link" if out.is_symlink() else "already exists"
+        raise InputError(f"{out} {what}; choose a new directory (nothing was written)")
+
+
 def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     """Write ``hooked`` as a directory: ``config.json`` (config, vocabulary) and ``weights.safetensors``.
 
     ``out`` must not exist yet; the directory is written under a temporary name and renamed.
     """
     out = Path(out)
-    if out.exists() or out.is_symlink():  # a link, even a dangling one, is something of the user's there
-        what = "is a symbolic link" if out.is_symlink() else "already exists"
-        raise InputError(f"{out} {what}; choose a new directory (nothing was written)")
+    check_new_directory(out)
     c = hooked.cfg
     cfg_dict = {
         k: getattr(c, k)

@@ -21,7 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
-from uatlab.io_safety import atomic_path, describe_special, folder_spelling, require_path
+from uatlab.io_safety import atomic_path, folder_spelling, not_a_regular_file, require_path
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -98,18 +98,13 @@ SEQ2SEQ_DEEP_TAG = "uatlab-seq2seq-deep-v1"  # a seq2seq deep memorizer (`uatlab
 
 
 def _require_model_file(path: Path) -> None:
-    """ModelFileError naming ``path`` and what it is, unless it is a regular file (`describe_special`: a folder, a
-    missing file, a broken link, a loop of links, a FIFO...)."""
-    kind = describe_special(path)
-    if kind is None:
-        return
-    if kind == "a directory":
+    """ModelFileError naming ``path`` and what it is (`uatlab.io_safety.not_a_regular_file`: missing, a broken
+    link, a loop of links, a FIFO...), unless it is a regular file."""
+    if path.is_dir():
         raise ModelFileError(f"{path} is a folder, not a model file")
-    if kind == "missing":
-        raise ModelFileError(
-            f"model file {path} " + ("is a broken symbolic link" if path.is_symlink() else "does not exist")
-        )
-    raise ModelFileError(f"model file {path} is {kind}, not a regular file")
+    why = not_a_regular_file(path)
+    if why is not None:
+        raise ModelFileError(f"model file {path} {why}")
 
 
 def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) -> tuple[dict[str, str], dict[str, Any]]:

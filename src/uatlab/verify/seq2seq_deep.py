@@ -72,6 +72,11 @@ class Seq2SeqCertificate:
         return asdict(self)
 
     @property
+    def conflict_tokens(self) -> int:
+        """Tokens no model can get right (an identical input with another majority label): tokens − ceiling."""
+        return self.tokens - self.ceiling_tokens
+
+    @property
     def certified_at_ceiling(self) -> bool:
         return self.certified and self.certified_tokens == self.ceiling_tokens
 
