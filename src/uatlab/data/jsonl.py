@@ -123,6 +123,12 @@ def is_jsonl_path(path: str | os.PathLike) -> bool:
     return str(path).lower().endswith(JSONL_SUFFIXES)
 
 
+def format_by_name(path: str | os.PathLike) -> str:
+    """The labelled-sequence format a file's name implies: ``'jsonl'`` for .jsonl/.json (`is_jsonl_path`), else
+    ``'conll'`` (what ``'auto'`` reads, before it looks inside the file)."""
+    return "jsonl" if is_jsonl_path(path) else "conll"
+
+
 def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = False) -> str:
     """``'jsonl'`` or ``'conll'``: ``fmt``, or for ``'auto'`` JSONL for .jsonl/.json files (`is_jsonl_path`) and
     CoNLL otherwise, except that an existing file whose columns are words rather than tags (plain text,
@@ -134,7 +140,7 @@ def sequence_format(path: str | os.PathLike, fmt: str = "auto", text: bool = Fal
     read the file as CoNLL (``'conll-tokens'`` for unlabelled CoNLL, one token per line), plain text when it
     would refuse it, and an InputError naming the file when both readings are possible."""
     if fmt == "auto":
-        fmt = "jsonl" if is_jsonl_path(path) else conll_or_text(path) if text else "conll"
+        fmt = conll_or_text(path) if text and not is_jsonl_path(path) else format_by_name(path)
         if fmt == "conll" and not text and Path(path).is_file():  # a missing file: the reader names it
             refuse_words_as_labels(path)
     allowed = ("jsonl", "conll", "conll-tokens", "text") if text else ("jsonl", "conll")

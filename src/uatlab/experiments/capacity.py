@@ -36,7 +36,7 @@ import torch
 
 from uatlab.data import read_sequences
 from uatlab.data.dataset import SequenceDataset
-from uatlab.data.jsonl import is_jsonl_path, sequence_format
+from uatlab.data.jsonl import format_by_name, sequence_format
 from uatlab.data.report import bit_budgets
 from uatlab.errors import InputError
 from uatlab.experiments.executor import (
@@ -209,7 +209,7 @@ def run_capacity(
     else:
         reading = sequence_format(data, fmt)  # 'auto' refuses a file of prose, naming its line
         data_fp = {"kind": kind, "sha256": prefix_identity(data, None)["sha256"], "seed": seed}
-        if reading != ("jsonl" if is_jsonl_path(data) else "conll"):  # read other than by its name: other data
+        if reading != format_by_name(data):  # read other than its name implies: other data than earlier versions
             data_fp["format"] = reading
         parsed = read_sequences(data, reading)
         if max(ns) > len(parsed):  # every trial's data, before any is trained
