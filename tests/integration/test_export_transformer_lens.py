@@ -235,3 +235,66 @@ def test_cli_export_folder_and_files_follow_the_umask(compiled, tmp_path, capsys
     assert [p.name for p in files] == ["config.json", "weights.safetensors"]
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in files} == {p.name: 0o666 & ~umask for p in files}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors", "tl"]  # no temporary folder left
+
+
+def _perturbed(hooked, factor: float):
+    """``hooked`` with its readout scaled by ``factor``: every logit moves by (factor − 1) of itself."""
+    with torch.no_grad():
+        hooked.unembed.W_U.mul_(factor)
+        hooked.unembed.b_U.mul_(factor)
+    return hooked
+
+
+def test_compare_logits_reports_the_relative_difference_and_argmax_disagreements(compiled):
+    from uatlab.interop import compare_logits
+
+    data, model, _ = compiled
+    ids = model.encoding.encode_tokens(data)[:40]
+    same = compare_logits(model, to_hooked_transformer(model), ids)
+    assert same.positions == sum(len(a) for a in ids) and same.argmax_disagreements == 0
+    assert same.max_relative_difference <= 1e-12 and same.within(1e-12)
+    off = compare_logits(model, _perturbed(to_hooked_transformer(model), 1.001), ids)
+    x = torch.as_tensor(np.stack(ids), dtype=torch.int64)
+    with torch.no_grad():
+        ref = model(x)
+    # a 0.1 % scale of every logit: max |ΔL| / max |L| per position is 1e-3 up to rounding, and the absolute
+    # figure is 1e-3 of the largest logit
+    assert off.max_relative_difference == pytest.approx(1e-3, rel=1e-6)
+    assert off.max_abs_difference == pytest.approx(1e-3 * float(ref.abs().max()), rel=1e-6)
+    assert not off.within(1e-4) and off.within(2e-3)
+    flipped = _perturbed(to_hooked_transformer(model), -1.0)  # negated logits: the top label changes everywhere
+    assert compare_logits(model, flipped, ids).argmax_disagreements == same.positions
+
+
+def test_cli_export_refuses_logits_beyond_the_tolerance_and_writes_nothing(compiled, tmp_path, capsys, monkeypatch):
+    """A conversion whose logits disagree with uatlab's is an error (exit 1), not a directory written with a figure
+    nobody checks; ``--tolerance`` sets the bound (default √ε of the model's dtype)."""
+    import math
+
+    import uatlab.interop.transformer_lens as tl
+
+    _, model, _ = compiled
+    path = save(model, tmp_path / "m.safetensors")
+    convert = tl.to_hooked_transformer
+    monkeypatch.setattr(tl, "to_hooked_transformer", lambda m: _perturbed(convert(m), 1 + 1e-6))
+    out = tmp_path / "tl"
+    assert main(["export", str(path), str(out), "--to", "transformer-lens", "--check", "10"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith(f"error: {path}: the exported model's logits differ") and "nothing was written" in err
+    assert "--tolerance 1.49e-08" in err and not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
+    # a tolerance above the difference accepts it, and reports what it accepted
+    args = ["export", str(path), str(out), "--to", "transformer-lens", "--check", "10", "--json"]
+    assert main([*args, "--tolerance", "1e-5"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["tolerance"] == 1e-5 and 0 < fig["max_relative_logit_difference"] <= 1e-5
+    assert fig["checked_positions"] > 0 and fig["argmax_disagreements"] == 0 and out.is_dir()
+    monkeypatch.setattr(tl, "to_hooked_transformer", convert)
+    out2 = tmp_path / "tl2"
+    assert main(["export", str(path), str(out2), "--to", "transformer-lens", "--check", "5", "--json"]) == 0
+    fig = json.loads(capsys.readouterr().out)
+    assert fig["tolerance"] == math.sqrt(torch.finfo(torch.float64).eps)  # the default of a float64 model
+    for bad in ("-1", "nan", "inf"):
+        assert main(["export", str(path), str(tmp_path / "tl3"), "--to", "transformer-lens", "--tolerance", bad]) == 2
+        assert "--tolerance must be a finite number" in capsys.readouterr().err
+        assert not (tmp_path / "tl3").exists()

@@ -2,37 +2,37 @@
 
 The model (saved by ``uatlab compile`` or ``uatlab train``) is converted by
 `uatlab.interop.to_hooked_transformer`, its logits are compared with uatlab's on random token
-sequences, and the ``HookedTransformer`` is written to the new directory OUT (``config.json`` with
-the vocabulary, ``weights.safetensors``); `uatlab.interop.load_hooked` reads it back.
+sequences (`uatlab.interop.compare_logits`), and the ``HookedTransformer`` is written to the new directory OUT
+(``config.json`` with the vocabulary, ``weights.safetensors``) only when the largest relative difference is
+within ``--tolerance``; otherwise exit 1 and nothing is written. `uatlab.interop.load_hooked` reads it back.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import typer
 
-from uatlab.cli.app import app, console, key_value_table, print_json
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 
 TARGETS = ("transformer-lens",)
 
 
-def max_logit_difference(model, hooked, sequences: int, seed: int) -> float:
-    """max |uatlab logits − TransformerLens logits| on random token sequences of random lengths."""
+def check_sequences(model, sequences: int, seed: int) -> list:
+    """``sequences`` random token-id sequences of random lengths 1…max_len (torch's generator, seeded)."""
     import torch
 
     cfg = model.config
     gen = torch.Generator().manual_seed(seed)
-    worst = 0.0
-    with torch.no_grad():
-        for _ in range(sequences):
-            n = int(torch.randint(1, cfg.max_len + 1, (1,), generator=gen))
-            ids = torch.randint(0, cfg.vocab_size, (1, n), generator=gen)  # (1, n)
-            worst = max(worst, float((model(ids) - hooked(ids)).abs().max()))
-    return worst
+    out = []
+    for _ in range(sequences):
+        n = int(torch.randint(1, cfg.max_len + 1, (1,), generator=gen))
+        out.append(torch.randint(0, cfg.vocab_size, (n,), generator=gen).numpy())  # (n,)
+    return out
 
 
 @app.command("export")
@@ -41,13 +41,27 @@ def export_cmd(
     out: Path = typer.Argument(..., help="New directory to write (must not exist)."),
     to: str = typer.Option(..., "--to", help="Target format: transformer-lens."),
     check: int = typer.Option(100, "--check", min=0, help="Random sequences on which logits are compared."),
+    tolerance: float | None = typer.Option(
+        None,
+        "--tolerance",
+        help="Largest relative logit difference accepted (max |L - L_TL| / max |L| per position); "
+        "default √ε of the model's dtype: 1.5e-8 (float64), 3.5e-4 (float32). Beyond it nothing is written, exit 1.",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the check sequences."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Export a model to TransformerLens (a HookedTransformer with hooks and activation caches)."""
     if to not in TARGETS:
         raise InputError(f"--to {to!r} is not a known target; choose one of {', '.join(TARGETS)}")
-    from uatlab.interop.transformer_lens import check_new_directory, save_hooked, to_hooked_transformer
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise InputError(f"--tolerance must be a finite number ≥ 0, got {tolerance}")
+    from uatlab.interop.transformer_lens import (
+        check_new_directory,
+        compare_logits,
+        default_tolerance,
+        save_hooked,
+        to_hooked_transformer,
+    )
 
     check_new_directory(out)  # before the model is read
     from uatlab.models.io import load
@@ -67,7 +81,18 @@ def export_cmd(
         hooked = to_hooked_transformer(model)  # refuses what TransformerLens cannot hold, before anything is written
     except ExportError as exc:
         raise InputError(f"{model_path}: {exc}") from None
-    diff = max_logit_difference(model, hooked, check, seed) if check else None
+    tol = default_tolerance(model.config.dtype) if tolerance is None else tolerance
+    cmp = compare_logits(model, hooked, check_sequences(model, check, seed)) if check else None
+    if cmp is not None and not cmp.within(tol):
+        err_console.print(
+            f"error: {model_path}: the exported model's logits differ from uatlab's by up to "
+            f"{cmp.max_relative_difference:.3g} of the largest logit (absolute {cmp.max_abs_difference:.3g}; "
+            f"top label differs at {cmp.argmax_disagreements} of {cmp.positions} positions) on {check} random "
+            f"sequences (--seed {seed}), above --tolerance {tol:.3g}; nothing was written",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
     save_hooked(hooked, out)
     fig = {
         "model": str(model_path),
@@ -81,7 +106,11 @@ def export_cmd(
         "vocabulary": len(hooked.token_list),
         "labels": len(hooked.label_list),
         "checked_sequences": check,
-        "max_logit_difference": diff,
+        "checked_positions": None if cmp is None else cmp.positions,
+        "max_logit_difference": None if cmp is None else cmp.max_abs_difference,
+        "max_relative_logit_difference": None if cmp is None else cmp.max_relative_difference,
+        "argmax_disagreements": None if cmp is None else cmp.argmax_disagreements,
+        "tolerance": tol,
         "seconds": time.perf_counter() - t0,
     }
     if json_out:

@@ -6,6 +6,9 @@ when a function below is called.
 
 from uatlab.interop.transformer_lens import (
     ExportError,
+    LogitComparison,
+    compare_logits,
+    default_tolerance,
     encode,
     from_hooked_transformer,
     load_hooked,
@@ -17,6 +20,9 @@ from uatlab.interop.transformer_lens import (
 
 __all__ = [
     "ExportError",
+    "LogitComparison",
+    "compare_logits",
+    "default_tolerance",
     "encode",
     "from_hooked_transformer",
     "load_hooked",

@@ -46,6 +46,7 @@ import json
 import math
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -436,18 +437,65 @@ def encode(hooked: HookedTransformer, sentences: list[list[str]]) -> torch.Tenso
     return torch.tensor(rows, dtype=torch.int64)
 
 
-def max_logit_difference(
+@dataclass(frozen=True)
+class LogitComparison:
+    """uatlab's logits against the exported model's on the same token-id sequences (`compare_logits`).
+
+    ``max_abs_difference``: max over positions and labels of |L − L_TL|. ``max_relative_difference``: max over
+    positions of max_labels |L − L_TL| / max_labels |L| (a position whose logits are all 0 divides by the
+    dtype's smallest normal number), the figure a tolerance is checked on: the two models sum the same terms
+    in possibly different orders, which moves a logit by a multiple of the dtype's unit roundoff times the
+    magnitudes involved, so an absolute figure alone cannot tell rounding in a model with logits of 1e21 from an
+    error in one with logits of 1. ``argmax_disagreements``: positions whose top label differs (within a
+    tolerance this happens only at near-ties: the top two logits closer than twice the difference)."""
+
+    positions: int
+    max_abs_difference: float
+    max_relative_difference: float
+    argmax_disagreements: int
+
+    def within(self, tolerance: float) -> bool:
+        """The relative difference is at most ``tolerance`` (NaN never is)."""
+        return bool(self.max_relative_difference <= tolerance)
+
+
+def default_tolerance(dtype: str) -> float:
+    """The relative logit difference an export may show in ``dtype``: √ε (1.5e-8 in float64, 3.5e-4 in
+    float32), half the digits; a wrong weight moves logits by far more, rounding by far less."""
+    return math.sqrt(float(torch.finfo(DTYPES[dtype]).eps))
+
+
+def compare_logits(
     model: torch.nn.Module, hooked: torch.nn.Module, ids: list[np.ndarray], batch: int = 32
-) -> float:
-    """max |model(x) − hooked(x)| over the token-id sequences ``ids``, batched by length (no padding), at most
-    ``batch`` sequences at a time (wide feed-forward layers are big)."""
+) -> LogitComparison:
+    """`LogitComparison` of ``model`` and ``hooked`` over the token-id sequences ``ids``, batched by length (no
+    padding), at most ``batch`` sequences at a time (wide feed-forward layers are big)."""
     by_len: dict[int, list[np.ndarray]] = {}
     for a in ids:
         by_len.setdefault(len(a), []).append(a)
-    worst = 0.0
+    positions = disagree = 0
+    worst_abs = worst_rel = 0.0
     with torch.no_grad():
         for rows in by_len.values():
             for i in range(0, len(rows), batch):
                 x = torch.as_tensor(np.stack(rows[i : i + batch]), dtype=torch.int64)  # (B, n)
-                worst = max(worst, float((model(x) - hooked(x)).abs().max()))
-    return worst
+                a, b = model(x), hooked(x)  # (B, n, C)
+                diff = (a - b).abs().amax(dim=-1)  # (B, n)
+                scale = a.abs().amax(dim=-1).clamp_min(torch.finfo(a.dtype).tiny)
+                positions += diff.numel()
+                worst_abs = _nan_max(worst_abs, float(diff.max()))
+                worst_rel = _nan_max(worst_rel, float((diff / scale).max()))
+                disagree += int((a.argmax(dim=-1) != b.argmax(dim=-1)).sum())
+    return LogitComparison(positions, worst_abs, worst_rel, disagree)
+
+
+def _nan_max(a: float, b: float) -> float:
+    """max(a, b) where a NaN wins (a NaN logit is a difference no tolerance accepts)."""
+    return a if math.isnan(a) or b <= a else b
+
+
+def max_logit_difference(
+    model: torch.nn.Module, hooked: torch.nn.Module, ids: list[np.ndarray], batch: int = 32
+) -> float:
+    """max |model(x) − hooked(x)| over the token-id sequences ``ids`` (`compare_logits`'s absolute figure)."""
+    return compare_logits(model, hooked, ids, batch).max_abs_difference
