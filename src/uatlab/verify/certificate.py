@@ -1044,11 +1044,12 @@ class _BoundedModel:
         """
         u = self.u
         n = np.asarray(n)
-        g_n = _gamma_of_counts(n, u)
-        ry = ry_prop + g_n * S
+        gS = _gamma_of_counts(n, u) * S  # γ_n S, the rounding of y's own sum (formed once, used three times)
+        ry = ry_prop + gS
         X, Y = np.abs(x) + 2 * r, np.abs(y) + 2 * ry
-        separate = g_n * S + np.where((X > 0) & (Y > 0), u * (X + Y), 0.0)
-        fused = np.where((X > 0) & (n > 0), _gamma_of_counts(n, u, offset=1) * (X + S), g_n * S)
+        Xpos = X > 0
+        separate = gS + np.where(Xpos & (Y > 0), u * (X + Y), 0.0)
+        fused = np.where(Xpos & (n > 0), _gamma_of_counts(n, u, offset=1) * (X + S), gS)
         return x + y, r + ry_prop + np.maximum(separate, fused)
 
     def attention(self, x, r, att: _Attention, mask_causal: bool):
@@ -1442,7 +1443,7 @@ class _BoundedModel:
         del rz_round
         if linear.any():  # ON units: Σ_j |Σ_{i ON} W2[:, i] W1[i, j]| r_j, with the float64 slack of that sum
             onf = on.astype(np.float64)
-            g64 = gamma(K + 1, U64)[:, None, None]  # γ of each code's unit count
+            g64 = _gamma_of_counts(K + 1, U64)[:, None, None]  # γ of each code's unit count (`gamma` by lookup)
             for j in np.flatnonzero(Jr[linear].any(axis=0)):
                 # W1[i, j]·W2[c, i] per unit, rounded once as in the per-pair product; its sum over the ON units
                 # (a sum of ≤ K terms: with that product rounding, below γ_{K+1} Σ |W1||W2|)
