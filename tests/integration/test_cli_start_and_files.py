@@ -120,6 +120,10 @@ def test_an_interrupted_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path
     [
         (["approx", "truncated-linear", "--help"], "y values on [a−(b−a), b+(b−a)]."),
         (["experiment", "attention-range", "--help"], "(needs uatlab[ray])"),
+        (
+            ["certify", "--help"],
+            "correct_tokens counts the tokens whose label is the top logit of the float64 reference",
+        ),
     ],
 )
 def test_help_texts_are_printed_as_written(argv, text, capsys):

@@ -816,7 +816,12 @@ def certify_cmd(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Prove in floating point which tokens of DATA a saved model classifies correctly."""
+    """Prove in floating point which tokens of DATA a saved model classifies correctly.
+
+    certified_tokens are proved right in any evaluation of the model in its dtype. correct_tokens counts the
+    tokens whose label is the top logit of the float64 reference evaluation; for a float32 model it can differ
+    from what `uatlab predict` (a float32 run) gets right on tokens the certificate does not cover.
+    """
 
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import certify_chunks_with_progress
