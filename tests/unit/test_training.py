@@ -117,6 +117,19 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     assert int(((pred == b.targets) & b.mask).sum()) == data.num_tokens - r.history[-1]["train_errors"]
 
 
+def test_epochs_counts_epochs_trained_when_evaluated_every_few_epochs(tmp_path):
+    """With eval_every > 1 the history has a row per evaluated epoch (and the last); ``epochs`` is the number of
+    epochs trained, not of rows."""
+    data = tiny_ner(12, seed=4)
+    r = train(data, TrainConfig(epochs=7, **SMALL), tmp_path / "run", progress=False, eval_every=3)
+    assert r.status == "completed" and [row["epoch"] for row in r.history] == [3, 6, 7]
+    assert r.epochs == 7 and r.summary()["epochs"] == 7
+    stopped = train(
+        data, TrainConfig(epochs=7, **SMALL), tmp_path / "stop", progress=False, eval_every=3, stop_after_steps=9
+    )  # 2 batches an epoch: stops in epoch 5, after 4 completed
+    assert stopped.status == "interrupted" and stopped.epochs == 4 and [row["epoch"] for row in stopped.history] == [3]
+
+
 def test_interrupted_mid_epoch_resumes_to_identical_numbers(tmp_path):
     data = tiny_ner(30, seed=2)
     cfg = TrainConfig(epochs=4, **SMALL)

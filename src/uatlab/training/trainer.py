@@ -24,6 +24,7 @@ import contextlib
 import csv
 import dataclasses
 import io
+import itertools
 import json
 import math
 import os
@@ -143,12 +144,13 @@ class TrainConfig:
 
 
 def _resume_counters(
-    path: Path, state: dict[str, Any], epochs: int, sequences: int
+    path: Path, state: dict[str, Any], epochs: int, sequences: int, eval_every: int = 1
 ) -> tuple[int, int, int, float, list[dict[str, Any]], list[int]]:
     """The position a checkpoint resumes from (epoch, batch in it, step, seconds of the epoch so far, the metrics
     history, the sequences to replay), each checked for its type and range: a CheckpointError naming the field if
     one is missing or out of range (a checkpoint edited by hand), never a run that continues from nonsense.
-    The random state must be a byte tensor, as `torch.get_rng_state` returns it."""
+    The random state must be a byte tensor, as `torch.get_rng_state` returns it. The history's rows have
+    increasing epochs; evaluated every epoch (``eval_every`` 1), one row for each completed epoch."""
 
     def bad(field: str, value: Any, want: str) -> CheckpointError:
         return CheckpointError(f"{path}: {field} is {value!r}, not {want} (edited?); {ADVICE_NEW_RUN}")
@@ -167,10 +169,16 @@ def _resume_counters(
     if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.dim() == 1):
         raise bad("rng", type(rng).__name__ if not isinstance(rng, torch.Tensor) else rng, "torch's byte RNG state")
     history = state.get("history")
-    if not isinstance(history, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("epoch"), int) and 1 <= r["epoch"] <= epoch for r in history
+    if (
+        not isinstance(history, list)
+        or not all(
+            isinstance(r, dict) and isinstance(r.get("epoch"), int) and 1 <= r["epoch"] <= epoch for r in history
+        )
+        or any(a["epoch"] >= b["epoch"] for a, b in itertools.pairwise(history))
+        or (eval_every == 1 and [r["epoch"] for r in history] != list(range(1, epoch + 1)))
     ):
-        raise bad("history", "of another form", f"a list of per-epoch metrics for epochs 1..{epoch}")
+        want = f"one row per epoch 1..{epoch}" if eval_every == 1 else f"rows of increasing epochs in 1..{epoch}"
+        raise bad("history", "of another form", f"a list of per-epoch metrics, {want}")
     hard = state.get("hard_sequences", [])
     if not isinstance(hard, list) or not all(
         isinstance(i, int) and not isinstance(i, bool) and 0 <= i < sequences for i in hard
@@ -222,7 +230,7 @@ class TrainResult:
     """What ``uatlab train --json`` prints (see `summary`)."""
 
     status: str  # 'completed', 'ceiling', 'time budget', 'interrupted'
-    epochs: int
+    epochs: int  # epochs completed
     history: list[dict[str, Any]]
     epochs_to: dict[str, int | None]
     seconds_per_epoch: float | None
@@ -686,7 +694,7 @@ def _train_in(
         except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"{ckpt_path}: weights do not fit the model: {exc}") from None
         epoch, batch_in_epoch, step, epoch_seconds, history, hard = _resume_counters(
-            ckpt_path, state, cfg.epochs, len(train_data)
+            ckpt_path, state, cfg.epochs, len(train_data), eval_every
         )
         torch.set_rng_state(state["rng"])
         say(f"resumed from {ckpt_path}: epoch {epoch + 1}, batch {batch_in_epoch}, step {step}")
@@ -828,7 +836,7 @@ def _train_in(
     ceiling_errors = rep.conflict_tokens
     result = TrainResult(
         status=status,
-        epochs=len(history),
+        epochs=epoch,  # epochs completed (the history has a row per evaluated epoch only, with eval_every > 1)
         history=history,
         epochs_to=epochs_to_targets(history, targets, ceiling_errors),
         seconds_per_epoch=float(np.median([r["seconds_train"] for r in history])) if history else None,
