@@ -61,6 +61,11 @@ def test_tiny_capacity_sweep_writes_results_and_never_recomputes(tmp_path):
         if r["reached"]:
             assert r["bits"] == r["tokens"] * 1.0
             assert r["bits_per_parameter_non_embedding"] == pytest.approx(r["bits"] / r["parameters_non_embedding"])
+    for r in s["rows"]:
+        if r["reached"]:  # epochs trained: the trial's last metrics row (evaluated every 25 epochs here, 1 step each)
+            tid = f"synthetic-N={r['N']}-d={r['d']}-ff={r['ff_width']}-seed=0"
+            rows = (tmp_path / "runs" / tid / "metrics.jsonl").read_text().splitlines()
+            assert r["epochs"] == json.loads(rows[-1])["epoch"] and r["epochs"] >= 25 * len(rows) - 24
     for f in s["files"]:
         assert (tmp_path / f.split("/")[-1]).is_file()
     trials = sorted(p.name for p in (tmp_path / "trials").iterdir())
@@ -167,3 +172,17 @@ def test_a_trial_out_of_range_is_refused_before_any_trial_runs(tmp_path, monkeyp
     with pytest.raises(InputError, match=message):
         run_capacity(out, **{"ns": (16,), "max_steps": 5, **options})
     assert not ran and not out.exists()
+
+
+def test_epochs_of_results_from_versions_that_stored_history_rows():
+    """Trial results written before ``eval_every`` was stored counted history rows: a trial that reached the ceiling
+    stopped at its k-th evaluation (every 25 // batches epochs) or at its final epoch; one that did not ran all."""
+    from uatlab.experiments.capacity import epochs_trained, evaluation_interval
+
+    cfg = {"epochs": 1000, "batch_size": 32}
+    assert evaluation_interval(50, 32) == 12 and evaluation_interval(400, 32) == 1
+    assert epochs_trained({"N": 50, "reached": True, "epochs": 16, "config": cfg}) == 192
+    assert epochs_trained({"N": 50, "reached": True, "epochs": 84, "config": cfg}) == 1000  # the final epoch
+    assert epochs_trained({"N": 50, "reached": False, "epochs": 84, "config": cfg}) == 1000
+    assert epochs_trained({"N": 400, "reached": True, "epochs": 127, "config": cfg}) == 127
+    assert epochs_trained({"N": 50, "reached": True, "epochs": 190, "eval_every": 12, "config": cfg}) == 190

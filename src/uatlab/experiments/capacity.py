@@ -93,13 +93,32 @@ def information_bits(data: SequenceDataset, kind: str, labels: int | None = None
     return {"bits": b["bits_H_tag_given_word"], "bits_H_tag": b["bits_H_tag"]}
 
 
+def evaluation_interval(sequences: int, batch_size: int) -> int:
+    """Epochs between a capacity trial's full evaluation passes: about every 25 steps."""
+    return max(1, 25 // math.ceil(sequences / batch_size))
+
+
+def epochs_trained(result: dict[str, Any]) -> int:
+    """A trial result's epochs trained. Results without ``eval_every`` come from versions that stored the number
+    of history rows as ``epochs``: a trial that reached the ceiling stopped at its last evaluated epoch, row k of
+    the evaluations every ``evaluation_interval`` epochs, or at the final epoch (evaluated too); one that did not
+    ran every epoch of its config."""
+    if "eval_every" in result:
+        return int(result["epochs"])
+    cfg = result["config"]
+    total = int(cfg["epochs"])
+    if not result["reached"]:
+        return total
+    return min(int(result["epochs"]) * evaluation_interval(int(result["N"]), int(cfg["batch_size"])), total)
+
+
 def capacity_trial(params: dict[str, Any]) -> dict[str, Any]:
     """Train one (N, size) to the ceiling or ``max_epochs`` (top-level: picklable for process pools)."""
     torch.set_num_threads(int(params.get("threads", 1)))
     data = capacity_dataset(params)
     cfg = TrainConfig(**params["config"])
     out = Path(params["out_dir"])
-    every = max(1, 25 // math.ceil(len(data) / cfg.batch_size))  # evaluate about every 25 steps
+    every = evaluation_interval(len(data), cfg.batch_size)
     resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
     with trial_checkpoint(out) as own:
         result = train(
@@ -121,7 +140,8 @@ def capacity_trial(params: dict[str, Any]) -> dict[str, Any]:
     last = result.history[-1]
     return {
         "reached": result.status == "ceiling",
-        "epochs": result.epochs,
+        "epochs": result.epochs,  # epochs trained
+        "eval_every": every,
         "train_accuracy": last["train_accuracy"],
         "train_errors": last["train_errors"],
         "conflict_tokens": result.data["conflict_tokens"],
@@ -290,7 +310,7 @@ def run_capacity(
                 "tokens": r["tokens"],
                 "parameters_non_embedding": r["parameters_non_embedding"],
                 "parameters_total": r["parameters_total"],
-                "epochs": r["epochs"],
+                "epochs": epochs_trained(r),
                 "bits": r["bits"],
                 "bits_per_parameter_non_embedding": r["bits"] / r["parameters_non_embedding"],
                 "bits_per_parameter_total": r["bits"] / r["parameters_total"],
