@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from uatlab import compile_memorizer, load, save  # noqa: E402
 from uatlab.cli import main  # noqa: E402
 from uatlab.data.dataset import from_lists  # noqa: E402
 from uatlab.data.synthetic import synthetic_dataset  # noqa: E402
+from uatlab.errors import InputError  # noqa: E402
 from uatlab.interop import (  # noqa: E402
     ExportError,
     from_hooked_transformer,
@@ -298,3 +300,68 @@ def test_cli_export_refuses_logits_beyond_the_tolerance_and_writes_nothing(compi
         assert main(["export", str(path), str(tmp_path / "tl3"), "--to", "transformer-lens", "--tolerance", bad]) == 2
         assert "--tolerance must be a finite number" in capsys.readouterr().err
         assert not (tmp_path / "tl3").exists()
+
+
+class _Fixed(torch.nn.Module):
+    """A stand-in model whose logits for a batch of (B, n) ids are ``rows`` (n, C), the same for every sequence."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.rows = torch.tensor(rows, dtype=torch.float64)
+
+    def forward(self, x):
+        return self.rows[: x.shape[1]].expand(x.shape[0], -1, -1)
+
+
+def test_compare_logits_scales_each_position_by_its_own_largest_logit_and_compares_infinities():
+    from uatlab.interop import compare_logits
+
+    ids = [np.zeros(2, dtype=np.int64)]
+    # position 0 has logits of order 1, position 1 of order 1000; both move by 1e-3
+    ref = _Fixed([[1.0, -0.5], [1000.0, 10.0]])
+    moved = _Fixed([[1.0 + 1e-3, -0.5], [1000.0 + 1e-3, 10.0]])
+    c = compare_logits(ref, moved, ids)
+    assert c.positions == 2 and c.nonfinite_positions == 0
+    assert c.max_relative_difference == pytest.approx(1e-3)  # position 0's own scale, not the whole batch's 1000
+    assert c.max_abs_difference == pytest.approx(1e-3)
+    inf = math.inf
+    # the same infinity in both models agrees; the position's finite logits are still compared, on their own scale
+    c = compare_logits(_Fixed([[inf, 2.0], [1.0, 0.0]]), _Fixed([[inf, 2.0 + 2e-3], [1.0, 0.0]]), ids)
+    assert c.nonfinite_positions == 1 and c.max_relative_difference == pytest.approx(1e-3)
+    for other in ([[-inf, 2.0], [1.0, 0.0]], [[5.0, 2.0], [1.0, 0.0]], [[inf, 2.0], [1.0, math.nan]]):
+        bad = compare_logits(_Fixed([[inf, 2.0], [1.0, 0.0]]), _Fixed(other), ids)
+        assert bad.max_relative_difference == inf and not bad.within(1e300), other
+    both_nan = compare_logits(_Fixed([[math.nan, 0.0]]), _Fixed([[math.nan, 0.0]]), [np.zeros(1, dtype=np.int64)])
+    assert not both_nan.within(1e300)  # NaN is never an agreement
+    with pytest.raises(InputError, match="at least one"):
+        compare_logits(ref, moved, [])
+
+
+def test_cli_export_json_on_refusal_check_zero_and_near_tie_warning(compiled, tmp_path, capsys, monkeypatch):
+    import uatlab.interop.transformer_lens as tl
+
+    _, model, _ = compiled
+    path = save(model, tmp_path / "m.safetensors")
+    convert = tl.to_hooked_transformer
+    monkeypatch.setattr(tl, "to_hooked_transformer", lambda m: _perturbed(convert(m), -1.0))  # every top label flips
+    out = tmp_path / "tl"
+    args = ["export", str(path), str(out), "--to", "transformer-lens", "--check", "5", "--json"]
+    assert main(args) == 1  # refused under --json too, and its figures are on stdout
+    captured = capsys.readouterr()
+    fig = json.loads(captured.out)
+    assert fig["written"] is False and fig["max_relative_logit_difference"] == pytest.approx(2.0)
+    assert fig["argmax_disagreements"] == fig["checked_positions"] > 0 and not out.exists()
+    assert "error:" in captured.err and "nothing was written" in captured.err
+    # a tolerance above the difference accepts it; the flipped top labels are a warning, not silence
+    assert main([*args, "--tolerance", "10"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["written"] is True and out.is_dir()
+    assert f"warning: the top label differs at {fig['checked_positions']} of" in " ".join(captured.err.split())
+    # --check 0 compares nothing: no tolerance is reported as applied, and --tolerance with it is refused
+    out0 = tmp_path / "tl0"
+    assert main(["export", str(path), str(out0), "--to", "transformer-lens", "--check", "0", "--json"]) == 0
+    fig0 = json.loads(capsys.readouterr().out)
+    assert fig0["tolerance"] is None and fig0["max_relative_logit_difference"] is None and fig0["written"] is True
+    out1 = tmp_path / "tl1"
+    assert main(["export", str(path), str(out1), "--to", "transformer-lens", "--check", "0", "--tolerance", "1"]) == 2
+    assert "--tolerance has no effect with --check 0" in capsys.readouterr().err and not out1.exists()

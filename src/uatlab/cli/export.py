@@ -40,7 +40,9 @@ def export_cmd(
     model_path: Path = typer.Argument(..., metavar="MODEL", help="A uatlab model file (.safetensors)."),
     out: Path = typer.Argument(..., help="New directory to write (must not exist)."),
     to: str = typer.Option(..., "--to", help="Target format: transformer-lens."),
-    check: int = typer.Option(100, "--check", min=0, help="Random sequences on which logits are compared."),
+    check: int = typer.Option(
+        100, "--check", min=0, help="Random sequences on which logits are compared (0: no comparison)."
+    ),
     tolerance: float | None = typer.Option(
         None,
         "--tolerance",
@@ -55,6 +57,8 @@ def export_cmd(
         raise InputError(f"--to {to!r} is not a known target; choose one of {', '.join(TARGETS)}")
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
         raise InputError(f"--tolerance must be a finite number ≥ 0, got {tolerance}")
+    if tolerance is not None and check == 0:
+        raise InputError("--tolerance has no effect with --check 0 (no logits are compared); drop one of them")
     from uatlab.interop.transformer_lens import (
         check_new_directory,
         compare_logits,
@@ -83,17 +87,7 @@ def export_cmd(
         raise InputError(f"{model_path}: {exc}") from None
     tol = default_tolerance(model.config.dtype) if tolerance is None else tolerance
     cmp = compare_logits(model, hooked, check_sequences(model, check, seed)) if check else None
-    if cmp is not None and not cmp.within(tol):
-        err_console.print(
-            f"error: {model_path}: the exported model's logits differ from uatlab's by up to "
-            f"{cmp.max_relative_difference:.3g} of the largest logit (absolute {cmp.max_abs_difference:.3g}; "
-            f"top label differs at {cmp.argmax_disagreements} of {cmp.positions} positions) on {check} random "
-            f"sequences (--seed {seed}), above --tolerance {tol:.3g}; nothing was written",
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(code=1)
-    save_hooked(hooked, out)
+    ok = cmp is None or cmp.within(tol)
     fig = {
         "model": str(model_path),
         "out": str(out),
@@ -110,10 +104,40 @@ def export_cmd(
         "max_logit_difference": None if cmp is None else cmp.max_abs_difference,
         "max_relative_logit_difference": None if cmp is None else cmp.max_relative_difference,
         "argmax_disagreements": None if cmp is None else cmp.argmax_disagreements,
-        "tolerance": tol,
-        "seconds": time.perf_counter() - t0,
+        "nonfinite_positions": None if cmp is None else cmp.nonfinite_positions,
+        "tolerance": None if cmp is None else tol,  # nothing compared: no tolerance applied
+        "written": ok,
     }
-    if json_out:
+    if ok:
+        save_hooked(hooked, out)
+    fig["seconds"] = time.perf_counter() - t0
+    if json_out:  # the figures on stdout whether or not the directory was written
         print_json(fig)
-    else:
+    elif ok:
         console.print(key_value_table("export to TransformerLens", fig))
+    if cmp is not None and not ok:
+        if math.isinf(cmp.max_relative_difference):
+            how = (
+                "a NaN, or an infinite logit in one model that the other does not have, at some of the "
+                f"{cmp.positions} positions"
+            )
+        else:
+            how = (
+                f"up to {cmp.max_relative_difference:.3g} of the largest logit (absolute "
+                f"{cmp.max_abs_difference:.3g}; top label differs at {cmp.argmax_disagreements} of "
+                f"{cmp.positions} positions)"
+            )
+        err_console.print(
+            f"error: {model_path}: the exported model's logits differ from uatlab's by {how} on {check} random "
+            f"sequences (--seed {seed}), above --tolerance {tol:.3g}; nothing was written",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
+    if cmp is not None and cmp.argmax_disagreements:
+        err_console.print(
+            f"warning: the top label differs at {cmp.argmax_disagreements} of {cmp.positions} positions, all within "
+            f"--tolerance {tol:.3g} (near-ties: the top two logits closer than twice the difference)",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -439,59 +439,71 @@ def encode(hooked: HookedTransformer, sentences: list[list[str]]) -> torch.Tenso
 
 @dataclass(frozen=True)
 class LogitComparison:
-    """uatlab's logits against the exported model's on the same token-id sequences (`compare_logits`).
+    """uatlab's logits L against the exported model's L_TL on the same token-id sequences (`compare_logits`).
 
-    ``max_abs_difference``: max over positions and labels of |L − L_TL|. ``max_relative_difference``: max over
-    positions of max_labels |L − L_TL| / max_labels |L| (a position whose logits are all 0 divides by the
-    dtype's smallest normal number), the figure a tolerance is checked on: the two models sum the same terms
-    in possibly different orders, which moves a logit by a multiple of the dtype's unit roundoff times the
-    magnitudes involved, so an absolute figure alone cannot tell rounding in a model with logits of 1e21 from an
-    error in one with logits of 1. ``argmax_disagreements``: positions whose top label differs (within a
-    tolerance this happens only at near-ties: the top two logits closer than twice the difference)."""
+    Per position, over the labels: entries finite in both models are compared by |L − L_TL|; an entry that is
+    not finite must be the same infinity in both (a position with a NaN, an infinity in one model only, or
+    infinities of opposite signs is a *mismatch*: an infinite difference).
+
+    * ``max_abs_difference``: the largest |L − L_TL| (∞ with a mismatch).
+    * ``max_relative_difference``: max over positions of max_labels |L − L_TL| / max_labels |L| (the maximum taken
+      over uatlab's finite logits of the position; all 0 divides by the dtype's smallest normal number). This is
+      the figure a tolerance is checked on. The two models sum the same terms in possibly different orders, which
+      moves a logit by a multiple of the unit roundoff times the magnitudes summed; an absolute figure cannot tell
+      rounding in a model with logits of 1e21 from an error in one with logits of 1. (Logits that cancel, small
+      beside the terms that form them, can show more than the unit roundoff relative to themselves.)
+    * ``argmax_disagreements``: positions whose top label differs. Within a tolerance this happens only at
+      near-ties (the top two logits closer than twice the difference).
+    * ``nonfinite_positions``: positions where one of uatlab's logits is not finite (compared by equality there).
+    """
 
     positions: int
     max_abs_difference: float
     max_relative_difference: float
     argmax_disagreements: int
+    nonfinite_positions: int = 0
 
     def within(self, tolerance: float) -> bool:
-        """The relative difference is at most ``tolerance`` (NaN never is)."""
+        """The relative difference is at most ``tolerance`` (a mismatch, an infinite difference, never is)."""
         return bool(self.max_relative_difference <= tolerance)
 
 
 def default_tolerance(dtype: str) -> float:
     """The relative logit difference an export may show in ``dtype``: √ε (1.5e-8 in float64, 3.5e-4 in
-    float32), half the digits; a wrong weight moves logits by far more, rounding by far less."""
+    float32), half the digits: rounding in a different summation order typically moves logits by far less, a
+    wrong weight by far more."""
     return math.sqrt(float(torch.finfo(DTYPES[dtype]).eps))
 
 
 def compare_logits(
     model: torch.nn.Module, hooked: torch.nn.Module, ids: list[np.ndarray], batch: int = 32
 ) -> LogitComparison:
-    """`LogitComparison` of ``model`` and ``hooked`` over the token-id sequences ``ids``, batched by length (no
-    padding), at most ``batch`` sequences at a time (wide feed-forward layers are big)."""
+    """`LogitComparison` of ``model`` and ``hooked`` over the token-id sequences ``ids`` (at least one), batched
+    by length (no padding), at most ``batch`` sequences at a time (wide feed-forward layers are big)."""
+    if not len(ids):
+        raise InputError("compare_logits needs at least one token-id sequence to compare on")
     by_len: dict[int, list[np.ndarray]] = {}
     for a in ids:
         by_len.setdefault(len(a), []).append(a)
-    positions = disagree = 0
+    positions = disagree = nonfinite = 0
     worst_abs = worst_rel = 0.0
     with torch.no_grad():
         for rows in by_len.values():
             for i in range(0, len(rows), batch):
                 x = torch.as_tensor(np.stack(rows[i : i + batch]), dtype=torch.int64)  # (B, n)
                 a, b = model(x), hooked(x)  # (B, n, C)
-                diff = (a - b).abs().amax(dim=-1)  # (B, n)
-                scale = a.abs().amax(dim=-1).clamp_min(torch.finfo(a.dtype).tiny)
+                fa, fb = torch.isfinite(a), torch.isfinite(b)
+                both = fa & fb
+                mismatch = ~(both | (~fa & (a == b))).all(dim=-1)  # (B, n): NaN, or non-finite and not equal
+                diff = torch.where(both, (a - b).abs(), torch.zeros_like(a)).amax(dim=-1)  # (B, n)
+                diff = torch.where(mismatch, torch.full_like(diff, math.inf), diff)
+                scale = torch.where(fa, a.abs(), torch.zeros_like(a)).amax(dim=-1).clamp_min(torch.finfo(a.dtype).tiny)
                 positions += diff.numel()
-                worst_abs = _nan_max(worst_abs, float(diff.max()))
-                worst_rel = _nan_max(worst_rel, float((diff / scale).max()))
+                nonfinite += int((~fa).any(dim=-1).sum())
+                worst_abs = max(worst_abs, float(diff.max()))
+                worst_rel = max(worst_rel, float((diff / scale).max()))
                 disagree += int((a.argmax(dim=-1) != b.argmax(dim=-1)).sum())
-    return LogitComparison(positions, worst_abs, worst_rel, disagree)
-
-
-def _nan_max(a: float, b: float) -> float:
-    """max(a, b) where a NaN wins (a NaN logit is a difference no tolerance accepts)."""
-    return a if math.isnan(a) or b <= a else b
+    return LogitComparison(positions, worst_abs, worst_rel, disagree, nonfinite)
 
 
 def max_logit_difference(
