@@ -202,7 +202,7 @@ EDITS = {  # a field of the checkpoint edited by hand → the words the refusal 
     "batch-past-the-epoch": (lambda s: s.update(batch_in_epoch=999), "batch_in_epoch 999 is past the"),
     "history-of-another-form": (lambda s: s.update(history=[{"epoch": 7}]), "history is"),
     # emptied: the resumed run's metrics.csv and summary.json would then disagree with the old epoch's rows
-    "history-emptied": (lambda s: s.update(history=[]), "one row per epoch 1..1"),
+    "history-emptied": (lambda s: s.update(history=[]), "with rows for epochs 1 (edited?)"),
     "history-repeated": (lambda s: s.update(history=s["history"] * 2), "history is"),
     "hard-sequence-out-of-range": (lambda s: s.update(hard_sequences=[10**9]), "hard_sequences is"),
 }

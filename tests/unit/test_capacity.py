@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
@@ -66,6 +67,7 @@ def test_tiny_capacity_sweep_writes_results_and_never_recomputes(tmp_path):
             tid = f"synthetic-N={r['N']}-d={r['d']}-ff={r['ff_width']}-seed=0"
             rows = (tmp_path / "runs" / tid / "metrics.jsonl").read_text().splitlines()
             assert r["epochs"] == json.loads(rows[-1])["epoch"] and r["epochs"] >= 25 * len(rows) - 24
+    _check_trials_csv(tmp_path)
     for f in s["files"]:
         assert (tmp_path / f.split("/")[-1]).is_file()
     trials = sorted(p.name for p in (tmp_path / "trials").iterdir())
@@ -75,6 +77,29 @@ def test_tiny_capacity_sweep_writes_results_and_never_recomputes(tmp_path):
     assert {p: (tmp_path / "trials" / p).stat().st_mtime_ns for p in trials} == stamps  # nothing recomputed
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["rows"] == json.loads(json.dumps(s["rows"]))
+    # trial results as earlier versions wrote them (history rows counted as epochs, no eval_every) are converted
+    # when reused, in the summary and in the per-trial table alike
+    for p in trials:
+        path = tmp_path / "trials" / p
+        r = json.loads(path.read_text())
+        metrics = tmp_path / "runs" / p.removesuffix(".json") / "metrics.jsonl"
+        r["epochs"] = len(metrics.read_text().splitlines())
+        del r["eval_every"]
+        path.write_text(json.dumps(r))
+    old = run_capacity(tmp_path, **kw)
+    assert old["rows"] == s["rows"]
+    _check_trials_csv(tmp_path)
+
+
+def _check_trials_csv(folder):
+    """capacity_trials.csv gives every trial's epochs trained: the last row of its metrics."""
+    with open(folder / "capacity_trials.csv", newline="") as fh:
+        trials_csv = list(csv.DictReader(fh))
+    assert any(t["reached"] in ("True", "False") for t in trials_csv)
+    for t in trials_csv:
+        if t["reached"] in ("True", "False"):
+            rows = (folder / "runs" / t["trial"] / "metrics.jsonl").read_text().splitlines()
+            assert int(t["epochs"]) == json.loads(rows[-1])["epoch"], t
 
 
 KW = dict(kind="synthetic", ns=(8,), grid=(4,), max_steps=40, length=4, vocab=6, labels=2, lr=2e-2)
@@ -186,3 +211,4 @@ def test_epochs_of_results_from_versions_that_stored_history_rows():
     assert epochs_trained({"N": 50, "reached": False, "epochs": 84, "config": cfg}) == 1000
     assert epochs_trained({"N": 400, "reached": True, "epochs": 127, "config": cfg}) == 127
     assert epochs_trained({"N": 50, "reached": True, "epochs": 190, "eval_every": 12, "config": cfg}) == 190
+    assert epochs_trained({"N": 50, "error": "worker died", "config": cfg}) is None  # a failed trial: no count

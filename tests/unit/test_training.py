@@ -130,6 +130,28 @@ def test_epochs_counts_epochs_trained_when_evaluated_every_few_epochs(tmp_path):
     assert stopped.status == "interrupted" and stopped.epochs == 4 and [row["epoch"] for row in stopped.history] == [3]
 
 
+def test_resume_keeps_the_runs_evaluation_interval(tmp_path):
+    """The checkpoint records eval_every: a resume with another interval is refused (the history would mix both),
+    the same interval resumes, and a history missing one of its evaluated epochs is refused naming them."""
+    from uatlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+    data = tiny_ner(12, seed=4)
+    cfg = TrainConfig(epochs=7, **SMALL)
+    part = train(data, cfg, tmp_path / "run", progress=False, eval_every=3, stop_after_steps=13)  # in epoch 7
+    assert part.status == "interrupted" and part.epochs == 6 and [r["epoch"] for r in part.history] == [3, 6]
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    assert load_checkpoint(ckpt)["eval_every"] == 3
+    with pytest.raises(CheckpointError, match="evaluated every 3 epochs; this run evaluates every 1"):
+        train(data, cfg, tmp_path / "run", progress=False, resume=True)
+    state = {k: v for k, v in load_checkpoint(ckpt).items() if k != "format"}
+    save_checkpoint({**state, "history": state["history"][1:]}, ckpt)  # the row of epoch 3 dropped
+    with pytest.raises(CheckpointError, match="rows for epochs 3, 6"):
+        train(data, cfg, tmp_path / "run", progress=False, resume=True, eval_every=3)
+    save_checkpoint(state, ckpt)
+    done = train(data, cfg, tmp_path / "run", progress=False, resume=True, eval_every=3)
+    assert done.status == "completed" and done.epochs == 7 and [r["epoch"] for r in done.history] == [3, 6, 7]
+
+
 def test_interrupted_mid_epoch_resumes_to_identical_numbers(tmp_path):
     data = tiny_ner(30, seed=2)
     cfg = TrainConfig(epochs=4, **SMALL)

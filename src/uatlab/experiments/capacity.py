@@ -98,13 +98,13 @@ def evaluation_interval(sequences: int, batch_size: int) -> int:
     return max(1, 25 // math.ceil(sequences / batch_size))
 
 
-def epochs_trained(result: dict[str, Any]) -> int:
+def epochs_trained(result: dict[str, Any]) -> int | None:
     """A trial result's epochs trained. Results without ``eval_every`` come from versions that stored the number
     of history rows as ``epochs``: a trial that reached the ceiling stopped at its last evaluated epoch, row k of
     the evaluations every ``evaluation_interval`` epochs, or at the final epoch (evaluated too); one that did not
     ran every epoch of its config."""
-    if "eval_every" in result:
-        return int(result["epochs"])
+    if "eval_every" in result or "reached" not in result:  # a failed trial's record has no count to convert
+        return result.get("epochs")
     cfg = result["config"]
     total = int(cfg["epochs"])
     if not result["reached"]:
@@ -376,6 +376,7 @@ def _flat(tid: str, r: dict[str, Any]) -> dict[str, Any]:
         "d": cfg.get("dim"),
         "ff_width": cfg.get("ff_width"),
         **{k: r.get(k) for k in keep},
+        "epochs": epochs_trained(r),
         "error": r.get("error", "")[:200],
     }
 

@@ -168,6 +168,19 @@ def _resume_counters(
     rng = state.get("rng")
     if not (isinstance(rng, torch.Tensor) and rng.dtype == torch.uint8 and rng.dim() == 1):
         raise bad("rng", type(rng).__name__ if not isinstance(rng, torch.Tensor) else rng, "torch's byte RNG state")
+    saved_every = state.get("eval_every")  # absent in checkpoints of earlier versions
+    if saved_every is not None and saved_every != eval_every:
+        raise CheckpointError(
+            f"{path} was written by a run that evaluated every {saved_every!r} epochs; this run evaluates every "
+            f"{eval_every} (eval_every): its history would mix both; {ADVICE_NEW_RUN}"
+        )
+    # the epochs with a history row: every eval_every-th and the run's last (checkpoints of earlier versions written
+    # with eval_every 1 (the CLI) have the same rows; others are only checked for increasing epochs)
+    evaluated = (
+        [e for e in range(1, epoch + 1) if e % eval_every == 0 or e == epochs]
+        if saved_every is not None or eval_every == 1
+        else None
+    )
     history = state.get("history")
     if (
         not isinstance(history, list)
@@ -175,16 +188,25 @@ def _resume_counters(
             isinstance(r, dict) and isinstance(r.get("epoch"), int) and 1 <= r["epoch"] <= epoch for r in history
         )
         or any(a["epoch"] >= b["epoch"] for a, b in itertools.pairwise(history))
-        or (eval_every == 1 and [r["epoch"] for r in history] != list(range(1, epoch + 1)))
+        or (evaluated is not None and [r["epoch"] for r in history] != evaluated)
     ):
-        want = f"one row per epoch 1..{epoch}" if eval_every == 1 else f"rows of increasing epochs in 1..{epoch}"
-        raise bad("history", "of another form", f"a list of per-epoch metrics, {want}")
+        want = f"rows for epochs {_span(evaluated)}" if evaluated is not None else f"increasing epochs in 1..{epoch}"
+        raise bad("history", "of another form", f"a list of per-epoch metrics with {want}")
     hard = state.get("hard_sequences", [])
     if not isinstance(hard, list) or not all(
         isinstance(i, int) and not isinstance(i, bool) and 0 <= i < sequences for i in hard
     ):
         raise bad("hard_sequences", "of another form", f"a list of sequence indices in [0, {sequences})")
     return epoch, batch_in_epoch, step, float(seconds), list(history), list(hard)
+
+
+def _span(epochs: list[int]) -> str:
+    """'1..5', '3, 6, 9' or 'none' for a list of epochs."""
+    if not epochs:
+        return "none"
+    if epochs == list(range(epochs[0], epochs[-1] + 1)) and len(epochs) > 2:
+        return f"{epochs[0]}..{epochs[-1]}"
+    return ", ".join(map(str, epochs))
 
 
 def learning_rate(step: int, total_steps: int, cfg: TrainConfig) -> float:
@@ -727,6 +749,7 @@ def _train_in(
                 "vocab_tokens": vocab.id_to_token,
                 "vocab_labels": vocab.id_to_label,
                 "threads": torch.get_num_threads(),  # results depend on it (see the resume warning)
+                "eval_every": eval_every,  # which epochs the history has a row for
             },
             ckpt_path,
         )
