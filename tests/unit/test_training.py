@@ -101,6 +101,15 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     assert r.epochs_to["ceiling"] == r.epochs
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [x["epoch"] for x in rows] == list(range(1, r.epochs + 1))
+    from uatlab.models import load_model
+
+    before, _ = load_model(tmp_path / "run" / "model.safetensors")
+    again = train(data, cfg, tmp_path / "run", progress=False, stop_at_ceiling=True, resume=True)
+    assert again.status == "ceiling" and again.epochs == r.epochs and again.history == r.history  # nothing trained
+    after, _ = load_model(tmp_path / "run" / "model.safetensors")
+    assert all(
+        torch.equal(a, b) for a, b in zip(before.state_dict().values(), after.state_dict().values(), strict=True)
+    )
     assert (tmp_path / "run" / "metrics.csv").read_text().startswith("epoch,")
     assert (tmp_path / "run" / "model.safetensors").is_file()
     s = r.summary()

@@ -760,6 +760,15 @@ def _train_in(
             f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
         )
     status = "completed"
+    if (
+        stop_at_ceiling
+        and batch_in_epoch == 0
+        and history
+        and history[-1]["epoch"] == epoch
+        and history[-1]["train_errors"] <= rep.conflict_tokens
+    ):  # resumed from the checkpoint of a run that stopped at the ceiling: nothing is left to train
+        status = "ceiling"
+        say(f"the checkpoint's run reached the ceiling at epoch {epoch}; nothing to train")
     first_step = step  # where this run starts (0, or the checkpoint's step on --resume)
     model.train()
     with _StopFlag() as stop:
