@@ -137,6 +137,18 @@ def test_epochs_counts_epochs_trained_when_evaluated_every_few_epochs(tmp_path):
         data, TrainConfig(epochs=7, **SMALL), tmp_path / "stop", progress=False, eval_every=3, stop_after_steps=9
     )  # 2 batches an epoch: stops in epoch 5, after 4 completed
     assert stopped.status == "interrupted" and stopped.epochs == 4 and [row["epoch"] for row in stopped.history] == [3]
+    # checkpoints every 4 epochs, stopped in epoch 7: metrics.jsonl holds the summary's rows, not the last checkpoint's
+    late = train(
+        data,
+        TrainConfig(epochs=9, **SMALL),
+        tmp_path / "late",
+        progress=False,
+        checkpoint_every=4,
+        stop_after_steps=13,
+    )
+    rows = [json.loads(x)["epoch"] for x in (tmp_path / "late" / "metrics.jsonl").read_text().splitlines()]
+    assert late.status == "interrupted" and rows == [r["epoch"] for r in late.history] == list(range(1, 7))
+    assert json.loads((tmp_path / "late" / "summary.json").read_text())["epochs"] == 6
 
 
 def test_resume_keeps_the_runs_evaluation_interval(tmp_path):

@@ -889,6 +889,7 @@ def _train_in(
     if status in ("completed", "ceiling"):
         model_path = save(model, out / "model.safetensors", encoding=vocab, facts={"train_config": cfg.as_dict()})
         result.files["model"] = str(model_path)
+    _write_metrics(out, history)  # the rows summary.json holds, also when the last checkpoint came mid-epoch
     summary = result.summary()
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     result.files["summary"] = str(out / "summary.json")
