@@ -331,6 +331,13 @@ def test_compare_logits_scales_each_position_by_its_own_largest_logit_and_compar
     for other in ([[-inf, 2.0], [1.0, 0.0]], [[5.0, 2.0], [1.0, 0.0]], [[inf, 2.0], [1.0, math.nan]]):
         bad = compare_logits(_Fixed([[inf, 2.0], [1.0, 0.0]]), _Fixed(other), ids)
         assert bad.max_relative_difference == inf and not bad.within(1e300), other
+        assert bad.mismatched_positions == 1 and bad.nonfinite_positions == 1, other
+    # an infinity in the exported model only: a mismatch, though uatlab's own logits are all finite
+    only = compare_logits(_Fixed([[3.0, 2.0], [1.0, 0.0]]), _Fixed([[3.0, inf], [1.0, 0.0]]), ids)
+    assert only.mismatched_positions == 1 and only.nonfinite_positions == 0 and not only.within(1e300)
+    # all-zero logits against finite others: an infinite relative figure with no mismatch
+    zero = compare_logits(_Fixed([[0.0, 0.0]]), _Fixed([[5.0, 0.0]]), [np.zeros(1, dtype=np.int64)])
+    assert zero.max_relative_difference == inf and zero.mismatched_positions == 0 and zero.max_abs_difference == 5.0
     both_nan = compare_logits(_Fixed([[math.nan, 0.0]]), _Fixed([[math.nan, 0.0]]), [np.zeros(1, dtype=np.int64)])
     assert not both_nan.within(1e300)  # NaN is never an agreement
     with pytest.raises(InputError, match="at least one"):
@@ -357,6 +364,19 @@ def test_cli_export_json_on_refusal_check_zero_and_near_tie_warning(compiled, tm
     captured = capsys.readouterr()
     assert json.loads(captured.out)["written"] is True and out.is_dir()
     assert f"warning: the top label differs at {fig['checked_positions']} of" in " ".join(captured.err.split())
+
+    # a NaN in the exported model: the refusal says so (not a figure of nan)
+    def with_nan(m):
+        hooked = convert(m)
+        with torch.no_grad():
+            hooked.unembed.b_U[0] = math.nan
+        return hooked
+
+    monkeypatch.setattr(tl, "to_hooked_transformer", with_nan)
+    outn = tmp_path / "tln"
+    assert main(["export", str(path), str(outn), "--to", "transformer-lens", "--check", "3"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "by a NaN, or an infinite logit that the other model does not have, at" in err and not outn.exists()
     # --check 0 compares nothing: no tolerance is reported as applied, and --tolerance with it is refused
     out0 = tmp_path / "tl0"
     assert main(["export", str(path), str(out0), "--to", "transformer-lens", "--check", "0", "--json"]) == 0

@@ -105,6 +105,7 @@ def export_cmd(
         "max_relative_logit_difference": None if cmp is None else cmp.max_relative_difference,
         "argmax_disagreements": None if cmp is None else cmp.argmax_disagreements,
         "nonfinite_positions": None if cmp is None else cmp.nonfinite_positions,
+        "mismatched_positions": None if cmp is None else cmp.mismatched_positions,
         "tolerance": None if cmp is None else tol,  # nothing compared: no tolerance applied
         "written": ok,
     }
@@ -116,10 +117,10 @@ def export_cmd(
     elif ok:
         console.print(key_value_table("export to TransformerLens", fig))
     if cmp is not None and not ok:
-        if math.isinf(cmp.max_relative_difference):
+        if cmp.mismatched_positions:
             how = (
-                "a NaN, or an infinite logit in one model that the other does not have, at some of the "
-                f"{cmp.positions} positions"
+                f"a NaN, or an infinite logit that the other model does not have, at {cmp.mismatched_positions} of "
+                f"the {cmp.positions} positions"
             )
         else:
             how = (

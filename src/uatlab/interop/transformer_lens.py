@@ -455,6 +455,8 @@ class LogitComparison:
     * ``argmax_disagreements``: positions whose top label differs. Within a tolerance this happens only at
       near-ties (the top two logits closer than twice the difference).
     * ``nonfinite_positions``: positions where one of uatlab's logits is not finite (compared by equality there).
+    * ``mismatched_positions``: positions with a mismatch (a NaN, or a non-finite logit the other model does not
+      share).
     """
 
     positions: int
@@ -462,6 +464,7 @@ class LogitComparison:
     max_relative_difference: float
     argmax_disagreements: int
     nonfinite_positions: int = 0
+    mismatched_positions: int = 0
 
     def within(self, tolerance: float) -> bool:
         """The relative difference is at most ``tolerance`` (a mismatch, an infinite difference, never is)."""
@@ -485,7 +488,7 @@ def compare_logits(
     by_len: dict[int, list[np.ndarray]] = {}
     for a in ids:
         by_len.setdefault(len(a), []).append(a)
-    positions = disagree = nonfinite = 0
+    positions = disagree = nonfinite = mismatched = 0
     worst_abs = worst_rel = 0.0
     with torch.no_grad():
         for rows in by_len.values():
@@ -500,10 +503,11 @@ def compare_logits(
                 scale = torch.where(fa, a.abs(), torch.zeros_like(a)).amax(dim=-1).clamp_min(torch.finfo(a.dtype).tiny)
                 positions += diff.numel()
                 nonfinite += int((~fa).any(dim=-1).sum())
+                mismatched += int(mismatch.sum())
                 worst_abs = max(worst_abs, float(diff.max()))
                 worst_rel = max(worst_rel, float((diff / scale).max()))
                 disagree += int((a.argmax(dim=-1) != b.argmax(dim=-1)).sum())
-    return LogitComparison(positions, worst_abs, worst_rel, disagree, nonfinite)
+    return LogitComparison(positions, worst_abs, worst_rel, disagree, nonfinite, mismatched)
 
 
 def max_logit_difference(

@@ -172,7 +172,7 @@ def _resume_counters(
     if saved_every is not None and saved_every != eval_every:
         raise CheckpointError(
             f"{path} was written by a run that evaluated every {saved_every!r} epochs; this run evaluates every "
-            f"{eval_every} (eval_every): its history would mix both; {ADVICE_NEW_RUN}"
+            f"{eval_every} (train's eval_every): its history would mix both; {ADVICE_NEW_RUN}"
         )
     # the epochs with a history row: every eval_every-th and the run's last (checkpoints of earlier versions written
     # with eval_every 1 (the CLI) have the same rows; others are only checked for increasing epochs)
@@ -760,15 +760,13 @@ def _train_in(
             f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
         )
     status = "completed"
-    if (
-        stop_at_ceiling
-        and batch_in_epoch == 0
-        and history
-        and history[-1]["epoch"] == epoch
-        and history[-1]["train_errors"] <= rep.conflict_tokens
-    ):  # resumed from the checkpoint of a run that stopped at the ceiling: nothing is left to train
-        status = "ceiling"
-        say(f"the checkpoint's run reached the ceiling at epoch {epoch}; nothing to train")
+    if stop_at_ceiling and batch_in_epoch == 0 and history and history[-1]["epoch"] == epoch:
+        # resumed at the end of an evaluated epoch: if the model is at the ceiling on these sequences (evaluated
+        # again: the checkpoint's count was taken on the data it was written for), nothing is left to train
+        errors = evaluate(model, enc_train, label_names, with_f1=False).as_dict("train")["train_errors"]
+        if errors <= rep.conflict_tokens:
+            status = "ceiling"
+            say(f"the model is at the ceiling after epoch {epoch} ({errors} tokens wrong); nothing to train")
     first_step = step  # where this run starts (0, or the checkpoint's step on --resume)
     model.train()
     with _StopFlag() as stop:
@@ -886,9 +884,11 @@ def _train_in(
             "metrics_jsonl": str(out / "metrics.jsonl"),
         },
     )
+    model_file = out / "model.safetensors"
     if status in ("completed", "ceiling"):
-        model_path = save(model, out / "model.safetensors", encoding=vocab, facts={"train_config": cfg.as_dict()})
-        result.files["model"] = str(model_path)
+        if step > first_step or not model_file.is_file():  # a resume that trained nothing keeps the saved model
+            save(model, model_file, encoding=vocab, facts={"train_config": cfg.as_dict()})
+        result.files["model"] = str(model_file)
     _write_metrics(out, history)  # the rows summary.json holds, also when the last checkpoint came mid-epoch
     summary = result.summary()
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
