@@ -120,6 +120,15 @@ def test_memorizes_tiny_data_and_writes_files(tmp_path):
     with torch.no_grad():
         pred = model(b.inputs, attend_mask=b.mask).argmax(-1)
     assert int(((pred == b.targets) & b.mask).sum()) == data.num_tokens - r.history[-1]["train_errors"]
+    # a checkpoint from inside an epoch is not a stopped run's: the rest of the epoch is trained, then evaluated
+    from uatlab.training.checkpoint import load_checkpoint, save_checkpoint
+
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    state = {k: v for k, v in load_checkpoint(ckpt).items() if k != "format"}
+    save_checkpoint({**state, "epoch": r.epochs - 1, "batch_in_epoch": 1, "history": r.history[:-1]}, ckpt)
+    mid = train(data, cfg, tmp_path / "run", progress=False, stop_at_ceiling=True, resume=True)
+    assert mid.status == "ceiling" and mid.epochs == r.epochs and len(mid.history) == len(r.history)
+    assert mid.history[-1]["seconds_train"] != r.history[-1]["seconds_train"]  # the last epoch was run again
     # other labels for the same sequences (in memory: no file hash to compare): evaluated again, not at the
     # ceiling there, so training goes on
     labels = [list(ys) for ys in data.labels]
