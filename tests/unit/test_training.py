@@ -151,6 +151,9 @@ def test_epochs_counts_epochs_trained_when_evaluated_every_few_epochs(tmp_path):
         data, TrainConfig(epochs=7, **SMALL), tmp_path / "stop", progress=False, eval_every=3, stop_after_steps=9
     )  # 2 batches an epoch: stops in epoch 5, after 4 completed
     assert stopped.status == "interrupted" and stopped.epochs == 4 and [row["epoch"] for row in stopped.history] == [3]
+    early = train(data, TrainConfig(epochs=7, **SMALL), tmp_path / "early", progress=False, stop_after_steps=1)
+    assert early.history == [] and "metrics_csv" not in early.files  # no row yet: no metrics file is named
+    assert not (tmp_path / "early" / "metrics.csv").exists() and (tmp_path / "early" / "checkpoint.pt").is_file()
     # checkpoints every 4 epochs, stopped in epoch 7: metrics.jsonl holds the summary's rows, not the last checkpoint's
     late = train(
         data,

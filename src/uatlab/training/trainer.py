@@ -880,8 +880,12 @@ def _train_in(
         data=data_info,
         files={
             "checkpoint": str(ckpt_path),
-            "metrics_csv": str(out / "metrics.csv"),
-            "metrics_jsonl": str(out / "metrics.jsonl"),
+            # written only once an epoch has been evaluated
+            **(
+                {"metrics_csv": str(out / "metrics.csv"), "metrics_jsonl": str(out / "metrics.jsonl")}
+                if history
+                else {}
+            ),
         },
     )
     model_file = out / "model.safetensors"
