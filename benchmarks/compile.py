@@ -270,7 +270,7 @@ def _certificate_work(model_path: Path, toks: list[list[str]]) -> tuple[int, int
     t2i = {t: i for i, t in enumerate(extra["encoding"]["tokens"])}
     ids = np.fromiter((t2i[t] for seq in toks for t in seq), np.int64)
     bm = _BoundedModel(model)
-    spot_cost = spot_check_cost_per_token(model, bm)
+    spot_cost = spot_check_cost_per_token(model)
     width = model.config.layer_ff_width(0)
     d, C = model.config.d_model, model.config.num_labels
     if bm.gate is None:

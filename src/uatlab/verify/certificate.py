@@ -1939,7 +1939,7 @@ def certify_chunks(
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
     n_seq = n_tok = dense_units = unknown_tokens = 0
     # budget for the PyTorch spot check (multiply-adds of the dense forward pass), spent in data order
-    cost_per_token = spot_check_cost_per_token(model, bm)
+    cost_per_token = spot_check_cost_per_token(model)
     spot = {"tokens": 0, "certified": 0, "certified_but_wrong": 0, "torch_agrees_with_reference": 0}
     setup = _ChunkSetup(uuid.uuid4().hex, model, enc, exp_ulps, cost_per_token, max_examples, keep_margins, unknown)
     budgets = _spot_budgets(chunks, int(spot_check_flops), cost_per_token)
@@ -2132,11 +2132,10 @@ class _ChunkSetup:
 _SETUP_CACHE: dict[str, _BoundedModel] = {}
 
 
-def spot_check_cost_per_token(model: Transformer, bm: _BoundedModel | None = None) -> int:
+def spot_check_cost_per_token(model: Transformer) -> int:
     """Multiply-adds of PyTorch's forward pass per token, as the spot check's budget counts them: the model's
-    2-D weight entries other than the token embedding (a lookup, no product); at least 1. ``bm``: the model's
-    `_BoundedModel` if already built (its embedding is the one subtracted)."""
-    embedding = (bm if bm is not None else _BoundedModel(model)).E.size
+    2-D weight entries other than the token embedding (a lookup, no product); at least 1."""
+    embedding = model.embed.weight.numel() if model.embed is not None else 0
     return max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - embedding)
 
 
