@@ -732,6 +732,7 @@ def _train_in(
         raise CheckpointError(f"{ckpt_path} already exists: {ADVICE_RESUME}")
 
     def checkpoint(ep: int, bi: int, st: int, secs: float) -> None:
+        """The checkpoint and, beside it, the metrics files of its history (so they agree wherever a run stops)."""
         save_checkpoint(
             {
                 "train_config": cfg.as_dict(),
@@ -753,6 +754,7 @@ def _train_in(
             },
             ckpt_path,
         )
+        _write_metrics(out, history)
 
     if cfg.warmup_steps > total_steps:  # after any refusal to resume; either schedule starts with the warm-up
         say(
@@ -857,7 +859,6 @@ def _train_in(
                 status = "ceiling"
             if epoch % checkpoint_every == 0 or epoch == cfg.epochs or status != "completed":
                 checkpoint(epoch, 0, step, 0.0)
-                _write_metrics(out, history)
             say(
                 f"epoch {epoch}: train loss {row['train_loss']:.5f} acc {row['train_accuracy']:.5f} "
                 f"errors {row['train_errors']} ({seconds_train:.1f}s train)"
@@ -893,7 +894,6 @@ def _train_in(
         if step > first_step or not model_file.is_file():  # a resume that trained nothing keeps the saved model
             save(model, model_file, encoding=vocab, facts={"train_config": cfg.as_dict()})
         result.files["model"] = str(model_file)
-    _write_metrics(out, history)  # the rows summary.json holds, also when the last checkpoint came mid-epoch
     summary = result.summary()
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=1, default=str))
     result.files["summary"] = str(out / "summary.json")
