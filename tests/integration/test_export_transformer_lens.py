@@ -283,7 +283,8 @@ def test_cli_export_refuses_logits_beyond_the_tolerance_and_writes_nothing(compi
     assert main(["export", str(path), str(out), "--to", "transformer-lens", "--check", "10"]) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert err.startswith(f"error: {path}: the exported model's logits differ") and "nothing was written" in err
-    assert "--tolerance 1.49e-08" in err and not out.exists()
+    default = math.sqrt(torch.finfo(torch.float64).eps)  # the default of a float64 model: √ε
+    assert f"--tolerance {default:.3g}" in err and not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.safetensors"]
     # a tolerance above the difference accepts it, and reports what it accepted
     args = ["export", str(path), str(out), "--to", "transformer-lens", "--check", "10", "--json"]
