@@ -20,6 +20,15 @@ from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 
 TARGETS = ("transformer-lens",)
+# --json field → `uatlab.interop.LogitComparison` attribute (None with --check 0)
+COMPARISON_FIELDS = {
+    "checked_positions": "positions",
+    "max_logit_difference": "max_abs_difference",
+    "max_relative_logit_difference": "max_relative_difference",
+    "argmax_disagreements": "argmax_disagreements",
+    "nonfinite_positions": "nonfinite_positions",
+    "mismatched_positions": "mismatched_positions",
+}
 
 
 def check_sequences(model, sequences: int, seed: int) -> list:
@@ -100,12 +109,7 @@ def export_cmd(
         "vocabulary": len(hooked.token_list),
         "labels": len(hooked.label_list),
         "checked_sequences": check,
-        "checked_positions": None if cmp is None else cmp.positions,
-        "max_logit_difference": None if cmp is None else cmp.max_abs_difference,
-        "max_relative_logit_difference": None if cmp is None else cmp.max_relative_difference,
-        "argmax_disagreements": None if cmp is None else cmp.argmax_disagreements,
-        "nonfinite_positions": None if cmp is None else cmp.nonfinite_positions,
-        "mismatched_positions": None if cmp is None else cmp.mismatched_positions,
+        **{field: None if cmp is None else getattr(cmp, name) for field, name in COMPARISON_FIELDS.items()},
         "tolerance": None if cmp is None else tol,  # nothing compared: no tolerance applied
         "written": ok,
     }
