@@ -762,9 +762,12 @@ def _train_in(
             f"{cfg.epochs} epochs of {steps_per_epoch} batches); the learning rate never reaches its peak {cfg.lr:g}"
         )
     status = "completed"
-    if stop_at_ceiling and batch_in_epoch == 0 and history and history[-1]["epoch"] == epoch:
-        # resumed at the end of an evaluated epoch: if the model is at the ceiling on these sequences (evaluated
-        # again: the checkpoint's count was taken on the data it was written for), nothing is left to train
+    last = history[-1] if history else {}
+    was_at_ceiling = isinstance(last.get("train_errors"), int) and last["train_errors"] <= rep.conflict_tokens
+    if stop_at_ceiling and batch_in_epoch == 0 and last.get("epoch") == epoch and was_at_ceiling:
+        # resumed at the end of an epoch whose evaluation was at the ceiling: if the model still is on these
+        # sequences (evaluated again: the checkpoint's count was taken on the data it was written for), nothing is
+        # left to train. (A checkpoint below the ceiling trains on without this extra pass.)
         errors = evaluate(model, enc_train, label_names, with_f1=False).as_dict("train")["train_errors"]
         if errors <= rep.conflict_tokens:
             status = "ceiling"
