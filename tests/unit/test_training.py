@@ -185,6 +185,10 @@ def test_resume_keeps_the_runs_evaluation_interval(tmp_path):
     save_checkpoint({**state, "history": state["history"][1:]}, ckpt)  # the row of epoch 3 dropped
     with pytest.raises(CheckpointError, match="rows for epochs 3, 6"):
         train(data, cfg, tmp_path / "run", progress=False, resume=True, eval_every=3)
+    # a checkpoint of an earlier version (no eval_every recorded): the refusal names the interval its rows fit
+    save_checkpoint({k: v for k, v in state.items() if k != "eval_every"}, ckpt)
+    with pytest.raises(CheckpointError, match=r"rows for epochs 3, 6.*every 3 epochs.*resume with eval_every=3"):
+        train(data, cfg, tmp_path / "run", progress=False, resume=True)
     save_checkpoint(state, ckpt)
     done = train(data, cfg, tmp_path / "run", progress=False, resume=True, eval_every=3)
     assert done.status == "completed" and done.epochs == 7 and [r["epoch"] for r in done.history] == [3, 6, 7]

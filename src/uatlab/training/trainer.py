@@ -190,6 +190,15 @@ def _resume_counters(
         or any(a["epoch"] >= b["epoch"] for a, b in itertools.pairwise(history))
         or (evaluated is not None and [r["epoch"] for r in history] != evaluated)
     ):
+        if saved_every is None and isinstance(history, list):  # an earlier version's checkpoint: its interval?
+            k = _interval_of(history, epoch, epochs)
+            if k is not None and k != eval_every:
+                raise CheckpointError(
+                    f"{path} was written by an earlier version that did not record its evaluation interval; its "
+                    f"history has rows for epochs {_span([r['epoch'] for r in history])}, the epochs a run that "
+                    f"evaluates every {k} epochs keeps; this run evaluates every {eval_every} (train's eval_every): "
+                    f"resume with eval_every={k}, or {ADVICE_NEW_RUN}"
+                )
         want = f"rows for epochs {_span(evaluated)}" if evaluated is not None else f"increasing epochs in 1..{epoch}"
         raise bad("history", "of another form", f"a list of per-epoch metrics with {want}")
     hard = state.get("hard_sequences", [])
@@ -198,6 +207,16 @@ def _resume_counters(
     ):
         raise bad("hard_sequences", "of another form", f"a list of sequence indices in [0, {sequences})")
     return epoch, batch_in_epoch, step, float(seconds), list(history), list(hard)
+
+
+def _interval_of(history: list, epoch: int, epochs: int) -> int | None:
+    """The one evaluation interval k > 1 whose evaluated epochs (every k-th, and the run's last, up to ``epoch``)
+    are exactly the epochs of ``history``'s rows, or None (no such k, or rows that are not per-epoch metrics)."""
+    if not all(isinstance(r, dict) and isinstance(r.get("epoch"), int) for r in history):
+        return None
+    rows = [r["epoch"] for r in history]
+    fits = [k for k in range(2, epoch + 2) if rows == [e for e in range(1, epoch + 1) if e % k == 0 or e == epochs]]
+    return fits[0] if len(fits) == 1 else None
 
 
 def _span(epochs: list[int]) -> str:
