@@ -218,3 +218,34 @@ def test_the_api_refuses_unknown_unk_for_a_model_without_one(tmp_path):
     for bad, message in (("drop", "unknown must be 'error' or 'unk', got 'drop'"), ("unk", "no unknown-word token")):
         with pytest.raises(InputError, match=message):
             uatlab.certify(deep, data, unknown=bad)
+
+
+def test_certify_says_where_the_models_own_reference_is_not_finite(capsys, tmp_path):
+    """A float32 model whose query scale β is ∞ in float32: PyTorch's logits and the float64 reference are NaN at
+    every token. `uatlab certify` warns with the count, and its JSON counts no token correct and gives no finite
+    logit error bound."""
+    import json
+
+    import torch
+
+    import uatlab
+    from uatlab.data.dataset import Encoding
+
+    cfg = uatlab.TransformerConfig(d_model=4, vocab_size=2, num_labels=2, max_len=4, dtype="float32", beta=2.0**130)
+    model = uatlab.Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(0.5)
+        assert torch.isnan(model(torch.tensor([[0, 1]]))).all()  # the premise
+    model.encoding = Encoding.from_lists(["a", "b"], ["X", "Y"])
+    path = uatlab.save(model, tmp_path / "m.safetensors")
+    data = tmp_path / "d.jsonl"
+    for label in ("X", "Y"):
+        data.write_text(json.dumps({"tokens": ["a", "b"], "labels": [label, label]}) + "\n")
+        assert main(["certify", str(path), str(data), "--json"]) == 0
+        captured = capsys.readouterr()
+        out = json.loads(captured.out)
+        assert out["correct_tokens"] == out["certified_tokens"] == 0, label
+        assert out["max_logit_error_bound"] is None and out["reference_lost_tokens"] == 2
+        assert out["torch_spot_check"]["torch_agrees_with_reference"] == 0
+        assert f"warning: {data}: at 2 of 2 tokens the model's float64 reference logits are not finite" in captured.err

@@ -333,6 +333,60 @@ def test_a_scale_beyond_float32s_range_is_refused():
     assert cert.certified_tokens == 0
 
 
+def test_a_reference_that_is_not_finite_is_neither_correct_nor_bounded_nor_agreeing():
+    """With fl32(β) = ∞ the float64 reference itself is NaN at every token, as PyTorch's logits are: no token may
+    be counted correct or as agreeing with PyTorch, and no finite logit radius may be reported, whichever label
+    the data gives (the zeroed stand-in values the bounds carry for such a token have an argmax of their own)."""
+    model = _qk_model(2.0**130, [[2.0**-70, 1.0]])
+    with torch.no_grad():
+        assert torch.isnan(model(torch.zeros(1, 2, dtype=torch.int64))).all()  # the premise
+    for label in ENC["labels"]:
+        data = from_lists([["a", "a"], ["a"]], [[label, label], [label]])
+        cert = certify_chunks(model, iter([(0, data)]), len(data), ENC)
+        assert cert.correct_tokens == cert.certified_tokens == 0, label
+        assert cert.max_logit_error_bound == np.inf and cert.to_dict()["max_logit_error_bound"] is None
+        spot = cert.torch_spot_check
+        assert spot["tokens"] == 3 and spot["torch_agrees_with_reference"] == 0, label
+        assert cert.tokens == cert.reference_lost_tokens == 3, label
+
+
+def test_a_reference_lost_at_some_tokens_leaves_the_others_figures_alone():
+    """A float64 model whose third token's embedding (1e308) overflows the reference's scores and values: in the
+    sequences that hold it, PyTorch's logits are NaN at some tokens and finite at others (a query that gives it
+    weight exactly 0). correct_tokens and PyTorch's agreement count exactly the tokens where PyTorch's own float64
+    forward is finite (labelled with its argmax), whichever label the others carry."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, rank=1, ff_width=3, vocab_size=3,
+                            num_labels=2, max_len=4, positional="given", dtype="float64")  # fmt: skip
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        model.embed.weight[2] = 1e308
+    rng = np.random.default_rng(1)
+    seqs = [rng.integers(0, 2, int(rng.integers(2, 5))).tolist() for _ in range(12)]
+    seqs[3][0] = seqs[7][-1] = seqs[9][1] = 2
+    with torch.no_grad():
+        runs = [model(torch.tensor([s]))[0] for s in seqs]
+    finite = [torch.isfinite(r).all(-1).numpy() for r in runs]
+    clean = int(sum(f.sum() for f in finite))
+    lost = sum(len(s) for s in seqs) - clean
+    assert lost >= 3 and any(0 < f.sum() < len(f) for f in finite)  # the premise: partly lost sequences
+    enc = {"tokens": ["t0", "t1", "t2"], "labels": ["c0", "c1"]}
+    for lost_label in (0, 1):
+        labels = [
+            [f"c{int(y)}" if ok else f"c{lost_label}" for y, ok in zip(r.argmax(-1), f, strict=True)]
+            for r, f in zip(runs, finite, strict=True)
+        ]
+        data = from_lists([[f"t{i}" for i in s] for s in seqs], labels)
+        cert = certify_chunks(model, iter([(0, data)]), len(data), enc, keep_margins=True)
+        assert cert.correct_tokens == clean and cert.reference_lost_tokens == lost, lost_label
+        assert cert.max_logit_error_bound == np.inf and cert.to_dict()["max_logit_error_bound"] is None
+        spot = cert.torch_spot_check
+        assert spot["tokens"] == cert.tokens and spot["torch_agrees_with_reference"] == clean
+        assert spot["certified_but_wrong"] == 0
+        for m, f in zip(cert.margins, finite, strict=True):
+            assert np.all(m[~f] == -np.inf)
+
+
 def test_a_subnormal_scale_is_taken_as_the_run_rounds_it():
     """β = 2^-135/3 lies in float32's subnormal range, where fl32(β) is off by 6·10⁻⁵ relative (far above u):
     the reference scales by fl32(β) itself, and PyTorch's logits lie within the certified radii."""

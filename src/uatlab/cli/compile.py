@@ -890,6 +890,14 @@ def certify_cmd(
             highlight=False,
             soft_wrap=True,
         )
+    if cert.reference_lost_tokens:
+        err_console.print(
+            f"warning: {data}: at {cert.reference_lost_tokens} of {cert.tokens} tokens the model's float64 reference "
+            "logits are not finite (an overflow in the model itself, e.g. a query scale beyond the dtype's range): "
+            "they are neither correct nor certified, and no finite logit error bound holds there",
+            highlight=False,
+            soft_wrap=True,
+        )
     fig = cert.to_dict()
     fig["format"] = reading
     fig["params_total"] = model.num_parameters()

@@ -161,14 +161,16 @@ class Certificate:
             permutation-equivariant), so for it the ceiling can exceed what it can reach: certifying is then
             harder, never easier.
         conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
-        correct_tokens: tokens whose label is the argmax of the float64 reference logits.
+        correct_tokens: tokens whose label is the argmax of the float64 reference logits (a token whose reference
+            logits are not finite is not correct: ``reference_lost_tokens``).
         certified_tokens: tokens proven correct: whose certified lower margin is > 0, or 0 when the proof is
             void (``invalidated_by``).
         certified: ``certified_tokens ≥ ceiling_tokens`` and the proof is not void.
         certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data, unless void).
         min_certified_margin: the smallest certified lower margin among certified tokens (None if none).
         min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
-        max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|).
+        max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|); ∞ (``null`` in
+            JSON) when some token's reference is not finite (``reference_lost_tokens`` > 0).
         method: "gated-sparse" (the structured fast path for compiled models) or "dense".
         dense_units: with "gated-sparse", the most first-FF units that one forward pass evaluated for every one
             of its tokens (units not proven off for other codes' tokens, see `_BoundedModel.ff_gated`): 0 when
@@ -187,6 +189,9 @@ class Certificate:
             failed in this process (``environment["ok"]`` false; a reduced float32 matmul mode voids float32
             proofs only). Then no token is proven: ``certified_tokens`` is
             0, every margin −inf, and ``min_margin_at`` None.
+        reference_lost_tokens: tokens whose float64 reference logits are not finite: the reference overflowed
+            (e.g. a query scale β that is ∞ in the dtype), or the token reads, through attention, one that did.
+            Such a token is never certified, never counted correct, and never counted as agreeing with PyTorch.
         unknown_tokens: tokens outside the model's vocabulary that were read as its unknown-word token
             (``unknown='unk'``); 0 otherwise. Inputs that only such words tell apart are still different inputs
             for the ceiling, so a model that merges them cannot reach it on them.
@@ -220,6 +225,7 @@ class Certificate:
     dense_units: int | None = None
     invalidated_by: list[str] = field(default_factory=list)
     unknown_tokens: int = 0
+    reference_lost_tokens: int = 0
 
     def margin(self, sequence: int, position: int) -> float:
         """The certified lower margin of one token (> 0: proven correct)."""
@@ -434,21 +440,27 @@ def _gamma_of_counts(n: np.ndarray, u: float, offset: int = 0) -> np.ndarray:
     return tab[idx]
 
 
-def _quarantine(x: np.ndarray, r: np.ndarray, bad: np.ndarray) -> None:
-    """Flag (in ``bad``, (T,)) the tokens of x, r (T, d) whose value or radius is not finite, and set them to 0 ± 0.
+def _quarantine(x: np.ndarray, r: np.ndarray, bad: np.ndarray, lost: np.ndarray) -> None:
+    """Flag (in ``bad``, (T,)) the tokens of x, r (T, d) whose value or radius is not finite, and set their radius
+    to 0; a token whose value is not finite is also flagged in ``lost`` and its value set to 0.
 
     Such a radius arises only in a row already beyond the certificate's rules (e.g. a softmax row whose bound
     exp(2ρ) overflows, which is flagged, and then a masked key's 0 · ∞ in a later row that is not). NaN fails
     every comparison, so left in place it could make a live unit look dead, or drop an error-carrying
     coordinate from a bound taken over the tokens of a call; zeroed, the token adds nothing to such bounds
-    (a box only widens with an extra point) and stays flagged. The common case is one reduction per array:
-    a finite sum means every entry is finite."""
+    (a box only widens with an extra point, here the token's own reference value) and stays flagged. A value
+    that is not finite is the float64 reference's own (an overflow in it, or a softmax row whose weights are
+    undefined, see `attention`): from here on the token has no reference (``lost``), and nothing read off it
+    (its argmax, its radius) describes one. The common case is one reduction per array: a finite sum means
+    every entry is finite."""
     if np.isfinite(x.sum()) and np.isfinite(r.sum()):
         return
-    nf = ~(np.isfinite(x).all(axis=1) & np.isfinite(r).all(axis=1))
+    nx = ~np.isfinite(x).all(axis=1)
+    nf = nx | ~np.isfinite(r).all(axis=1)
     if nf.any():
-        x[nf], r[nf] = 0.0, 0.0
+        x[nx], r[nf] = 0.0, 0.0
         bad |= nf
+        lost |= nx
 
 
 def _column_stats(x: np.ndarray, r: np.ndarray, block: int = 1 << 13) -> tuple[np.ndarray, ...]:
@@ -1066,6 +1078,7 @@ class _BoundedModel:
             allowed = np.ones((1, n, n), dtype=bool)
         nkeys = allowed.sum(axis=-1)  # (1, n)
         scale_exact = is_power_of_two(att.scale)
+        undefined = np.zeros((B, n), dtype=bool)
         heads = []
         for i in range(att.WQ.shape[0]):
             # q, k, v (B, n, s) as one product: each output row is its own dot product and radius
@@ -1144,6 +1157,8 @@ class _BoundedModel:
             )
             heads.append((h, rh))
             Hb_acc.append(np.abs(h) + 2 * rh)
+            if not np.isfinite(P.sum()):  # rows whose weights are not finite (scores ∞ or NaN): see below
+                undefined |= ~np.isfinite(P).all(axis=-1)
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
         hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
         # coordinates no head writes (hs_count 0) pass through exactly: x + 0 with radius r (`_residual` with
@@ -1161,6 +1176,11 @@ class _BoundedModel:
         x[..., W], r[..., W] = self._residual(
             x[..., W], r[..., W], upd, rupd_lin + hs_count[W] * self.eta, rounding, hs_count[W]
         )
+        if undefined.any():
+            # a row whose softmax weights are not finite (its scores overflowed in the reference, or fl32(β) = ∞)
+            # has no reference value, even where W_O = 0 drops its h: NaN, which `_quarantine` marks as lost
+            x[undefined] = np.nan
+            bad |= undefined
         return bad
 
     def readout_bound(self, y, ry):
@@ -1499,7 +1519,9 @@ class _BoundedModel:
 
     # ---------------------------------------------------------------- whole forward
     def forward_bounds(self, ids: np.ndarray):
-        """ids (B, n) → logits L, radii rL (B, n, C) and a (B, n) flag of uncertifiable rows."""
+        """ids (B, n) → logits L, radii rL (B, n, C) and a (B, n) flag of uncertifiable rows; where the float64
+        reference itself is not finite (or was lost to a value that was not), L is NaN and rL ∞ (and the row is
+        flagged)."""
         return self.forward_bounds_groups([ids])[0]
 
     # score elements (sequences × n × n) of one attention evaluation (its ~15 temporaries: 2 MB each)
@@ -1544,6 +1566,9 @@ class _BoundedModel:
         xs, rs = views(xf, rf)
         badf = np.zeros(sum(sizes), dtype=bool)  # per token: not certifiable; the groups' (B, n) flags are views
         bads = [b.reshape(ids.shape) for b, ids in zip(np.split(badf, cut), groups, strict=True)]
+        # per token: its reference value was lost (zeroed by `_quarantine`, or it reads a key that was)
+        lostf = np.zeros(sum(sizes), dtype=bool)
+        losts = [b.reshape(ids.shape) for b, ids in zip(np.split(lostf, cut), groups, strict=True)]
         flags = []
         for gi, ids in enumerate(groups):
             x, r = self.embed(ids, out=(xs[gi], rs[gi]))
@@ -1556,7 +1581,7 @@ class _BoundedModel:
                 xs[gi][...], rs[gi][...] = self._ff_dense_chunked(x, r, *self.input_ff)
             del x, r
             flags.append(flag)
-        _quarantine(xf, rf, badf)
+        _quarantine(xf, rf, badf, lostf)
         overflow = False
         for li, (att, hid, out) in enumerate(self.layers):
             for gi, ids in enumerate(groups):
@@ -1564,11 +1589,12 @@ class _BoundedModel:
                 bad = bads[gi]
                 # a flagged row's radius is not valid (or it was zeroed by `_quarantine`), and it is a key of every
                 # later query that sees it
-                if bad.any():
-                    if att.causal:
-                        np.logical_or.accumulate(bad, axis=1, out=bad)
-                    else:
-                        bad |= bad.any(axis=1, keepdims=True)
+                for flagged in (bad, losts[gi]):  # a lost key's zeroed value also loses its queries' reference
+                    if flagged.any():
+                        if att.causal:
+                            np.logical_or.accumulate(flagged, axis=1, out=flagged)
+                        else:
+                            flagged |= flagged.any(axis=1, keepdims=True)
                 x, r = xs[gi], rs[gi]
                 step = max(1, self.ATTENTION_ELEMENTS // max(n * n, 1))
                 for s in range(0, B, step):
@@ -1577,7 +1603,7 @@ class _BoundedModel:
                         flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
                     # a flagged row's exp(2ρ) may overflow: its radius is then ∞ or NaN, quarantined below
                     bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
-            _quarantine(xf, rf, badf)
+            _quarantine(xf, rf, badf, lostf)
             if li == 0 and self.gate is not None:
                 # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
                 # Mx); rows of W2 outside R2 are all zero (their |W2| X is exactly 0)
@@ -1592,7 +1618,7 @@ class _BoundedModel:
                 xf, rf = self._ff_dense_chunked(xf[None], rf[None], hid, out)
                 xf, rf = xf[0], rf[0]
                 xs, rs = views(xf, rf)
-            _quarantine(xf, rf, badf)
+            _quarantine(xf, rf, badf, lostf)
         del xs, rs
         if check:
             overflow |= self._may_overflow(xf, rf, "readout", self.readout)
@@ -1601,6 +1627,12 @@ class _BoundedModel:
         # certifies: such rows are flagged here rather than trusted to compare False
         nonfinite = ~(np.isfinite(L).all(axis=-1) & np.isfinite(rL).all(axis=-1))
         del xf, rf
+        # where the reference's logits are not finite, or its value was lost upstream, they are unknown: NaN, with an
+        # infinite radius (a zeroed token's logits are finite numbers that describe no run, and must not be read as
+        # the reference's); a radius alone that is not finite leaves the reference's logits as they are
+        lostf |= ~np.isfinite(L).all(axis=-1)
+        if lostf.any():
+            L[lostf], rL[lostf] = np.nan, np.inf
         res = []
         for Lg, rLg, nf, bad, flag, ids in zip(
             np.split(L, cut), np.split(rL, cut), np.split(nonfinite, cut), bads, flags, groups, strict=True
@@ -1935,6 +1967,7 @@ def certify_chunks(
     certified_tokens = correct = 0
     min_margin, min_at = np.inf, None
     max_err = 0.0
+    reference_lost = 0
     examples: list[dict[str, Any]] = []
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
     n_seq = n_tok = dense_units = unknown_tokens = 0
@@ -1958,6 +1991,7 @@ def certify_chunks(
             correct += part["correct"]
             certified_tokens += part["certified"]
             max_err = max(max_err, part["max_err"])
+            reference_lost += part["reference_lost"]
             dense_units = max(dense_units, part["dense_units"])
             if part["min_at"] is not None and part["min_margin"] < min_margin:
                 min_margin, min_at = part["min_margin"], part["min_at"]
@@ -2011,6 +2045,7 @@ def certify_chunks(
         min_certified_margin=None if min_at is None else min_margin,
         min_margin_at=min_at,
         max_logit_error_bound=max_err,
+        reference_lost_tokens=reference_lost,
         method="gated-sparse" if bm.gate is not None else "dense",
         dense_units=dense_units if bm.gate is not None else None,
         seconds=time.perf_counter() - t0,
@@ -2262,6 +2297,7 @@ def _certify_chunk(
         "correct": 0,
         "certified": 0,
         "max_err": 0.0,
+        "reference_lost": 0,
         "min_margin": np.inf,
         "min_at": None,
         "examples": [],
@@ -2281,14 +2317,16 @@ def _certify_chunk(
     spot_rows: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in by_length]  # (pred, ok) of those
     # PyTorch's own forward on those sequences, run before the passes: its activations (one sequence × the FF
     # width) then do not add to the passes' arrays at the chunk's peak memory; compared after the passes
-    torch_runs: dict[int, np.ndarray] = {}
+    torch_runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per length group: PyTorch's argmax, logits finite
     if len(uniq):
         bm.check_length(int(uniq.max()))  # the bounded model's error, before PyTorch's own
     for gi, take in enumerate(takes):
         if take:
             ids = flat.rows(flat.tok, by_length[gi][:take], int(uniq[gi]))
             with torch.no_grad():
-                torch_runs[gi] = model(torch.from_numpy(ids), max_activations=SPOT_ACTIVATIONS).argmax(-1).numpy()
+                logits = model(torch.from_numpy(ids), max_activations=SPOT_ACTIVATIONS)
+            torch_runs[gi] = logits.argmax(-1).numpy(), torch.isfinite(logits).all(-1).numpy()
+            del logits
     for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
         batches = [flat.rows(flat.tok, idx, int(uniq[gi])) for gi, _, idx in part]  # (B, n) per piece
         counters: dict[str, int] = {}
@@ -2306,11 +2344,12 @@ def _certify_chunk(
             ys = flat.rows(flat.lab, idx, int(uniq[gi]))
             pred = np.concatenate([p for p, _ in spot_rows[gi]])
             ok = np.concatenate([o for _, o in spot_rows[gi]])
-            run = torch_runs[gi]
+            run, finite = torch_runs[gi]
             spot["tokens"] += int(run.size)
             spot["certified"] += int(ok.sum())
-            spot["certified_but_wrong"] += int((ok & (run != ys)).sum())
-            spot["torch_agrees_with_reference"] += int((run == pred).sum())
+            # logits that are not finite are no prediction (their argmax is an artefact of NaN ordering)
+            spot["certified_but_wrong"] += int((ok & ((run != ys) | ~finite)).sum())
+            spot["torch_agrees_with_reference"] += int(((run == pred) & finite).sum())
     return out
 
 
@@ -2358,11 +2397,15 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
     if margins is not None:
         for b, si in enumerate(idx):
             margins[start + int(si)] = lower[b].copy()
-    pred = L.argmax(axis=-1)
+    # the reference's prediction, −1 where it has none (its logits are not finite: `forward_bounds_groups`)
+    known = np.isfinite(L).all(axis=-1)
+    pred = np.where(known, L.argmax(axis=-1), -1)
     out["correct"] += int((pred == ys).sum())
+    out["reference_lost"] += int(known.size - np.count_nonzero(known))
     ok = lower > 0
     out["certified"] += int(ok.sum())
-    out["max_err"] = max(out["max_err"], float(rL.max()))
+    worst = float(rL.max(initial=0.0))
+    out["max_err"] = max(out["max_err"], worst if not math.isnan(worst) else math.inf)  # ∞: some radius not finite
     if ok.any():
         b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
         if lower[b, k] < out["min_margin"]:
@@ -2490,7 +2533,8 @@ def _id_map(names: list[str], to_id: dict[str, int], what: str) -> np.ndarray:
 def logit_bounds(
     model: Transformer, ids: np.ndarray, exp_ulps: float = DEFAULT_EXP_ULPS
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reference logits, radii and uncertifiable-row flags for token ids (B, n) of one length.
+    """Reference logits, radii and uncertifiable-row flags for token ids (B, n) of one length (NaN logits with an
+    infinite radius where the float64 reference is not finite).
 
     For every run of ``model`` in its parameters' dtype and every token: |L_run − L_exact| ≤ radius, and the
     float64 reference obeys the same bound (the quantities `certify` compares).
