@@ -347,7 +347,7 @@ def test_a_reference_that_is_not_finite_is_neither_correct_nor_bounded_nor_agree
         assert cert.max_logit_error_bound == np.inf and cert.to_dict()["max_logit_error_bound"] is None
         spot = cert.torch_spot_check
         assert spot["tokens"] == 3 and spot["torch_agrees_with_reference"] == 0, label
-        assert cert.tokens == cert.reference_lost_tokens == 3, label
+        assert cert.tokens == cert.reference_lost_tokens == cert.unbounded_tokens == 3, label
 
 
 def test_a_reference_lost_at_some_tokens_leaves_the_others_figures_alone():
@@ -379,12 +379,32 @@ def test_a_reference_lost_at_some_tokens_leaves_the_others_figures_alone():
         data = from_lists([[f"t{i}" for i in s] for s in seqs], labels)
         cert = certify_chunks(model, iter([(0, data)]), len(data), enc, keep_margins=True)
         assert cert.correct_tokens == clean and cert.reference_lost_tokens == lost, lost_label
-        assert cert.max_logit_error_bound == np.inf and cert.to_dict()["max_logit_error_bound"] is None
+        # the flagged rows' radii bound nothing and are left out of the maximum: the others' bound is finite
+        assert 0 < cert.max_logit_error_bound < 1e-12
+        assert cert.unbounded_tokens == sum(int((m == -np.inf).sum()) for m in cert.margins) >= lost
         spot = cert.torch_spot_check
         assert spot["tokens"] == cert.tokens and spot["torch_agrees_with_reference"] == clean
         assert spot["certified_but_wrong"] == 0
         for m, f in zip(cert.margins, finite, strict=True):
             assert np.all(m[~f] == -np.inf)
+
+
+def test_logits_whose_difference_exceeds_float64s_range_neither_warn_nor_certify():
+    """Reference logits ±1e308 (finite, exactly PyTorch's): their difference overflows float64. The certificate
+    (under pytest's warnings-as-errors) neither warns nor certifies the token, whose run is within max/4 of
+    overflowing."""
+    cfg = TransformerConfig(d_model=1, n_layers=0, vocab_size=1, num_labels=2, max_len=2, positional="none",
+                            dtype="float64")  # fmt: skip
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        model.embed.weight.fill_(1.0)
+        model.readout.weight.copy_(torch.tensor([[1e308], [-1e308]], dtype=torch.float64))
+        model.readout.bias.zero_()
+        assert model(torch.tensor([[0]]))[0, 0].tolist() == [1e308, -1e308]  # the premise
+    data = from_lists([["t0"]], [["c0"]])
+    cert = certify_chunks(model, iter([(0, data)]), 1, {"tokens": ["t0"], "labels": ["c0", "c1"]}, keep_margins=True)
+    assert cert.correct_tokens == 1 and cert.certified_tokens == 0 and cert.margins[0][0] == -np.inf
+    assert cert.unbounded_tokens == 1 and cert.max_logit_error_bound == np.inf
 
 
 def test_a_subnormal_scale_is_taken_as_the_run_rounds_it():

@@ -169,8 +169,12 @@ class Certificate:
         certified_fraction: ``certified_tokens / ceiling_tokens`` (1.0 for empty data, unless void).
         min_certified_margin: the smallest certified lower margin among certified tokens (None if none).
         min_margin_at: where that is (sequence, position, token, file line, the reference margin there).
-        max_logit_error_bound: the largest radius of any logit (bound on |L_run − L_exact|); ∞ (``null`` in
-            JSON) when some token's reference is not finite (``reference_lost_tokens`` > 0).
+        max_logit_error_bound: the largest radius of a logit over the tokens whose bound holds (all but
+            ``unbounded_tokens``): there |L_run − L_exact| ≤ it in every run; ∞ (``null`` in JSON) when no token's
+            bound holds.
+        unbounded_tokens: tokens whose logits have no valid error bound, never certified: a run might overflow, a
+            softmax weight might leave the normal range, or a value or radius is not finite (every
+            ``reference_lost_tokens`` token among them), or the token reads such a row through attention.
         method: "gated-sparse" (the structured fast path for compiled models) or "dense".
         dense_units: with "gated-sparse", the most first-FF units that one forward pass evaluated for every one
             of its tokens (units not proven off for other codes' tokens, see `_BoundedModel.ff_gated`): 0 when
@@ -226,6 +230,7 @@ class Certificate:
     invalidated_by: list[str] = field(default_factory=list)
     unknown_tokens: int = 0
     reference_lost_tokens: int = 0
+    unbounded_tokens: int = 0
 
     def margin(self, sequence: int, position: int) -> float:
         """The certified lower margin of one token (> 0: proven correct)."""
@@ -1967,7 +1972,7 @@ def certify_chunks(
     certified_tokens = correct = 0
     min_margin, min_at = np.inf, None
     max_err = 0.0
-    reference_lost = 0
+    reference_lost = unbounded = 0
     examples: list[dict[str, Any]] = []
     margins: dict[int, np.ndarray] | None = {} if keep_margins else None
     n_seq = n_tok = dense_units = unknown_tokens = 0
@@ -1992,6 +1997,7 @@ def certify_chunks(
             certified_tokens += part["certified"]
             max_err = max(max_err, part["max_err"])
             reference_lost += part["reference_lost"]
+            unbounded += part["unbounded"]
             dense_units = max(dense_units, part["dense_units"])
             if part["min_at"] is not None and part["min_margin"] < min_margin:
                 min_margin, min_at = part["min_margin"], part["min_at"]
@@ -2044,8 +2050,10 @@ def certify_chunks(
         certified_fraction=certified_tokens / ceiling if ceiling else float(not invalidated_by),
         min_certified_margin=None if min_at is None else min_margin,
         min_margin_at=min_at,
-        max_logit_error_bound=max_err,
+        # no token with a valid bound: no finite bound holds anywhere (∞, null in JSON)
+        max_logit_error_bound=max_err if unbounded < n_tok else math.inf,
         reference_lost_tokens=reference_lost,
+        unbounded_tokens=unbounded,
         method="gated-sparse" if bm.gate is not None else "dense",
         dense_units=dense_units if bm.gate is not None else None,
         seconds=time.perf_counter() - t0,
@@ -2298,6 +2306,7 @@ def _certify_chunk(
         "certified": 0,
         "max_err": 0.0,
         "reference_lost": 0,
+        "unbounded": 0,
         "min_margin": np.inf,
         "min_at": None,
         "examples": [],
@@ -2390,10 +2399,14 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
     C = L.shape[-1]
     Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
     rc = np.take_along_axis(rL, ys[..., None], axis=-1)
-    lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY  # (B, n, C) certified lower bound of L_c − L_o
+    with np.errstate(over="ignore", invalid="ignore"):
+        # (B, n, C) certified lower bound of L_c − L_o. A difference of finite logits beyond the float64 range is
+        # ±∞ (+∞ still a true lower bound when the radii are finite: L_c − L_o then exceeds every finite radius);
+        # NaN (∞ − ∞, in a row without a valid bound) is replaced by −∞ below
+        lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY
     onehot = np.arange(C)[None, None, :] == ys[..., None]
     lower = np.where(onehot, np.inf, lower).min(axis=-1)
-    lower = np.where(bad, -np.inf, lower)
+    lower = np.where(bad | np.isnan(lower), -np.inf, lower)
     if margins is not None:
         for b, si in enumerate(idx):
             margins[start + int(si)] = lower[b].copy()
@@ -2404,8 +2417,9 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
     out["reference_lost"] += int(known.size - np.count_nonzero(known))
     ok = lower > 0
     out["certified"] += int(ok.sum())
-    worst = float(rL.max(initial=0.0))
-    out["max_err"] = max(out["max_err"], worst if not math.isnan(worst) else math.inf)  # ∞: some radius not finite
+    # the largest radius among tokens whose bound holds (a flagged row's radius bounds nothing)
+    out["unbounded"] += int(np.count_nonzero(bad))
+    out["max_err"] = max(out["max_err"], float(rL[~bad].max(initial=0.0)))
     if ok.any():
         b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
         if lower[b, k] < out["min_margin"]:
