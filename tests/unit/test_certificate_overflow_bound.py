@@ -353,8 +353,10 @@ def test_a_reference_that_is_not_finite_is_neither_correct_nor_bounded_nor_agree
 def test_a_reference_lost_at_some_tokens_leaves_the_others_figures_alone():
     """A float64 model whose third token's embedding (1e308) overflows the reference's scores and values: in the
     sequences that hold it, PyTorch's logits are NaN at some tokens and finite at others (a query that gives it
-    weight exactly 0). correct_tokens and PyTorch's agreement count exactly the tokens where PyTorch's own float64
-    forward is finite (labelled with its argmax), whichever label the others carry."""
+    weight exactly 0). Every token where PyTorch's own float64 forward is not finite has no reference; the others
+    are labelled with PyTorch's argmax, so each token with a reference is correct and agrees with PyTorch, whichever
+    label the lost ones carry. (The reference may also give up where PyTorch is finite: a score that overflowed is
+    not trusted, `_BoundedModel.attention`.)"""
     torch.manual_seed(0)
     cfg = TransformerConfig(d_model=4, n_layers=1, n_heads=1, head_dim=2, rank=1, ff_width=3, vocab_size=3,
                             num_labels=2, max_len=4, positional="given", dtype="float64")  # fmt: skip
@@ -378,12 +380,14 @@ def test_a_reference_lost_at_some_tokens_leaves_the_others_figures_alone():
         ]
         data = from_lists([[f"t{i}" for i in s] for s in seqs], labels)
         cert = certify_chunks(model, iter([(0, data)]), len(data), enc, keep_margins=True)
-        assert cert.correct_tokens == clean and cert.reference_lost_tokens == lost, lost_label
+        assert cert.correct_tokens <= clean and cert.correct_tokens + cert.reference_lost_tokens == cert.tokens
+        assert cert.reference_lost_tokens >= lost, lost_label
+        assert cert.correct_tokens >= sum(len(s) for s in seqs if 2 not in s)  # sequences where nothing overflows
         # the flagged rows' radii bound nothing and are left out of the maximum: the others' bound is finite
         assert 0 < cert.max_logit_error_bound < 1e-12
         assert cert.unbounded_tokens == sum(int((m == -np.inf).sum()) for m in cert.margins) >= lost
         spot = cert.torch_spot_check
-        assert spot["tokens"] == cert.tokens and spot["torch_agrees_with_reference"] == clean
+        assert spot["tokens"] == cert.tokens and spot["torch_agrees_with_reference"] == cert.correct_tokens
         assert spot["certified_but_wrong"] == 0
         for m, f in zip(cert.margins, finite, strict=True):
             assert np.all(m[~f] == -np.inf)
@@ -405,6 +409,43 @@ def test_logits_whose_difference_exceeds_float64s_range_neither_warn_nor_certify
     cert = certify_chunks(model, iter([(0, data)]), 1, {"tokens": ["t0"], "labels": ["c0", "c1"]}, keep_margins=True)
     assert cert.correct_tokens == 1 and cert.certified_tokens == 0 and cert.margins[0][0] == -np.inf
     assert cert.unbounded_tokens == 1 and cert.max_logit_error_bound == np.inf
+
+
+def _overflowing_unit_model() -> Transformer:
+    """float64, d = 3, token 0 embedded as (1e200, 1e200, 1e200), attention writing nothing (W_O = 0), one FF unit
+    z = 1e200·(−x0 − x1 + 3 x2) (exactly 1e400 > 0, beyond float64: its partial sums overflow, to −∞ in an order
+    that adds the negative products first) whose output goes to x0; logits (2 x1, x0): label 1 in exact arithmetic,
+    label 0 if z is read as −∞ (ReLU 0)."""
+    cfg = TransformerConfig(d_model=3, n_layers=1, n_heads=1, head_dim=1, ff_width=1, vocab_size=1, num_labels=2,
+                            max_len=2, positional="none", dtype="float64", readout_bias=False)  # fmt: skip
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        model.embed.weight.fill_(1e200)
+        model.blocks[0].ff.hidden.weight.copy_(torch.tensor([[-1e200, -1e200, 3e200]], dtype=torch.float64))
+        model.blocks[0].ff.output.weight[0, 0] = 1.0
+        model.readout.weight.copy_(torch.tensor([[0.0, 2.0, 0.0], [1.0, 0.0, 0.0]], dtype=torch.float64))
+    return model
+
+
+def test_a_preactivation_the_reference_could_not_form_leaves_no_reference():
+    """A pre-activation whose sum overflowed is ±∞ or NaN whatever its exact value: read as −∞ (the unit off) it
+    would give the reference finite logits for the wrong label. The token has no reference: neither label counts
+    as correct, and its logits are NaN."""
+    model = _overflowing_unit_model()
+    bm = _BoundedModel(model)
+    hid, out = bm.layers[0][1], bm.layers[0][2]
+    x, r = np.full((2, 3), 1e200), np.zeros((2, 3))
+    x[1] = 1.0  # a second token whose pre-activation is finite keeps its value
+    with np.errstate(over="ignore", invalid="ignore"):
+        y, _ = bm.ff_dense(x, r, hid, out)
+    assert np.isnan(y[0]).all() and y[1].tolist() == [1e200, 1.0, 1.0]  # 1 + relu(1e200)
+    for label in ("c0", "c1"):
+        data = from_lists([["t0"], ["t0", "t0"]], [[label], [label, label]])
+        cert = certify_chunks(model, iter([(0, data)]), len(data), {"tokens": ["t0"], "labels": ["c0", "c1"]})
+        assert cert.correct_tokens == cert.certified_tokens == 0, label
+        assert cert.reference_lost_tokens == cert.tokens == 3, label
 
 
 def test_a_subnormal_scale_is_taken_as_the_run_rounds_it():

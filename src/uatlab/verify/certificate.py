@@ -1017,7 +1017,14 @@ class _BoundedModel:
         nprod = nnz - (b2 != 0)
         o = a @ W2.T + b2
         ro_prop = ra @ absW2.T + prop + nprod * self.eta
-        return self._residual(x, r, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
+        y, ry = self._residual(x, r, o, ro_prop, A @ absW2.T + np.abs(b2), nnz)
+        if not np.isfinite(z.sum()):
+            # a pre-activation the float64 reference could not form: a sum whose partial sums overflowed is ±∞ or
+            # NaN whatever its exact value (an FMA with an infinite accumulator stays infinite), so z = −∞ may
+            # stand for a large positive z that ReLU would pass; the token has no reference value from here on
+            # (NaN, which `_quarantine` marks as lost)
+            y[~np.isfinite(z).all(axis=-1)] = np.nan
+        return y, ry
 
     LINEAR_ON_MAX_COORDS = 4
 
@@ -1162,8 +1169,12 @@ class _BoundedModel:
             )
             heads.append((h, rh))
             Hb_acc.append(np.abs(h) + 2 * rh)
-            if not np.isfinite(P.sum()):  # rows whose weights are not finite (scores ∞ or NaN): see below
-                undefined |= ~np.isfinite(P).all(axis=-1)
+            if not (np.isfinite(S.sum()) and np.isfinite(P.sum())):
+                # rows whose weights are not finite, or one of whose allowed scores is: a score whose sum
+                # overflowed in the reference is ±∞ whatever its exact value (−∞ may stand for a large positive
+                # score, and give its key weight 0), see below
+                S_allowed = np.where(allowed, S, 0.0) if causal else S
+                undefined |= ~(np.isfinite(P).all(axis=-1) & np.isfinite(S_allowed).all(axis=-1))
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
         hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
         # coordinates no head writes (hs_count 0) pass through exactly: x + 0 with radius r (`_residual` with
@@ -1182,8 +1193,9 @@ class _BoundedModel:
             x[..., W], r[..., W], upd, rupd_lin + hs_count[W] * self.eta, rounding, hs_count[W]
         )
         if undefined.any():
-            # a row whose softmax weights are not finite (its scores overflowed in the reference, or fl32(β) = ∞)
-            # has no reference value, even where W_O = 0 drops its h: NaN, which `_quarantine` marks as lost
+            # a row whose softmax weights or allowed scores are not finite (its scores overflowed in the reference,
+            # or fl32(β) = ∞) has no reference value, even where W_O = 0 drops its h: NaN, which `_quarantine`
+            # marks as lost
             x[undefined] = np.nan
             bad |= undefined
         return bad
