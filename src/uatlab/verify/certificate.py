@@ -162,7 +162,9 @@ class Certificate:
             harder, never easier.
         conflict_tokens: ``tokens − ceiling_tokens`` (minority labels of identical inputs).
         correct_tokens: tokens whose label is the argmax of the float64 reference logits (a token whose reference
-            logits are not finite is not correct: ``reference_lost_tokens``).
+            logits are not finite is not correct: ``reference_lost_tokens``). The reference follows the model in
+            exact arithmetic: a key hidden by the causal mask or a head whose W_O is 0 adds nothing to it, so it
+            can be finite and correct where a run overflows (0·∞ = NaN in PyTorch); such a token is not certified.
         certified_tokens: tokens proven correct: whose certified lower margin is > 0, or 0 when the proof is
             void (``invalidated_by``).
         certified: ``certified_tokens ≥ ceiling_tokens`` and the proof is not void.
