@@ -75,6 +75,21 @@ def test_ceiling_counter_with_unique_and_shared_keys_matches_a_dict_count(triple
     assert c.ceiling() == _dict_ceiling(keys * 7 + keys2, labels)  # keys2 < 7: (key, key2) ↦ key·7 + key2 is one-to-one
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 40)), max_size=150), st.booleans())
+def test_ceiling_counter_with_one_input_per_key_matches_a_dict_count(pairs, collide):
+    # every key one input (its second key a function of it: the one-sort path), labels up to 40; with `collide`
+    # one key also holds a second input (the three-key sort): both count each input's majority label once
+    keys = np.array([k * 1_000_003 for k, _ in pairs], dtype=np.int64).reshape(-1)
+    keys2 = keys * 3 + 1
+    labels = np.array([y for _, y in pairs], dtype=np.int64).reshape(-1)
+    if collide and len(keys) > 1:
+        keys2[0] += 1  # the first token: another input under the same first key
+    c = CeilingCounter()
+    c.add(keys, labels, keys2)
+    assert c.ceiling() == _dict_ceiling(keys * 2 + (keys2 != keys * 3 + 1), labels)
+
+
 def test_store_chunks_buckets_and_resume_after_an_error(tmp_path):
     data = synthetic_dataset(40, 6, 30, 3, seed=1)
     records = list(_records(data))

@@ -62,40 +62,42 @@ def input_keys_of_ids(word: list[np.ndarray], token_hash: np.ndarray, context: s
 
     The rolling hash runs over all sequences together, one step per position (sequences sorted by length, the
     ones still running a prefix), in uint64 arithmetic, which wraps mod 2^64 exactly as the Python version's
-    ``& _MASK64``.
+    ``& _MASK64``. Every array is flat, one entry per token (or per sequence): O(tokens) memory whatever the
+    spread of lengths.
     """
     if not word:
         return np.zeros(0, dtype=np.int64)
     lengths = np.array([len(w) for w in word], dtype=np.int64)
-    B, n_max = len(word), int(lengths.max())
-    order = np.argsort(-lengths, kind="stable")  # longest first
+    offsets = np.zeros(len(word) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    T, n_max = int(offsets[-1]), int(lengths.max())
+    th = token_hash[np.concatenate(word)]  # (T,) uint64, data order
+    order = np.argsort(-lengths, kind="stable")  # longest first: the sequences still running are a prefix
     Ls = lengths[order]
-    inside = np.arange(n_max) < Ls[:, None]  # (B, n_max)
-    th = np.zeros((B, n_max), dtype=np.uint64)
-    th[inside] = token_hash[np.concatenate([word[i] for i in order.tolist()])]
-    acc = np.zeros(B, dtype=np.uint64)
-    prefix = np.zeros((B, n_max), dtype=np.uint64)
+    start = offsets[:-1][order]
+    acc = np.zeros(len(word), dtype=np.uint64)  # per sequence in `order`: its prefix's rolling hash
+    prefix = np.empty(T, dtype=np.uint64) if context == "prefix" else None
     mul, one = np.uint64(_MUL), np.uint64(1)
-    active = B
+    active = len(word)
     for k in range(n_max):
         while active and Ls[active - 1] <= k:
             active -= 1
+        at = start[:active] + k
         a = acc[:active]
         a *= mul
-        a += th[:active, k]
+        a += th[at]
         a += one
-        prefix[:active, k] = a >> one
-    if context == "prefix":
-        keys = prefix
-    else:  # positions enter through a large odd multiplier (see input_keys)
-        base = prefix[np.arange(B), Ls - 1]
-        keys = base[:, None] * mul + np.arange(1, n_max + 1, dtype=np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
-        keys >>= one
-    rank = np.empty(B, dtype=np.int64)
-    rank[order] = np.arange(B)  # row of each sequence
-    seq = np.repeat(np.arange(B), lengths)
-    pos = np.arange(len(seq)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return keys[rank[seq], pos].view(np.int64)
+        if prefix is not None:
+            prefix[at] = a >> one
+    if prefix is not None:
+        return prefix.view(np.int64)
+    # positions enter through a large odd multiplier (see input_keys)
+    base = np.empty(len(word), dtype=np.uint64)
+    base[order] = acc >> one  # the whole sequence's key, data order
+    pos = np.arange(1, T + 1, dtype=np.uint64) - np.repeat(offsets[:-1], lengths).astype(np.uint64)  # k + 1
+    keys = np.repeat(base, lengths) * mul + pos * np.uint64(0xC2B2AE3D27D4EB4F)
+    keys >>= one
+    return keys.view(np.int64)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
