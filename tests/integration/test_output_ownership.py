@@ -129,6 +129,32 @@ def test_train_keeps_unrelated_user_files(work: Path, capsys) -> None:
     assert (work / "mix" / "model.safetensors").is_file()
 
 
+def test_train_interrupted_before_its_first_checkpoint_says_so(work: Path, capsys, monkeypatch) -> None:
+    # Ctrl-C while the run sets up (before the loop that checkpoints): exit 130, a last line that does not promise
+    # a checkpoint, and no empty folder left where the run made one; an earlier run's checkpoint is named
+    from uatlab.training import trainer
+
+    real = trainer.train
+
+    def interrupted(data, cfg, out, **kw):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train", interrupted)
+    assert main([*TRAIN, "--out", "fresh"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted before the first checkpoint: nothing was saved" in err and "--resume" not in err
+    assert not (work / "fresh").exists()
+    monkeypatch.setattr(trainer, "train", real)
+    assert main([*TRAIN, "--out", "done", "--json"]) == 0
+    capsys.readouterr()
+    ckpt = (work / "done" / "checkpoint.pt").read_bytes()
+    monkeypatch.setattr(trainer, "train", interrupted)
+    assert main([*TRAIN, "--out", "done", "--resume"]) == 130
+    assert "interrupted: done/checkpoint.pt (of an earlier run or epoch) is kept" in capsys.readouterr().err
+    assert (work / "done" / "checkpoint.pt").read_bytes() == ckpt
+
+
 # ------------------------------------------------------------------------------------------------ reproduce
 REPRODUCE = ["reproduce", "--quick", "--only", "A.lemma1*"]
 
@@ -153,6 +179,29 @@ def test_reproduce_again_into_its_own_folder(work: Path, capsys) -> None:
     (work / "rep" / "report.md").write_text("edited\n")
     _refused(capsys, [*REPRODUCE, "--out", "rep"], "rep/report.md")
     assert (work / "rep" / "report.md").read_text() == "edited\n"
+
+
+def test_an_interrupted_training_claim_gets_no_verdict_and_keeps_the_last_report(work: Path, capsys, monkeypatch):
+    # a training claim's run stopped by Ctrl-C (the trainer checkpoints and returns early): exit 130, no verdict
+    # drawn from the partial run, and the report of the run before left byte-identical
+    assert main([*REPRODUCE, "--out", "rep2", "--json"]) == 0
+    capsys.readouterr()
+    before = {p.name: p.read_bytes() for p in (work / "rep2").iterdir() if p.is_file()}
+    from uatlab.training import trainer
+
+    enter = trainer._StopFlag.__enter__
+
+    def pressed(self):  # Ctrl-C as the first batch starts
+        flag = enter(self)
+        flag.signal = "SIGINT"
+        return flag
+
+    monkeypatch.setattr(trainer._StopFlag, "__enter__", pressed)
+    code = main(["reproduce", "--quick", "--only", "A.sec5.rank1-trained-memorization", "--out", "rep2", "--json"])
+    err = capsys.readouterr().err
+    assert code == 130 and "fail" not in err
+    assert "interrupted (no claim had finished): no verdict was recorded; rep2's claims.json and report" in err
+    assert {p.name: p.read_bytes() for p in (work / "rep2").iterdir() if p.is_file()} == before
 
 
 # ------------------------------------------------------------------------------------------------ synth

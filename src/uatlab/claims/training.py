@@ -49,11 +49,17 @@ def rank1_config(ctx: ClaimContext, layers: int, epochs: int):
 
 
 def train_to_ceiling(data, cfg):
-    """`uatlab.training.trainer.train` on one torch thread into a temporary folder, stopping at the ceiling."""
+    """`uatlab.training.trainer.train` on one torch thread into a temporary folder, stopping at the ceiling.
+
+    A run stopped by SIGINT or SIGTERM (the trainer checkpoints and returns) raises KeyboardInterrupt: its partial
+    figures are not the claim's, so no verdict may be drawn from them (the checkpoint is in a temporary folder)."""
     from uatlab.training.trainer import train
 
     with single_torch_thread(), tempfile.TemporaryDirectory() as tmp:
-        return train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
+        result = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
+    if result.status == "interrupted":
+        raise KeyboardInterrupt
+    return result
 
 
 @register_claim(

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claims
-from uatlab.cli.app import app, console, err_console, format_value, print_json
+from uatlab.cli.app import app, console, err_console, format_value, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, list_items
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, OutputLock, check_output_dir
@@ -99,7 +99,10 @@ def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select,
     ctx = ClaimContext(quick=quick, out_dir=out, seed=seed, data_dir=data_dir)
     t0 = time.perf_counter()
 
+    finished: list[ClaimRun] = []
+
     def progress(run: ClaimRun) -> None:
+        finished.append(run)
         err_console.print(
             f"[{'green' if run.result.verdict == 'pass' else 'red'}]{run.result.verdict:>7}[/] "
             f"{run.claim.id}  ({run.seconds:.1f} s)",
@@ -110,6 +113,13 @@ def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select,
     made = not figures.exists()
     try:
         runs = run_claims(ctx, select=select, on_done=progress)
+    except KeyboardInterrupt:
+        done = "no claim had finished" if not len(finished) else f"{len(finished)} claim(s) had finished"
+        say_on_interrupt(
+            f"interrupted ({done}): no verdict was recorded; {out}'s claims.json and report (if any) are those of "
+            "the last complete run (figures of claims that finished were written anew)"
+        )
+        raise
     except OSError:  # the disk, not a claim (`run_claim`): leave no empty figures folder this run made
         if made and figures.is_dir() and not any(figures.iterdir()):
             figures.rmdir()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 from rich.table import Table
 
-from uatlab.cli.app import app, console, err_console, key_value_table, print_json, rows_table
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json, rows_table, say_on_interrupt
 from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
@@ -63,6 +63,8 @@ def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int 
     """Warn (stderr) when the longest sentence has ≥ ``minimum`` tokens and ≥ ``factor`` × the 99th percentile."""
     import numpy as np
 
+    from uatlab.cli.options import long_outlier_hint
+
     lengths = np.array([len(t) for t in data.tokens])
     if len(lengths) == 0:
         return
@@ -73,7 +75,7 @@ def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int 
         where = f"{data.source}:{data.lines[i]}" if data.lines else data.source
         what = f"far longer than the rest (99% have ≤ {typical:.0f})" if len(others) else "the whole file"
         err_console.print(
-            f"warning: {where}: a sentence of {lengths[i]} tokens, {what}; were blank lines between sentences lost?",
+            f"warning: {where}: a sentence of {lengths[i]} tokens, {what}; {long_outlier_hint(data.token_lines)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -261,7 +263,8 @@ def train_command(
       2    a user error, one 'error:' line: bad data or option, a checkpoint for
            another run or other data, a non-finite loss (last checkpoint kept)
       3    --max-minutes ran out: checkpoint saved; rerun with --resume
-      130  interrupted (Ctrl-C, SIGTERM): checkpoint saved; rerun with --resume
+      130  interrupted (Ctrl-C, SIGTERM): checkpoint saved, rerun with --resume (its
+           last line says so, or that no checkpoint was written yet)
     """
     import torch
 
@@ -328,8 +331,9 @@ def train_command(
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
-    with OutputLock(out):
-        try:
+    existed = out.exists()
+    try:
+        with OutputLock(out):
             result = train(
                 train_data,
                 cfg,
@@ -345,9 +349,24 @@ def train_command(
                 data_sha256=hashes,
                 label_scheme=scheme,
             )
-        except (CheckpointError, TrainingError) as e:
-            raise type(e)(in_flags(str(e))) from None
+    except (CheckpointError, TrainingError) as e:
+        raise type(e)(in_flags(str(e))) from None
+    except KeyboardInterrupt:  # before the training loop (which checkpoints and returns): say what there is
+        say_on_interrupt(_interrupted_before_training(out, existed))
+        raise
     _print_training(data, result, valid_data is not None, json_out, reading)
+
+
+def _interrupted_before_training(out: Path, existed: bool) -> str:
+    """The last line of a run interrupted before its training loop checkpointed: whether ``out`` holds a
+    checkpoint to resume (an earlier run's), and, when this run created ``out`` and left it empty, that it is
+    removed."""
+    if (out / "checkpoint.pt").is_file():
+        return f"interrupted: {out}/checkpoint.pt (of an earlier run or epoch) is kept; rerun with --resume"
+    if not existed and out.is_dir() and not any(out.iterdir()):
+        out.rmdir()  # created by this run, empty: nothing of the user's
+        return f"interrupted before the first checkpoint: nothing was saved ({out} was not left behind)"
+    return "interrupted before the first checkpoint: nothing was saved to resume"
 
 
 def in_flags(message: str) -> str:
