@@ -101,3 +101,25 @@ def test_long_sentence_warning(tmp_path, capsys) -> None:
     assert main(["data-report", str(tmp_path / "lost.txt"), "--json"]) == 0
     err = capsys.readouterr().err
     assert "lost.txt:1: a sentence of 1500 tokens, far longer than the rest" in err
+
+
+def test_long_sequence_warning_names_the_likely_cause_in_the_files_terms(tmp_path, capsys) -> None:
+    # CoNLL (one token per line): lost blank lines; JSONL (one sequence per line): several sentences in one record
+    import json
+
+    from uatlab.cli import main
+
+    lines = [f"w{i} O" for i in range(1500)] + [""] + [f"s{i} O\n" for i in range(3)] + [""]
+    (tmp_path / "lost.txt").write_text("\n".join(lines) + "\n")
+    records = [{"tokens": [f"w{i % 50}" for i in range(1500)], "labels": ["O"] * 1500}]
+    records += [{"tokens": ["a", "b"], "labels": ["O", "O"]}] * 3
+    (tmp_path / "one.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for name, hint in (("lost.txt", "were blank lines between sentences lost?"), ("one.jsonl", "several sentences")):
+        for argv in (["data-report", str(tmp_path / name), "--json"],
+                     ["compile", str(tmp_path / name), "--out", str(tmp_path / f"{name}.safetensors"), "--no-certify",
+                      "--json"]):  # fmt: skip
+            assert main(argv) == 0, argv
+            err = capsys.readouterr().err
+            assert f"{name}:1: a se" in err and hint in err, (argv, err)
+            other = "several sentences" if name == "lost.txt" else "blank lines"
+            assert other not in err, (argv, err)

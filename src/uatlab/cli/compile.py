@@ -23,6 +23,7 @@ from uatlab.cli.options import (
     SEED_MAX,
     check_workers,
     file_path,
+    long_outlier_hint,
     no_data_error,
     one_of,
     refuse_given,
@@ -564,14 +565,15 @@ def _length_checked(records, data: Path, max_len: int | None = None):
 
 
 def warn_long_outlier_store(store, data: Path, factor: float = 20.0, minimum: int = 1000) -> None:
-    """Warn when the longest stored sequence is ≥ ``minimum`` tokens and ≥ ``factor`` × the mean of the rest."""
+    """Warn when the longest stored sequence is ≥ ``minimum`` tokens and ≥ ``factor`` × the mean of the rest (with
+    the likely cause in the reading's terms: `long_outlier_hint`)."""
     n, count, total = store.max_len, store.sequences, store.tokens
     rest = (total - n) / (count - 1) if count > 1 else 0.0
     if n >= minimum and n >= factor * max(rest, 1.0):
         what = f"far longer than the rest (mean {rest:.0f})" if count > 1 else "the whole file"
         err_console.print(
             f"warning: {data}:{store.m.get('max_len_line', '?')}: a sequence of {n} tokens, {what}; "
-            "were blank lines between sentences lost?",
+            + long_outlier_hint(store.token_lines),
             highlight=False,
             soft_wrap=True,
         )

@@ -235,3 +235,11 @@ def say_reading(path: Path, fmt: str, reading: str) -> None:
         from uatlab.data.jsonl import format_note
 
         err_console.print(format_note(path, "conll-columns"), highlight=False, soft_wrap=True)
+
+
+def long_outlier_hint(token_lines: bool) -> str:
+    """The likely cause of one sequence far longer than the rest: lost blank lines in a one-token-per-line (CoNLL)
+    file, several sentences in one record otherwise (JSONL, one sequence per line)."""
+    if token_lines:
+        return "were blank lines between sentences lost?"
+    return "does that line hold several sentences (one sequence per line is read as one input)?"

@@ -452,9 +452,9 @@ class TokenStore:
             )
         now = prefix_identity(self.source, ident["lines"])
         if now["sha256"] != ident["sha256"] or now["bytes"] != ident["bytes"]:
-            what = "the file" if ident["lines"] is None else f"its first {ident['lines']} lines"
+            what = "the file differs" if ident["lines"] is None else f"its first {ident['lines']} lines differ"
             raise InputError(
-                f"--resume: {self.source} is not the data this work directory was made from ({what} differ from "
+                f"--resume: {self.source} is not the data this work directory was made from ({what} from "
                 f"{self.m.get('source')!r} as read: {ident['bytes']} bytes, sha256 {ident['sha256'][:12]}…); "
                 "start again without --resume"
             )
@@ -607,7 +607,8 @@ class TokenStore:
             self._save_manifest()
             done = self.sequences
             raise InputError(
-                f"{exc}; {done} sequences read before the error are stored in {self.dir}: fix the data and re-run "
+                f"{exc}; {done} sequence{'s' * (done != 1)} read before the error {'are' if done != 1 else 'is'} "
+                f"stored in {self.dir}: fix the data and re-run "
                 f"with --resume to continue from sequence {done + 1}"
             ) from None
         except BaseException:  # interrupted or failed: keep what was read (whole sequences only)
