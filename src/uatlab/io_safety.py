@@ -532,6 +532,7 @@ class OutputFolder:
         self.inputs = [Path(p) for p in inputs if p is not None]
         self.option = option
         self._lock = threading.Lock()
+        self._existed = True  # set by __enter__: whether the folder was there before this run
 
     # ---- which files
     def _rel(self, path: Path) -> str | None:
@@ -684,6 +685,7 @@ class OutputFolder:
     # ---- open: writes through atomic_path are checked and recorded
     def __enter__(self) -> OutputFolder:
         self.check()
+        self._existed = self.folder.exists() or self.folder.is_symlink()
         with _OPEN_FOLDERS_LOCK:
             _OPEN_FOLDERS.append(self)
         return self
@@ -692,6 +694,9 @@ class OutputFolder:
         with _OPEN_FOLDERS_LOCK:
             if self in _OPEN_FOLDERS:
                 _OPEN_FOLDERS.remove(self)
+        if not self._existed:  # a run that wrote nothing leaves no empty folder of its own making (as `OutputLock`)
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()  # only if empty: anything put there keeps it
 
 
 def _guard_for(path: Path) -> tuple[OutputFolder, str] | None:

@@ -134,22 +134,22 @@ def test_train_interrupted_before_its_first_checkpoint_says_so(work: Path, capsy
     # a checkpoint, and no empty folder left where the run made one; an earlier run's checkpoint is named
     from uatlab.training import trainer
 
-    real = trainer.train
+    real = trainer._train_in
 
-    def interrupted(data, cfg, out, **kw):
+    def interrupted(data, cfg, out, *args):  # inside train()'s open output folder, as its set-up is
         Path(out).mkdir(parents=True, exist_ok=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "train", interrupted)
+    monkeypatch.setattr(trainer, "_train_in", interrupted)
     assert main([*TRAIN, "--out", "fresh"]) == 130
     err = capsys.readouterr().err
     assert "interrupted before the first checkpoint: nothing was saved" in err and "--resume" not in err
     assert not (work / "fresh").exists()
-    monkeypatch.setattr(trainer, "train", real)
+    monkeypatch.setattr(trainer, "_train_in", real)
     assert main([*TRAIN, "--out", "done", "--json"]) == 0
     capsys.readouterr()
     ckpt = (work / "done" / "checkpoint.pt").read_bytes()
-    monkeypatch.setattr(trainer, "train", interrupted)
+    monkeypatch.setattr(trainer, "_train_in", interrupted)
     assert main([*TRAIN, "--out", "done", "--resume"]) == 130
     assert "interrupted: done/checkpoint.pt (of an earlier run or epoch) is kept" in capsys.readouterr().err
     assert (work / "done" / "checkpoint.pt").read_bytes() == ckpt

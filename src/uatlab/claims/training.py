@@ -57,9 +57,7 @@ def train_to_ceiling(data, cfg):
 
     with single_torch_thread(), tempfile.TemporaryDirectory() as tmp:
         result = train(data, cfg, tmp, progress=False, with_f1=False, stop_at_ceiling=True, targets=())
-    if result.status == "interrupted":
-        raise KeyboardInterrupt
-    return result
+    return result.unless_interrupted()
 
 
 @register_claim(

@@ -114,10 +114,11 @@ def _reproduce(out: Path, quick: bool, seed: int, data_dir: Path | None, select,
     try:
         runs = run_claims(ctx, select=select, on_done=progress)
     except KeyboardInterrupt:
-        done = "no claim had finished" if not len(finished) else f"{len(finished)} claim(s) had finished"
+        done = f"{len(finished)} claim(s) had finished" if finished else "no claim had finished"
+        figures_note = " (figures of the claims that finished were written anew)" if finished else ""
         say_on_interrupt(
             f"interrupted ({done}): no verdict was recorded; {out}'s claims.json and report (if any) are those of "
-            "the last complete run (figures of claims that finished were written anew)"
+            f"the last complete run{figures_note}"
         )
         raise
     except OSError:  # the disk, not a claim (`run_claim`): leave no empty figures folder this run made

@@ -18,6 +18,7 @@ from uatlab.cli.options import (
     int_list,
     int_range,
     list_items,
+    long_outlier_hint,
     one_of,
     real_range,
     refuse_given,
@@ -62,8 +63,6 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> tuple[Sequ
 def warn_long_outlier(data: SequenceDataset, factor: float = 20.0, minimum: int = 1000) -> None:
     """Warn (stderr) when the longest sentence has ≥ ``minimum`` tokens and ≥ ``factor`` × the 99th percentile."""
     import numpy as np
-
-    from uatlab.cli.options import long_outlier_hint
 
     lengths = np.array([len(t) for t in data.tokens])
     if len(lengths) == 0:
@@ -331,7 +330,6 @@ def train_command(
     n_max = max(len(t) for t in train_data.tokens)
     per_batch = min(batch_size, len(train_data))
     check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
-    existed = out.exists()
     try:
         with OutputLock(out):
             result = train(
@@ -352,20 +350,16 @@ def train_command(
     except (CheckpointError, TrainingError) as e:
         raise type(e)(in_flags(str(e))) from None
     except KeyboardInterrupt:  # before the training loop (which checkpoints and returns): say what there is
-        say_on_interrupt(_interrupted_before_training(out, existed))
+        say_on_interrupt(_interrupted_before_training(out))
         raise
     _print_training(data, result, valid_data is not None, json_out, reading)
 
 
-def _interrupted_before_training(out: Path, existed: bool) -> str:
+def _interrupted_before_training(out: Path) -> str:
     """The last line of a run interrupted before its training loop checkpointed: whether ``out`` holds a
-    checkpoint to resume (an earlier run's), and, when this run created ``out`` and left it empty, that it is
-    removed."""
+    checkpoint to resume (an earlier run's). (A folder the run created and left empty is gone: `OutputFolder`.)"""
     if (out / "checkpoint.pt").is_file():
         return f"interrupted: {out}/checkpoint.pt (of an earlier run or epoch) is kept; rerun with --resume"
-    if not existed and out.is_dir() and not any(out.iterdir()):
-        out.rmdir()  # created by this run, empty: nothing of the user's
-        return f"interrupted before the first checkpoint: nothing was saved ({out} was not left behind)"
     return "interrupted before the first checkpoint: nothing was saved to resume"
 
 

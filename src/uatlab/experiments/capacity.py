@@ -133,8 +133,7 @@ def capacity_trial(params: dict[str, Any]) -> dict[str, Any]:
             eval_every=every,
             checkpoint_every=20 * every,
         )
-        if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
-            raise KeyboardInterrupt
+        result.unless_interrupted()  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
         own.remove(TRIAL_CHECKPOINT)  # the JSON result is what the sweep keeps
     train_output_folder(out).remove("model.safetensors")
     last = result.history[-1]

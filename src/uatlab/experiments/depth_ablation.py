@@ -71,9 +71,7 @@ def depth_trial(params: dict[str, Any]) -> dict[str, Any]:
     resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
     with trial_checkpoint(out):
         result = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False)
-    if result.status == "interrupted":  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
-        raise KeyboardInterrupt
-    s = result.summary()
+    s = result.unless_interrupted().summary()  # SIGINT/SIGTERM: the checkpoint is saved; stop the whole sweep
     return {
         k: s[k]
         for k in ("status", "epochs", "train_accuracy", "epochs_to", "seconds_per_epoch", "parameters", "history")

@@ -43,9 +43,7 @@ def rank_trial(params: dict[str, Any]) -> dict[str, Any]:
     resume = resume_trial(out)  # only a checkpoint this sweep wrote for this trial
     with trial_checkpoint(out):
         r = train(data, cfg, out, resume=resume, targets=TARGETS, progress=False, with_f1=False, stop_at_ceiling=True)
-    if r.status == "interrupted":
-        raise KeyboardInterrupt
-    s = r.summary()
+    s = r.unless_interrupted().summary()
     return {
         k: s[k]
         for k in ("status", "epochs", "train_accuracy", "epochs_to", "seconds_per_epoch", "parameters", "history")

@@ -286,6 +286,14 @@ class TrainResult:
     def train_accuracy(self) -> float | None:
         return self.history[-1]["train_accuracy"] if self.history else None
 
+    def unless_interrupted(self) -> TrainResult:
+        """This result, or KeyboardInterrupt if SIGINT or SIGTERM stopped the run (its checkpoint is saved): for a
+        caller that draws figures from finished runs, a partial one must end the caller too, not be read as a
+        result."""
+        if self.status == "interrupted":
+            raise KeyboardInterrupt
+        return self
+
     def summary(self) -> dict[str, Any]:
         last = self.history[-1] if self.history else {}
         return {

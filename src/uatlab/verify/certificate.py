@@ -1149,7 +1149,13 @@ class _BoundedModel:
             rSmax = rS.max(axis=-1)  # (B, n)
             # T_j = max − s_j + 4 max rS ≥ 0 (over allowed keys); ρ = max_j (2 rS_j + u T_j) + exp error
             # min_j D_j = fl(min s − max s) (x ↦ fl(x − c) is monotone; ≤ 0, so the masked keys' 0 does not change it)
-            Tmax = 4 * rSmax - (D.min(axis=-1) if Smin is None else Smin - Smax)
+            Dmin = D.min(axis=-1) if Smin is None else Smin - Smax  # (B, n)
+            Tmax = 4 * rSmax - Dmin
+            # Dmin is finite iff every allowed score and the row's maximum are (NaN propagates through the min;
+            # a weight exp(D)/Σ with D ≤ 0 and a term exp(0) = 1 in Σ is then finite too): a row where it is
+            # not has no reference weights, see below. A score whose sum overflowed in the reference is ±∞
+            # whatever its exact value (−∞ may stand for a large positive score and give its key weight 0)
+            undefined |= ~np.isfinite(Dmin)
             D *= -u
             D += 2 * rS
             rho = D.max(axis=-1) + 4 * u * rSmax + exp_relative_error(u, self.exp_ulps)  # (B, n)
@@ -1171,12 +1177,6 @@ class _BoundedModel:
             )
             heads.append((h, rh))
             Hb_acc.append(np.abs(h) + 2 * rh)
-            if not (np.isfinite(S.sum()) and np.isfinite(P.sum())):
-                # rows whose weights are not finite, or one of whose allowed scores is: a score whose sum
-                # overflowed in the reference is ±∞ whatever its exact value (−∞ may stand for a large positive
-                # score, and give its key weight 0), see below
-                S_allowed = np.where(allowed, S, 0.0) if causal else S
-                undefined |= ~(np.isfinite(P).all(axis=-1) & np.isfinite(S_allowed).all(axis=-1))
         # update = Σ_i W_O^i h_i  (einsum over heads and s: h·s terms per output coordinate)
         hs_count = ((att.WO != 0) | (att.rO != 0)).sum(axis=(0, 2))  # (d,) products that can be non-zero
         # coordinates no head writes (hs_count 0) pass through exactly: x + 0 with radius r (`_residual` with
@@ -1644,12 +1644,13 @@ class _BoundedModel:
         L, rL = self.readout_bound(xf, rf)
         # a bound that is not finite (a radius blown up in a row already flagged, or infinities meeting) never
         # certifies: such rows are flagged here rather than trusted to compare False
-        nonfinite = ~(np.isfinite(L).all(axis=-1) & np.isfinite(rL).all(axis=-1))
+        L_nonfinite = ~np.isfinite(L).all(axis=-1)
+        nonfinite = L_nonfinite | ~np.isfinite(rL).all(axis=-1)
         del xf, rf
         # where the reference's logits are not finite, or its value was lost upstream, they are unknown: NaN, with an
         # infinite radius (a zeroed token's logits are finite numbers that describe no run, and must not be read as
         # the reference's); a radius alone that is not finite leaves the reference's logits as they are
-        lostf |= ~np.isfinite(L).all(axis=-1)
+        lostf |= L_nonfinite
         if lostf.any():
             L[lostf], rL[lostf] = np.nan, np.inf
         res = []
