@@ -90,9 +90,9 @@ def test_a_pytorch_run_that_contradicts_the_proof_vetoes_the_certificate(monkeyp
     with torch.no_grad():
         model.embed.weight.copy_(torch.tensor([[1.0, 0.0]]))
         model.readout.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0]]))  # PyTorch predicts label 0
-    wrong = (np.array([[[0.0, 1.0]]]), np.zeros((1, 1, 2)), np.zeros((1, 1), dtype=bool))  # a broken proof
+    wrong = (np.array([[0.0, 1.0]]), np.zeros((1, 2)), np.zeros(1, dtype=bool))  # a broken proof (flat: one token)
     monkeypatch.setattr(
-        certificate_module._BoundedModel, "forward_bounds_groups", lambda self, groups, counters=None: [wrong]
+        certificate_module._BoundedModel, "forward_bounds_flat", lambda self, groups, counters=None: wrong
     )
     cert = certify(model, from_lists([["a"]], [["B"]]), encoding={"tokens": ["a"], "labels": ["A", "B"]})
     assert cert.bound_certified_tokens == 1 and cert.torch_spot_check["certified_but_wrong"] == 1

@@ -509,6 +509,24 @@ def _score_row_extremes(q: np.ndarray, k: np.ndarray, scale: float, causal: bool
     return hi, lo
 
 
+# rows up to this long are reduced column by column (`_row_max`)
+ROW_MAX_COLUMNS = 24
+
+
+def _row_max(a: np.ndarray) -> np.ndarray:
+    """``a.max(axis=-1)``, the same values: for short rows (≤ ROW_MAX_COLUMNS) as a running maximum over the
+    columns, one vectorised pass each, which is faster than numpy's reduction along a short axis. The maximum
+    is exact, so the order does not change it; NaN propagates through both forms (the sign of a zero may
+    differ between them: callers pass arrays without zeros, or do not read it)."""
+    n = a.shape[-1]
+    if n > ROW_MAX_COLUMNS or n == 0:
+        return a.max(axis=-1)
+    out = a[..., 0].copy()
+    for j in range(1, n):
+        np.maximum(out, a[..., j], out=out)
+    return out
+
+
 def _exact_score_products(q, rq, k, rk, prod: np.ndarray | None = None) -> np.ndarray:
     """(B, n_q, n_k) mask of float32 scores q_i·k_j (head dim 1) that are exact in every run.
 
@@ -866,6 +884,7 @@ class _BoundedModel:
         with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused, not a warning
             self.overflow_excluded = self._overflow_excluded()
         self._ws: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # pass buffers per thread (`_workspace`)
+        self._score_ws: dict[int, tuple[np.ndarray, ...]] = {}  # attention scratch per thread (`_score_workspace`)
         for li, (_, hid, out) in enumerate(self.layers):
             if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
                 hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
@@ -1078,9 +1097,22 @@ class _BoundedModel:
         fused = np.where(Xpos & (n > 0), _gamma_of_counts(n, u, offset=1) * (X + S), gS)
         return x + y, r + ry_prop + np.maximum(separate, fused)
 
-    def attention(self, x, r, att: _Attention, mask_causal: bool):
+    def qkv_bounds(self, x, r, att: _Attention, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """Head ``head``'s q, k, v of tokens x, r (..., d) as one product, (..., 3s) each: the values and their
+        radii (`_matvec_bound`; every token's row is its own dot products, so tokens may be taken together)."""
+        return _matvec_bound(
+            x,
+            r,
+            np.concatenate([att.WQ[head], att.WK[head], att.WV[head]]),
+            np.concatenate([att.rQ[head], att.rK[head], att.rV[head]]),
+            self.u,
+            self.eta,
+        )
+
+    def attention(self, x, r, att: _Attention, mask_causal: bool, qkv_given=None):
         """x, r (B, n, d) → x + SA(x) and its radius, written into x and r (only the coordinates some head writes
-        change); returns a (B, n) flag of rows that are not certifiable."""
+        change); returns a (B, n) flag of rows that are not certifiable. ``qkv_given``: per head, `qkv_bounds` of
+        these x, r, (B, n, 3s) each, when already formed."""
         u = self.u
         B, n, d = x.shape
         Hb_acc = []
@@ -1097,37 +1129,41 @@ class _BoundedModel:
         for i in range(att.WQ.shape[0]):
             # q, k, v (B, n, s) as one product: each output row is its own dot product and radius
             s_dim = att.WQ.shape[1]
-            qkv, rqkv = _matvec_bound(
-                x,
-                r,
-                np.concatenate([att.WQ[i], att.WK[i], att.WV[i]]),
-                np.concatenate([att.rQ[i], att.rK[i], att.rV[i]]),
-                u,
-                self.eta,
-            )
+            qkv, rqkv = self.qkv_bounds(x, r, att, i) if qkv_given is None else qkv_given[i]
             q, k, v = (qkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             rq, rk, rv = (rqkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
             s_dim = q.shape[-1]
             exact = None
+            # four (B, n, n) scratch arrays, reused from call to call (`_score_workspace`): S, then D = S − max in
+            # place; rS; P; a temporary. Every value below is the one the plain expressions give (the same
+            # operations on the same operands, in the same order, written into a buffer instead of a new array)
+            S, rS, P, tmp = self._score_workspace(B, n)
             # rS = |β| (Σ_s rq Kb + Qb rk + γ_s Qb Kb + s η): the first and third sums as one product
-            if s_dim == 1:  # one product per score: broadcast (the same products a k = 1 matmul forms)
-                S = q * k.transpose(0, 2, 1)  # (B, n_q, n_k)
+            if s_dim == 1:  # one product per score, an outer product per sequence (einsum forms each product
+                # once, as a broadcast multiply or a k = 1 matmul would, and is faster than both on short rows)
+                np.einsum("bi,bj->bij", q[..., 0], k[..., 0], out=S)  # (B, n_q, n_k)
                 if self.dtype == "float32":
                     exact = _exact_score_products(q, rq, k, rk, prod=S)
-                rS = (rq + gamma(s_dim, u) * Qb) * Kb.transpose(0, 2, 1)
-                rS += Qb * rk.transpose(0, 2, 1)
+                np.einsum("bi,bj->bij", (rq + gamma(s_dim, u) * Qb)[..., 0], Kb[..., 0], out=rS)
+                np.einsum("bi,bj->bij", Qb[..., 0], rk[..., 0], out=tmp)
             else:
-                S = q @ k.transpose(0, 2, 1)  # (B, n_q, n_k)
-                rS = (rq + gamma(s_dim, u) * Qb) @ Kb.transpose(0, 2, 1)
-                rS += Qb @ rk.transpose(0, 2, 1)
-            S *= att.scale
+                np.matmul(q, k.transpose(0, 2, 1), out=S)  # (B, n_q, n_k)
+                np.matmul(rq + gamma(s_dim, u) * Qb, Kb.transpose(0, 2, 1), out=rS)
+                np.matmul(Qb, rk.transpose(0, 2, 1), out=tmp)
+            rS += tmp
+            if att.scale != 1.0:  # x·1 = x exactly (±0, ±∞ and NaN included)
+                S *= att.scale
             rS += s_dim * self.eta
-            rS *= abs(att.scale)
+            if abs(att.scale) != 1.0:
+                rS *= abs(att.scale)
             if exact is not None:
                 np.copyto(rS, 0.0, where=exact)
             if not scale_exact:  # the run's own scale (`_run_scale`): one rounding of the product
-                rS += u * (np.abs(S) + rS)
+                np.abs(S, out=tmp)
+                tmp += rS
+                tmp *= u
+                rS += tmp  # rS + u (|S| + rS)
             rS += self.eta  # scaling (even by 2^k) may underflow
             # D = s − max over the allowed keys (≤ 0); P = exp(D) / Σ exp(D); masked keys: weight exactly 0 and,
             # below, D = 0 and rS = 0, so they add nothing to the maxima that follow
@@ -1137,16 +1173,15 @@ class _BoundedModel:
                 Smax = (np.where(allowed, S, -np.inf) if causal else S).max(axis=-1)
                 Smin = None
             if causal:
-                D = np.where(allowed, S, -np.inf)
-                D -= Smax[..., None]
-            else:
-                D = S - Smax[..., None]
-            P = np.exp(D)
+                np.copyto(S, -np.inf, where=~allowed)
+            S -= Smax[..., None]
+            D = S  # S is not read again
+            np.exp(D, out=P)
             P /= P.sum(axis=-1, keepdims=True)  # (B, n, n)
             if causal:
                 np.copyto(D, 0.0, where=~allowed)
                 np.copyto(rS, 0.0, where=~allowed)
-            rSmax = rS.max(axis=-1)  # (B, n)
+            rSmax = _row_max(rS)  # (B, n)
             # T_j = max − s_j + 4 max rS ≥ 0 (over allowed keys); ρ = max_j (2 rS_j + u T_j) + exp error
             # min_j D_j = fl(min s − max s) (x ↦ fl(x − c) is monotone; ≤ 0, so the masked keys' 0 does not change it)
             Dmin = D.min(axis=-1) if Smin is None else Smin - Smax  # (B, n)
@@ -1157,9 +1192,10 @@ class _BoundedModel:
             # whatever its exact value (−∞ may stand for a large positive score and give its key weight 0)
             undefined |= ~np.isfinite(Dmin)
             D *= -u
-            D += 2 * rS
-            rho = D.max(axis=-1) + 4 * u * rSmax + exp_relative_error(u, self.exp_ulps)  # (B, n)
-            del D
+            np.multiply(rS, 2, out=tmp)
+            D += tmp
+            rho = _row_max(D) + 4 * u * rSmax + exp_relative_error(u, self.exp_ulps)  # (B, n)
+            del D, S, rS, tmp
             # margin for kernels that form exp(s − max − log Σ) instead of dividing: u (log n + 2) more
             rho = rho + u * (np.log(nkeys) + 2.0)
             # every exp(s − max) AND every weight exp(·)/Σ (Σ ≤ nkeys) must stay normal for the relative bounds
@@ -1330,6 +1366,8 @@ class _BoundedModel:
     UNIT_PAIRS = 1 << 20
     # (token, unit) pairs of one batched evaluation, padding included (its ~20 temporaries: 4 MB each)
     BATCH_PAIRS = 1 << 19
+    # padded (token, unit) pairs up to which neighbouring buckets are merged into one batch (`_ff_batched`)
+    MERGE_PAIRS = 1 << 14
 
     def _ff_batched(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
         """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``) whose tokens read only their own
@@ -1361,11 +1399,23 @@ class _BoundedModel:
         perm = np.lexsort((T, K, kb, tb))
         key = tb[perm] * (int(kb.max()) + 1) + kb[perm]
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
+        # small neighbouring buckets share one batch while its padded size stays ≤ MERGE_PAIRS (a batch's fixed
+        # cost, some sixty array operations, exceeds the work of a few hundred pairs); a count of one is never
+        # padded: codes with a single token, or a single unit, stay apart from the others
+        ones = (T[perm] == 1) * 2 + (K[perm] == 1)
+        spans: list[tuple[int, int]] = []
+        for a, b in itertools.pairwise(cuts):
+            if spans and ones[spans[-1][0]] == ones[a]:
+                a0 = spans[-1][0]
+                if (b - a0) * int(T[perm[a0:b]].max()) * int(K[perm[a0:b]].max()) <= self.MERGE_PAIRS:
+                    spans[-1] = (a0, b)
+                    continue
+            spans.append((a, b))
         R1 = self.gate["R1"]
         xr1 = (np.take(x, R1, axis=1), np.take(r, R1, axis=1))  # (T, |R1|): rows gathered per batch
         if self.gate["sparse_columns"]:  # X = |x̂| + 2r > 0: the coordinate can be non-zero in a run
             xr1 += ((np.abs(xr1[0]) + 2 * xr1[1]) > 0,)
-        for a, b in itertools.pairwise(cuts):
+        for a, b in spans:
             idx = perm[a:b]
             per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
             for s in range(0, len(idx), per):
@@ -1564,12 +1614,27 @@ class _BoundedModel:
         """
         if not groups:
             return []
-        with np.errstate(over="ignore", invalid="ignore"):
-            return self._forward_bounds_groups(groups, counters)
+        L, rL, bad = self.forward_bounds_flat(groups, counters)
+        cut = np.cumsum([ids.size for ids in groups])[:-1]
+        return [
+            (Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), b.reshape(ids.shape))
+            for Lg, rLg, b, ids in zip(np.split(L, cut), np.split(rL, cut), np.split(bad, cut), groups, strict=True)
+        ]
 
-    def _forward_bounds_groups(
+    def forward_bounds_flat(
         self, groups: list[np.ndarray], counters: dict[str, int] | None = None
-    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`forward_bounds_groups` with the batches' tokens in one flat order (batch by batch, each row-major):
+        L, rL (T, C) and the flags (T,)."""
+        if not groups:
+            C = self.readout.W.shape[0]
+            return np.zeros((0, C)), np.zeros((0, C)), np.zeros(0, dtype=bool)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._forward_bounds_flat(groups, counters)
+
+    def _forward_bounds_flat(
+        self, groups: list[np.ndarray], counters: dict[str, int] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         d = self.cfg.d_model
         check = not self.overflow_excluded  # per-batch overflow checks, unless excluded for the whole model
         sizes = [ids.size for ids in groups]
@@ -1603,6 +1668,15 @@ class _BoundedModel:
         _quarantine(xf, rf, badf, lostf)
         overflow = False
         for li, (att, hid, out) in enumerate(self.layers):
+            # q, k, v of every token of the pass at once, per head (a token's own products: as per block)
+            qkvf = [self.qkv_bounds(xf, rf, att, i) for i in range(att.WQ.shape[0])]
+            qkvg = [
+                [
+                    (q.reshape(*ids.shape, -1), rq.reshape(*ids.shape, -1))
+                    for ids, q, rq in zip(groups, np.split(qf, cut), np.split(rqf, cut), strict=True)
+                ]
+                for qf, rqf in qkvf
+            ]  # per head, per group: (B, n, 3s) values and radii
             for gi, ids in enumerate(groups):
                 B, n = ids.shape
                 bad = bads[gi]
@@ -1621,7 +1695,8 @@ class _BoundedModel:
                     if check:
                         flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
                     # a flagged row's exp(2ρ) may overflow: its radius is then ∞ or NaN, quarantined below
-                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
+                    given = [(h[gi][0][s:e], h[gi][1][s:e]) for h in qkvg]
+                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal, given)  # in place
             _quarantine(xf, rf, badf, lostf)
             if li == 0 and self.gate is not None:
                 # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
@@ -1653,13 +1728,9 @@ class _BoundedModel:
         lostf |= L_nonfinite
         if lostf.any():
             L[lostf], rL[lostf] = np.nan, np.inf
-        res = []
-        for Lg, rLg, nf, bad, flag, ids in zip(
-            np.split(L, cut), np.split(rL, cut), np.split(nonfinite, cut), bads, flags, groups, strict=True
-        ):
-            bad = bad | flag[:, None] | overflow | nf.reshape(ids.shape)  # some run might overflow: not certified
-            res.append((Lg.reshape(*ids.shape, -1), rLg.reshape(*ids.shape, -1), bad))
-        return res
+        # some run might overflow (a sequence's flag, the token-wise stages' one), or the bound is not finite
+        flagf = np.concatenate([np.repeat(flag, ids.shape[1]) for flag, ids in zip(flags, groups, strict=True)])
+        return L, rL, badf | flagf | overflow | nonfinite
 
     def _workspace(self, T: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Two (T, d) float64 arrays for a pass's values and radii, reused from pass to pass (a fresh array of
@@ -1672,6 +1743,17 @@ class _BoundedModel:
             size = max(T * d, PASS_ELEMENTS)
             ws = self._ws[key] = (np.empty(size), np.empty(size))
         return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
+
+    def _score_workspace(self, B: int, n: int) -> tuple[np.ndarray, ...]:
+        """Four (B, n, n) float64 arrays for one attention evaluation's scores and their bounds, reused from call to
+        call (per thread, as `_workspace`): fresh arrays of this size come from the operating system on every
+        call and cost a page fault per 4 kB on first touch. Every entry is written before it is read."""
+        key = threading.get_ident()
+        size = B * n * n
+        ws = self._score_ws.get(key)
+        if ws is None or ws[0].size < size:
+            ws = self._score_ws[key] = tuple(np.empty(max(size, self.ATTENTION_ELEMENTS)) for _ in range(4))
+        return tuple(w[:size].reshape(B, n, n) for w in ws)
 
     def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
@@ -2354,14 +2436,18 @@ def _certify_chunk(
     for part in _passes(by_length, uniq.tolist(), max(1, PASS_ELEMENTS // bm.cfg.d_model)):
         batches = [flat.rows(flat.tok, idx, int(uniq[gi])) for gi, _, idx in part]  # (B, n) per piece
         counters: dict[str, int] = {}
-        bounds = bm.forward_bounds_groups(batches, counters)  # the token-wise stages once over the pass's tokens
+        # the token-wise stages once over the pass's tokens, in the pieces' order (each row-major)
+        L, rL, bad = bm.forward_bounds_flat(batches, counters)
         out["dense_units"] = max(out["dense_units"], counters.get("dense_units", 0))
-        for (gi, offset, idx), (L, rL, bad) in zip(part, bounds, strict=True):
-            ys = flat.rows(flat.lab, idx, L.shape[1])  # (B, n)
-            pred, ok = _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys)
+        ys = np.concatenate([b.reshape(-1) for b in (flat.rows(flat.lab, idx, int(uniq[gi])) for gi, _, idx in part)])
+        pieces = [(idx, int(uniq[gi])) for gi, _, idx in part]
+        pred, ok = _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys)
+        at = 0
+        for (gi, offset, idx), (_, n) in zip(part, pieces, strict=True):
             k = max(0, min(len(idx), takes[gi] - offset))
             if k:
-                spot_rows[gi].append((pred[:k], ok[:k]))
+                spot_rows[gi].append((pred[at : at + k * n].reshape(k, n), ok[at : at + k * n].reshape(k, n)))
+            at += len(idx) * n
     for gi, take in enumerate(takes):
         if take:  # PyTorch's own forward on a few sequences: certified tokens must be right
             idx = by_length[gi][:take]
@@ -2407,25 +2493,25 @@ def _passes(
         yield part
 
 
-def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[np.ndarray, np.ndarray]:
-    """Fold one piece's bounds (sequences ``idx`` of one length, labels ``ys`` (B, n)) into ``out``; returns its
-    reference predictions and certified flags (B, n)."""
+def _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys) -> tuple[np.ndarray, np.ndarray]:
+    """Fold one pass's bounds into ``out``: its tokens in the pieces' order (``pieces``: (sequence indices of the
+    chunk, length) each, row-major within a piece), L, rL (T, C), flags ``bad`` and labels ``ys`` (T,). Returns
+    the reference's predictions and the certified flags (T,). Every figure is the one a fold piece by piece gives:
+    counts add up, the largest radius is a maximum, the smallest margin is the first smallest in this order
+    (pieces and passes come in the same order either way) and the examples are merged by data position."""
     examples, margins = out["examples"], out["margins"]
     C = L.shape[-1]
-    Lc = np.take_along_axis(L, ys[..., None], axis=-1)  # (B, n, 1)
-    rc = np.take_along_axis(rL, ys[..., None], axis=-1)
+    Lc = np.take_along_axis(L, ys[:, None], axis=-1)  # (T, 1)
+    rc = np.take_along_axis(rL, ys[:, None], axis=-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        # (B, n, C) certified lower bound of L_c − L_o. A difference of finite logits beyond the float64 range is
+        # (T, C) certified lower bound of L_c − L_o. A difference of finite logits beyond the float64 range is
         # ±∞ (+∞ still a true lower bound when the radii are finite: L_c − L_o then exceeds every finite radius);
         # NaN (∞ − ∞, in a row without a valid bound) is replaced by −∞ below
         lower = Lc - L - 2 * (rc + rL) * RADIUS_SAFETY
-    onehot = np.arange(C)[None, None, :] == ys[..., None]
+    onehot = np.arange(C)[None, :] == ys[:, None]
     lower = np.where(onehot, np.inf, lower).min(axis=-1)
     lower = np.where(bad | np.isnan(lower), -np.inf, lower)
-    if margins is not None:
-        for b, si in enumerate(idx):
-            margins[start + int(si)] = lower[b].copy()
-    # the reference's prediction, −1 where it has none (its logits are not finite: `forward_bounds_groups`)
+    # the reference's prediction, −1 where it has none (its logits are not finite: `forward_bounds_flat`)
     known = np.isfinite(L).all(axis=-1)
     pred = np.where(known, L.argmax(axis=-1), -1)
     out["correct"] += int((pred == ys).sum())
@@ -2435,40 +2521,62 @@ def _reduce_piece(out, setup, chunk, enc, start, idx, L, rL, bad, ys) -> tuple[n
     # the largest radius among tokens whose bound holds (a flagged row's radius bounds nothing)
     out["unbounded"] += int(np.count_nonzero(bad))
     out["max_err"] = max(out["max_err"], float(rL[~bad].max(initial=0.0)))
+    offsets = np.cumsum([0] + [len(idx) * n for idx, n in pieces])
     if ok.any():
-        b, k = np.unravel_index(np.argmin(np.where(ok, lower, np.inf)), ok.shape)
-        if lower[b, k] < out["min_margin"]:
-            out["min_margin"] = float(lower[b, k])
-            si = int(idx[b])
+        t = int(np.argmin(np.where(ok, lower, np.inf)))
+        if lower[t] < out["min_margin"]:
+            p, b, k = _piece_position(offsets, [n for _, n in pieces], t)
+            si = int(pieces[p][0][b])
+            out["min_margin"] = float(lower[t])
             out["min_at"] = {
                 "sequence": start + si,
                 "position": int(k),
                 "token": _token_at(chunk, enc, si, k),
                 "line": _line_at(chunk, si, int(k)),
-                "reference_margin": float(Lc[b, k, 0] - np.where(onehot[b, k], -np.inf, L[b, k]).max()),
+                "reference_margin": float(Lc[t, 0] - np.where(onehot[t], -np.inf, L[t]).max()),
             }
+    if margins is not None:
+        for p, (idx, n) in enumerate(pieces):
+            rows = lower[offsets[p] : offsets[p + 1]].reshape(len(idx), n)
+            for b, si in enumerate(idx):
+                margins[start + int(si)] = rows[b].copy()
     if setup.max_examples > 0 and not ok.all():
         # the chunk's first max_examples uncertified tokens in data order (pieces come by length, so each piece's
         # first ones are merged in): the listed examples do not depend on how the data was cut into chunks
-        rows, cols = np.nonzero(~ok)  # row-major: data order within the piece (idx increases)
-        new = []
-        for b, k in zip(rows[: setup.max_examples].tolist(), cols[: setup.max_examples].tolist(), strict=True):
-            si = int(idx[b])
-            if len(examples) >= setup.max_examples and (start + si, k) > _example_key(examples[-1]):
-                break
-            new.append(
-                {
-                    "sequence": start + si,
-                    "position": int(k),
-                    "token": _token_at(chunk, enc, si, k),
-                    "label": _label_at(chunk, enc, si, k),
-                    "line": _line_at(chunk, si, int(k)),
-                    "certified_margin_lower_bound": float(lower[b, k]),
-                    "softmax_range_exceeded": bool(bad[b, k]),
-                }
-            )
-        examples[:] = sorted(examples + new, key=_example_key)[: setup.max_examples]
+        for p, (idx, n) in enumerate(pieces):
+            piece_ok = ok[offsets[p] : offsets[p + 1]].reshape(len(idx), n)
+            if piece_ok.all():
+                continue
+            rows, cols = np.nonzero(~piece_ok)  # row-major: data order within the piece (idx increases)
+            new = []
+            for b, k in zip(rows[: setup.max_examples].tolist(), cols[: setup.max_examples].tolist(), strict=True):
+                si = int(idx[b])
+                if len(examples) >= setup.max_examples and (start + si, k) > _example_key(examples[-1]):
+                    break
+                t = int(offsets[p]) + b * n + k
+                new.append(
+                    {
+                        "sequence": start + si,
+                        "position": int(k),
+                        "token": _token_at(chunk, enc, si, k),
+                        "label": _label_at(chunk, enc, si, k),
+                        "line": _line_at(chunk, si, int(k)),
+                        "certified_margin_lower_bound": float(lower[t]),
+                        "softmax_range_exceeded": bool(bad[t]),
+                    }
+                )
+            examples[:] = sorted(examples + new, key=_example_key)[: setup.max_examples]
     return pred, ok
+
+
+def _piece_position(offsets: np.ndarray, lengths: list[int], t: int) -> tuple[int, int, int]:
+    """Token ``t`` of a pass's flat order → (piece, row, position): pieces of ``lengths[p]`` tokens a row start at
+    ``offsets[p]`` (``offsets[-1]``: the pass's token count)."""
+    if not 0 <= t < int(offsets[-1]):
+        raise IndexError(f"token {t} outside the pass's {int(offsets[-1])} tokens")
+    p = int(np.searchsorted(offsets, t, side="right")) - 1
+    b, k = divmod(t - int(offsets[p]), lengths[p])
+    return p, b, k
 
 
 def _example_key(example: dict[str, Any]) -> tuple[int, int]:
