@@ -90,3 +90,23 @@ def test_causal_h_of_one_prefix_is_the_same_in_sequences_of_any_length(batch_tok
     hs = boltzmann_context(words, alpha, pi, b, causal=True, batch_tokens=batch_tokens)
     for h in hs[1:]:
         assert np.array_equal(h[: len(prefix)], hs[0])  # bit for bit
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_boltzmann_columns_reuse_one_score_array_bit_for_bit(causal):
+    """The score array shared by every batch and scale (larger batches first, then smaller and other lengths)
+    leaves no trace: each batch's h equals its rows computed on a fresh array."""
+    from uatlab.constructions.paper_a.cor1_memorizer.contexts import _boltzmann_columns, _boltzmann_rows
+
+    rng = np.random.default_rng(7)
+    lengths = [9, 9, 9, 4, 4, 1, 12, 9]
+    words = [rng.integers(0, 30, n) for n in lengths]
+    alpha = rng.integers(-512, 513, 30) / 2**12
+    pi = rng.integers(-64, 65, 12) / 2**14
+    scales = [3.3 * (1 + rng.integers(0, 8, 12) / 8) for _ in range(3)]
+    H = _boltzmann_columns(words, alpha, pi, scales, causal, batch_tokens=200)  # 2 sequences of 9 a batch
+    at = np.cumsum([0, *lengths])
+    for i, w in enumerate(words):
+        a = (alpha[w] + pi[: len(w)])[None]
+        for c, b in enumerate(scales):
+            assert np.array_equal(H[at[i] : at[i + 1], c], _boltzmann_rows(a, b[: len(w)], causal)[0])

@@ -54,6 +54,9 @@ def _boltzmann_columns(
     lengths = np.array([len(w) for w in words], dtype=np.int64)
     offsets = np.cumsum(lengths) - lengths
     H = np.empty((int(lengths.sum()), len(scales)), dtype=np.float64)
+    # one (B, n, n) score array for every batch and scale, reused: a fresh array of this size per scale costs a
+    # page fault per 4 kB on first touch
+    scratch: np.ndarray | None = None
     for n in np.unique(lengths).tolist():
         idx = np.flatnonzero(lengths == n)
         if n * n > batch_tokens:  # one long sequence at a time, in blocks of queries
@@ -68,17 +71,22 @@ def _boltzmann_columns(
             ids = np.stack([words[i] for i in sel.tolist()])  # (B, n)
             a = alpha[ids] + pi[:n]  # (B, n) keys = values
             rows = (offsets[sel][:, None] + np.arange(n)).ravel()  # (B·n,) the tokens' rows in H
+            if scratch is None or scratch.size < len(sel) * n * n:
+                scratch = np.empty(max(len(sel) * n * n, min(batch_tokens, 1 << 21)))
+            S = scratch[: len(sel) * n * n].reshape(len(sel), n, n)
             for c, b in enumerate(scales):
-                H[rows, c] = _boltzmann_rows(a, b[:n], causal).ravel()
+                H[rows, c] = _boltzmann_rows(a, b[:n], causal, out=S).ravel()
     return H
 
 
-def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool) -> np.ndarray:
-    """h (B, n) of B sequences of one length n with keys = values ``a`` (B, n) and query scales ``b`` (n,)."""
+def _boltzmann_rows(a: np.ndarray, b: np.ndarray, causal: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """h (B, n) of B sequences of one length n with keys = values ``a`` (B, n) and query scales ``b`` (n,).
+    ``out``: a (B, n, n) float64 array for the scores (overwritten), else a new one."""
     n = a.shape[1]
-    S = b[None, :, None] * a[:, None, :]  # (B, n_q, n_k)
+    # S_bqk = fl(b_q a_bk), one product each (einsum forms the same products as a broadcast multiply, faster)
+    S = np.einsum("q,bk->bqk", b, a, out=out)  # (B, n_q, n_k)
     if causal:
-        S = np.where(np.tril(np.ones((n, n), dtype=bool))[None], S, -np.inf)
+        np.copyto(S, -np.inf, where=~np.tril(np.ones((n, n), dtype=bool))[None])
     if np.all(b > 0):
         # max_k fl(b_q a_k) = fl(b_q max_k a_k) (rounding is monotone and b_q > 0): the same maximum (up to the
         # sign of a zero, which S − M and exp do not see) without a reduction over the short last axis
