@@ -23,6 +23,10 @@ def test_compile_benchmark_quick(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads(out.read_text())
+    # every timed process read cached bytecode, written once under the run's own folder (never the checkout)
+    bytecode = doc["machine"]["bytecode"]
+    assert bytecode["pycache_prefix"].endswith("pycache") and isinstance(bytecode["dont_write_bytecode_was_set"], bool)
+    assert str(BENCH.parents[1]) not in bytecode["pycache_prefix"]
     rows = {r["case"]: r for r in doc["cases"]}
     whole, chunked = rows["synthetic-N2000-f64"], rows["synthetic-N2000-f64-chunked"]
     for r in rows.values():
