@@ -1,4 +1,4 @@
-"""The certificate's pass machinery: row maxima, attention scratch reuse, q/k/v formed per pass, the flat fold."""
+"""The certificate's pass machinery: row maxima, attention scratch reuse, the flat fold of a pass."""
 
 from __future__ import annotations
 
@@ -30,22 +30,19 @@ def model_and_data():
     return compile_dataset(data, run_certificate=False).model, data
 
 
-def _attention_once(bm, ids, qkv=False):
+def _attention_once(bm, ids):
     att = bm.layers[0][0]
     x, r = bm.embed(ids)
-    given = None
-    if qkv:
-        given = [bm.qkv_bounds(x, r, att, i) for i in range(att.WQ.shape[0])]
-    bad = bm.attention(x, r, att, att.causal, given)
+    bad = bm.attention(x, r, att, att.causal)
     return x.copy(), r.copy(), bad.copy()
 
 
-def test_attention_scratch_reuse_and_given_qkv_are_bit_identical(model_and_data):
+def test_attention_scratch_reuse_is_bit_identical(model_and_data):
     model, data = model_and_data
     ids = np.stack(model.encoding.encode_tokens(data))  # (N, n), one length
     fresh = [_attention_once(_BoundedModel(model), part) for part in (ids[:3], ids[3:40], ids[:1])]
     bm = _BoundedModel(model)  # one model: its scratch arrays are reused, larger then smaller
-    reused = [_attention_once(bm, part, qkv=k % 2 == 1) for k, part in enumerate((ids[3:40], ids[:3], ids[:1]))]
+    reused = [_attention_once(bm, part) for part in (ids[3:40], ids[:3], ids[:1])]
     for (x0, r0, b0), (x1, r1, b1) in zip(fresh, [reused[1], reused[0], reused[2]], strict=True):
         np.testing.assert_array_equal(x0, x1)
         np.testing.assert_array_equal(r0, r1)

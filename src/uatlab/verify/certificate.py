@@ -1099,7 +1099,9 @@ class _BoundedModel:
 
     def qkv_bounds(self, x, r, att: _Attention, head: int) -> tuple[np.ndarray, np.ndarray]:
         """Head ``head``'s q, k, v of tokens x, r (..., d) as one product, (..., 3s) each: the values and their
-        radii (`_matvec_bound`; every token's row is its own dot products, so tokens may be taken together)."""
+        radii (`_matvec_bound`). Formed per attention block: the BLAS may round a row differently depending on how
+        many rows a product has, so forming them for a whole pass at once would move the reference values (within
+        their radii) and the certificate's figures with them."""
         return _matvec_bound(
             x,
             r,
@@ -1109,10 +1111,9 @@ class _BoundedModel:
             self.eta,
         )
 
-    def attention(self, x, r, att: _Attention, mask_causal: bool, qkv_given=None):
+    def attention(self, x, r, att: _Attention, mask_causal: bool):
         """x, r (B, n, d) → x + SA(x) and its radius, written into x and r (only the coordinates some head writes
-        change); returns a (B, n) flag of rows that are not certifiable. ``qkv_given``: per head, `qkv_bounds` of
-        these x, r, (B, n, 3s) each, when already formed."""
+        change); returns a (B, n) flag of rows that are not certifiable."""
         u = self.u
         B, n, d = x.shape
         Hb_acc = []
@@ -1129,7 +1130,7 @@ class _BoundedModel:
         for i in range(att.WQ.shape[0]):
             # q, k, v (B, n, s) as one product: each output row is its own dot product and radius
             s_dim = att.WQ.shape[1]
-            qkv, rqkv = self.qkv_bounds(x, r, att, i) if qkv_given is None else qkv_given[i]
+            qkv, rqkv = self.qkv_bounds(x, r, att, i)
             q, k, v = (qkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             rq, rk, rv = (rqkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
@@ -1366,8 +1367,6 @@ class _BoundedModel:
     UNIT_PAIRS = 1 << 20
     # (token, unit) pairs of one batched evaluation, padding included (its ~20 temporaries: 4 MB each)
     BATCH_PAIRS = 1 << 19
-    # padded (token, unit) pairs up to which neighbouring buckets are merged into one batch (`_ff_batched`)
-    MERGE_PAIRS = 1 << 14
 
     def _ff_batched(self, x, r, order, starts, ends, lo_u, hi_u, hid: _Linear, out: _Linear, yv, ry):
         """Codes i (tokens ``order[starts[i]:ends[i]]``, units ``lo_u[i]:hi_u[i]``) whose tokens read only their own
@@ -1399,23 +1398,11 @@ class _BoundedModel:
         perm = np.lexsort((T, K, kb, tb))
         key = tb[perm] * (int(kb.max()) + 1) + kb[perm]
         cuts = np.flatnonzero(np.r_[True, key[1:] != key[:-1], True]).tolist()
-        # small neighbouring buckets share one batch while its padded size stays ≤ MERGE_PAIRS (a batch's fixed
-        # cost, some sixty array operations, exceeds the work of a few hundred pairs); a count of one is never
-        # padded: codes with a single token, or a single unit, stay apart from the others
-        ones = (T[perm] == 1) * 2 + (K[perm] == 1)
-        spans: list[tuple[int, int]] = []
-        for a, b in itertools.pairwise(cuts):
-            if spans and ones[spans[-1][0]] == ones[a]:
-                a0 = spans[-1][0]
-                if (b - a0) * int(T[perm[a0:b]].max()) * int(K[perm[a0:b]].max()) <= self.MERGE_PAIRS:
-                    spans[-1] = (a0, b)
-                    continue
-            spans.append((a, b))
         R1 = self.gate["R1"]
         xr1 = (np.take(x, R1, axis=1), np.take(r, R1, axis=1))  # (T, |R1|): rows gathered per batch
         if self.gate["sparse_columns"]:  # X = |x̂| + 2r > 0: the coordinate can be non-zero in a run
             xr1 += ((np.abs(xr1[0]) + 2 * xr1[1]) > 0,)
-        for a, b in spans:
+        for a, b in itertools.pairwise(cuts):
             idx = perm[a:b]
             per = max(1, self.BATCH_PAIRS // (int(T[idx].max()) * int(K[idx].max())))
             for s in range(0, len(idx), per):
@@ -1668,15 +1655,6 @@ class _BoundedModel:
         _quarantine(xf, rf, badf, lostf)
         overflow = False
         for li, (att, hid, out) in enumerate(self.layers):
-            # q, k, v of every token of the pass at once, per head (a token's own products: as per block)
-            qkvf = [self.qkv_bounds(xf, rf, att, i) for i in range(att.WQ.shape[0])]
-            qkvg = [
-                [
-                    (q.reshape(*ids.shape, -1), rq.reshape(*ids.shape, -1))
-                    for ids, q, rq in zip(groups, np.split(qf, cut), np.split(rqf, cut), strict=True)
-                ]
-                for qf, rqf in qkvf
-            ]  # per head, per group: (B, n, 3s) values and radii
             for gi, ids in enumerate(groups):
                 B, n = ids.shape
                 bad = bads[gi]
@@ -1695,8 +1673,7 @@ class _BoundedModel:
                     if check:
                         flags[gi][s:e] |= self._may_overflow(x[s:e], r[s:e], "attention", att)
                     # a flagged row's exp(2ρ) may overflow: its radius is then ∞ or NaN, quarantined below
-                    given = [(h[gi][0][s:e], h[gi][1][s:e]) for h in qkvg]
-                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal, given)  # in place
+                    bad[s:e] |= self.attention(x[s:e], r[s:e], att, att.causal)  # in place
             _quarantine(xf, rf, badf, lostf)
             if li == 0 and self.gate is not None:
                 # one pass over the tokens for the gated layer's box and the overflow check's maxima (the same
