@@ -883,8 +883,7 @@ class _BoundedModel:
         # no run on any input can overflow (proved from the weights alone): no per-batch checks then
         with np.errstate(over="ignore", invalid="ignore"):  # a bound that overflows is ∞: refused, not a warning
             self.overflow_excluded = self._overflow_excluded()
-        self._ws: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # pass buffers per thread (`_workspace`)
-        self._score_ws: dict[int, tuple[np.ndarray, ...]] = {}  # attention scratch per thread (`_score_workspace`)
+        self._ws: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}  # reused buffers per thread (`_buffers`)
         for li, (_, hid, out) in enumerate(self.layers):
             if li > 0 or self.gate is None:  # evaluated densely: |W| stored once (the gated FF forms it per slice)
                 hid.stored_absW, out.stored_absW = np.abs(hid.W), np.abs(out.W)
@@ -1097,20 +1096,6 @@ class _BoundedModel:
         fused = np.where(Xpos & (n > 0), _gamma_of_counts(n, u, offset=1) * (X + S), gS)
         return x + y, r + ry_prop + np.maximum(separate, fused)
 
-    def qkv_bounds(self, x, r, att: _Attention, head: int) -> tuple[np.ndarray, np.ndarray]:
-        """Head ``head``'s q, k, v of tokens x, r (..., d) as one product, (..., 3s) each: the values and their
-        radii (`_matvec_bound`). Formed per attention block: the BLAS may round a row differently depending on how
-        many rows a product has, so forming them for a whole pass at once would move the reference values (within
-        their radii) and the certificate's figures with them."""
-        return _matvec_bound(
-            x,
-            r,
-            np.concatenate([att.WQ[head], att.WK[head], att.WV[head]]),
-            np.concatenate([att.rQ[head], att.rK[head], att.rV[head]]),
-            self.u,
-            self.eta,
-        )
-
     def attention(self, x, r, att: _Attention, mask_causal: bool):
         """x, r (B, n, d) → x + SA(x) and its radius, written into x and r (only the coordinates some head writes
         change); returns a (B, n) flag of rows that are not certifiable."""
@@ -1128,9 +1113,18 @@ class _BoundedModel:
         undefined = np.zeros((B, n), dtype=bool)
         heads = []
         for i in range(att.WQ.shape[0]):
-            # q, k, v (B, n, s) as one product: each output row is its own dot product and radius
+            # q, k, v (B, n, s) as one product: each output row is its own dot product and radius. Formed per block:
+            # the BLAS may round a row differently with the number of rows in a product, so forming them for a whole
+            # pass at once would move the reference values (within their radii) and the certificate's figures
             s_dim = att.WQ.shape[1]
-            qkv, rqkv = self.qkv_bounds(x, r, att, i)
+            qkv, rqkv = _matvec_bound(
+                x,
+                r,
+                np.concatenate([att.WQ[i], att.WK[i], att.WV[i]]),
+                np.concatenate([att.rQ[i], att.rK[i], att.rV[i]]),
+                u,
+                self.eta,
+            )
             q, k, v = (qkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             rq, rk, rv = (rqkv[..., j * s_dim : (j + 1) * s_dim] for j in range(3))
             Qb, Kb, Vb = np.abs(q) + 2 * rq, np.abs(k) + 2 * rk, np.abs(v) + 2 * rv
@@ -1709,28 +1703,27 @@ class _BoundedModel:
         flagf = np.concatenate([np.repeat(flag, ids.shape[1]) for flag, ids in zip(flags, groups, strict=True)])
         return L, rL, badf | flagf | overflow | nonfinite
 
+    def _buffers(self, name: str, count: int, shape: tuple[int, ...], minimum: int) -> tuple[np.ndarray, ...]:
+        """``count`` float64 arrays of ``shape``, views of buffers kept per thread under ``name`` and reused from call
+        to call (grown to at least ``minimum`` elements, or the size asked for): a fresh array of these sizes comes
+        from the operating system on every call and costs a page fault per 4 kB on first touch. The caller writes
+        every entry before reading it. Per thread: a thread-based mapper's chunks run in one bounded model at once."""
+        size = math.prod(shape)
+        key = (name, threading.get_ident())
+        bufs = self._ws.get(key)
+        if bufs is None or bufs[0].size < size:
+            bufs = self._ws[key] = tuple(np.empty(max(size, minimum)) for _ in range(count))
+        return tuple(b[:size].reshape(shape) for b in bufs)
+
     def _workspace(self, T: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """Two (T, d) float64 arrays for a pass's values and radii, reused from pass to pass (a fresh array of
-        this size costs a page fault per 4 kB on first touch; every entry is written before it is read)."""
-        key = threading.get_ident()  # per thread: a thread-based mapper's chunks run in one bounded model at once
-        ws = self._ws.get(key)
-        if ws is None or ws[0].size < T * d:
-            # at least a full pass (PASS_ELEMENTS), so that the passes of a chunk, which are up to that size, reuse
-            # one pair of buffers instead of growing them (first writes to fresh memory are slow)
-            size = max(T * d, PASS_ELEMENTS)
-            ws = self._ws[key] = (np.empty(size), np.empty(size))
-        return ws[0][: T * d].reshape(T, d), ws[1][: T * d].reshape(T, d)
+        """Two (T, d) arrays for a pass's values and radii (`_buffers`), at least a full pass (PASS_ELEMENTS) so that
+        the passes of a chunk, which are up to that size, reuse one pair instead of growing it."""
+        return self._buffers("pass", 2, (T, d), PASS_ELEMENTS)
 
     def _score_workspace(self, B: int, n: int) -> tuple[np.ndarray, ...]:
-        """Four (B, n, n) float64 arrays for one attention evaluation's scores and their bounds, reused from call to
-        call (per thread, as `_workspace`): fresh arrays of this size come from the operating system on every
-        call and cost a page fault per 4 kB on first touch. Every entry is written before it is read."""
-        key = threading.get_ident()
-        size = B * n * n
-        ws = self._score_ws.get(key)
-        if ws is None or ws[0].size < size:
-            ws = self._score_ws[key] = tuple(np.empty(max(size, self.ATTENTION_ELEMENTS)) for _ in range(4))
-        return tuple(w[:size].reshape(B, n, n) for w in ws)
+        """Four (B, n, n) arrays for one attention evaluation's scores and their bounds (`_buffers`), at least one
+        block (ATTENTION_ELEMENTS)."""
+        return self._buffers("scores", 4, (B, n, n), self.ATTENTION_ELEMENTS)
 
     def _may_overflow(self, x, r, stage: str, params=None, out_rows=None) -> bool:
         """True unless every product and partial sum of ``stage`` stays below max/4 in any run (coarse: the
@@ -2416,15 +2409,13 @@ def _certify_chunk(
         # the token-wise stages once over the pass's tokens, in the pieces' order (each row-major)
         L, rL, bad = bm.forward_bounds_flat(batches, counters)
         out["dense_units"] = max(out["dense_units"], counters.get("dense_units", 0))
-        ys = np.concatenate([b.reshape(-1) for b in (flat.rows(flat.lab, idx, int(uniq[gi])) for gi, _, idx in part)])
         pieces = [(idx, int(uniq[gi])) for gi, _, idx in part]
+        ys = np.concatenate([flat.rows(flat.lab, idx, n).reshape(-1) for idx, n in pieces])
         pred, ok = _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys)
-        at = 0
-        for (gi, offset, idx), (_, n) in zip(part, pieces, strict=True):
+        for (gi, offset, idx), (p_pred, p_ok) in zip(part, _piece_views(pieces, pred, ok), strict=True):
             k = max(0, min(len(idx), takes[gi] - offset))
             if k:
-                spot_rows[gi].append((pred[at : at + k * n].reshape(k, n), ok[at : at + k * n].reshape(k, n)))
-            at += len(idx) * n
+                spot_rows[gi].append((p_pred[:k], p_ok[:k]))
     for gi, take in enumerate(takes):
         if take:  # PyTorch's own forward on a few sequences: certified tokens must be right
             idx = by_length[gi][:take]
@@ -2498,10 +2489,10 @@ def _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys) -> tuple
     # the largest radius among tokens whose bound holds (a flagged row's radius bounds nothing)
     out["unbounded"] += int(np.count_nonzero(bad))
     out["max_err"] = max(out["max_err"], float(rL[~bad].max(initial=0.0)))
-    offsets = np.cumsum([0] + [len(idx) * n for idx, n in pieces])
     if ok.any():
         t = int(np.argmin(np.where(ok, lower, np.inf)))
         if lower[t] < out["min_margin"]:
+            offsets = np.cumsum([0] + [len(idx) * n for idx, n in pieces])
             p, b, k = _piece_position(offsets, [n for _, n in pieces], t)
             si = int(pieces[p][0][b])
             out["min_margin"] = float(lower[t])
@@ -2513,15 +2504,15 @@ def _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys) -> tuple
                 "reference_margin": float(Lc[t, 0] - np.where(onehot[t], -np.inf, L[t]).max()),
             }
     if margins is not None:
-        for p, (idx, n) in enumerate(pieces):
-            rows = lower[offsets[p] : offsets[p + 1]].reshape(len(idx), n)
+        for (idx, _), (rows,) in zip(pieces, _piece_views(pieces, lower), strict=True):
             for b, si in enumerate(idx):
                 margins[start + int(si)] = rows[b].copy()
     if setup.max_examples > 0 and not ok.all():
         # the chunk's first max_examples uncertified tokens in data order (pieces come by length, so each piece's
         # first ones are merged in): the listed examples do not depend on how the data was cut into chunks
-        for p, (idx, n) in enumerate(pieces):
-            piece_ok = ok[offsets[p] : offsets[p + 1]].reshape(len(idx), n)
+        for (idx, _), (piece_ok, piece_lower, piece_bad) in zip(
+            pieces, _piece_views(pieces, ok, lower, bad), strict=True
+        ):
             if piece_ok.all():
                 continue
             rows, cols = np.nonzero(~piece_ok)  # row-major: data order within the piece (idx increases)
@@ -2530,7 +2521,6 @@ def _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys) -> tuple
                 si = int(idx[b])
                 if len(examples) >= setup.max_examples and (start + si, k) > _example_key(examples[-1]):
                     break
-                t = int(offsets[p]) + b * n + k
                 new.append(
                     {
                         "sequence": start + si,
@@ -2538,12 +2528,23 @@ def _reduce_pass(out, setup, chunk, enc, start, pieces, L, rL, bad, ys) -> tuple
                         "token": _token_at(chunk, enc, si, k),
                         "label": _label_at(chunk, enc, si, k),
                         "line": _line_at(chunk, si, int(k)),
-                        "certified_margin_lower_bound": float(lower[t]),
-                        "softmax_range_exceeded": bool(bad[t]),
+                        "certified_margin_lower_bound": float(piece_lower[b, k]),
+                        "softmax_range_exceeded": bool(piece_bad[b, k]),
                     }
                 )
             examples[:] = sorted(examples + new, key=_example_key)[: setup.max_examples]
     return pred, ok
+
+
+def _piece_views(pieces: list[tuple[np.ndarray, int]], *arrays: np.ndarray) -> list[tuple[np.ndarray, ...]]:
+    """Per piece (its sequence indices and length n) of a pass's flat order: its rows of each flat array (T, ...),
+    as (sequences, n, ...) views."""
+    views, at = [], 0
+    for idx, n in pieces:
+        end = at + len(idx) * n
+        views.append(tuple(a[at:end].reshape(len(idx), n, *a.shape[1:]) for a in arrays))
+        at = end
+    return views
 
 
 def _piece_position(offsets: np.ndarray, lengths: list[int], t: int) -> tuple[int, int, int]:
