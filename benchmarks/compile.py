@@ -48,6 +48,7 @@ import math
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,6 +82,8 @@ CERT_FIELDS = (
     "torch_spot_check",
     "certified_fraction",
 )
+# where the figures go unless --out says
+DEFAULT_OUT = Path("benchmark-compile.json")
 # timings of each few-millisecond kernel whose rate a bound uses (np.exp, an elementwise pass, a matrix product):
 # their median is the rate
 RATE_TIMINGS = 20
@@ -248,11 +251,11 @@ def _parse(path: Path) -> tuple[list[list[str]], list[list[str]]]:
     return toks, labs
 
 
-def _cpu(fn, *a, reps: int = 1):
+def _cpu(fn, *a):
+    """(CPU seconds of one call of ``fn(*a)``, its result)."""
     t = time.process_time()
-    for _ in range(reps):
-        out = fn(*a)
-    return (time.process_time() - t) / reps, out
+    out = fn(*a)
+    return time.process_time() - t, out
 
 
 def _median_cpu(fn, *a, reps: int = RATE_TIMINGS) -> float:
@@ -625,7 +628,13 @@ def main() -> int:
     )
     ap.add_argument("--scaling-repeats", type=int, default=None, help="Runs per scaling point (default: --repeats).")
     ap.add_argument("--ray-copies", type=int, default=16, help="Copies of CoNLL train in the ray case.")
-    ap.add_argument("--out", type=Path, default=Path("benchmark-compile.json"), help="Where to write the figures.")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"Where to write the figures (replaced if it exists). Default: {DEFAULT_OUT} in the current folder, "
+        "which is never replaced: a run that would is refused before it starts.",
+    )
     args = ap.parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
     wanted = set(args.cases.split(","))
@@ -633,7 +642,34 @@ def main() -> int:
     if unknown:
         print(f"error: unknown case(s) {sorted(unknown)}: use conll, synthetic, scaling, ray", file=sys.stderr)
         return 2
+    problem = out_problem(args.out)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if args.out is None:
+        args.out = DEFAULT_OUT
     work = Path(tempfile.mkdtemp(prefix="uatlab-bench-"))
+    try:
+        return run_cases(args, repeats, wanted, work)
+    finally:  # the benchmark's own folder: its data copies, bytecode caches and models
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def out_problem(out: Path | None) -> str | None:
+    """Why ``--out`` cannot be written at the end of the run (checked before it starts), or None."""
+    if out is None:
+        if DEFAULT_OUT.exists() or DEFAULT_OUT.is_symlink():
+            return f"{DEFAULT_OUT} exists here (an earlier run's figures?): give --out to choose where to write"
+        return None
+    if out.is_dir():
+        return f"--out {out} is a folder: give a file path"
+    if not out.parent.is_dir():
+        return f"--out {out}: its folder {out.parent} does not exist"
+    return None
+
+
+def run_cases(args: argparse.Namespace, repeats: int, wanted: set[str], work: Path) -> int:
+    """Every requested case, the figures written to ``args.out``; 1 if a case failed."""
     have_conll = (CONLL / "train.txt").is_file()
     train = CONLL / "train.txt"
     if args.quick and have_conll:  # first 1,000 sentences (kept in the temp dir only)

@@ -27,6 +27,7 @@ def test_compile_benchmark_quick(tmp_path):
     bytecode = doc["machine"]["bytecode"]
     assert bytecode["pycache_prefix"].endswith("pycache") and isinstance(bytecode["dont_write_bytecode_was_set"], bool)
     assert str(BENCH.parents[1]) not in bytecode["pycache_prefix"]
+    assert not Path(bytecode["pycache_prefix"]).parent.exists()  # the run's own folder is gone with it
     rows = {r["case"]: r for r in doc["cases"]}
     whole, chunked = rows["synthetic-N2000-f64"], rows["synthetic-N2000-f64-chunked"]
     for r in rows.values():
@@ -63,3 +64,25 @@ def test_compile_benchmark_quick(tmp_path):
     assert inputs["certify_parts"]["spot_check"] == pytest.approx(spot, rel=1e-12)
     assert whole["bound_seconds"]["certify"] == pytest.approx(sum(inputs["certify_parts"].values()), rel=1e-12)
     assert "ratio" in proc.stdout and "figures written to" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["default exists", "out is a folder", "no such folder"])
+def test_benchmark_refuses_an_output_it_would_replace_or_cannot_write_before_it_runs(tmp_path, how):
+    earlier = tmp_path / "benchmark-compile.json"
+    earlier.write_text('{"earlier": "figures"}')
+    args = {
+        "default exists": [],
+        "out is a folder": ["--out", str(tmp_path)],
+        "no such folder": ["--out", str(tmp_path / "missing" / "b.json")],
+    }[how]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", "--cases", "synthetic", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+    assert earlier.read_text() == '{"earlier": "figures"}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["benchmark-compile.json"]
