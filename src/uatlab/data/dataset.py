@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numbers
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +38,18 @@ class SequenceDataset:
     token_lines: bool = False
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """InputError naming the sequence, position and item unless tokens and labels are lists (one per
+        sequence) of equally long, non-empty lists of one-word strings. Run on construction, and again by
+        `uatlab.compile_memorizer` and `uatlab.certify`: the lists can be changed after the data set was made."""
+        for what, seqs in (("tokens", self.tokens), ("labels", self.labels)):
+            if isinstance(seqs, (str, bytes)) or not (hasattr(seqs, "__len__") and hasattr(seqs, "__iter__")):
+                raise InputError(
+                    f"{self.source}: {what} must be a list of sequences (each a list of strings), not a "
+                    f"{type(seqs).__name__}"
+                )
         if len(self.tokens) != len(self.labels):
             raise InputError(
                 f"{self.source}: {len(self.tokens)} token sequences but {len(self.labels)} label sequences"
@@ -49,6 +61,10 @@ class SequenceDataset:
                 if isinstance(seq, str):  # iterating a string would make each character a token
                     raise InputError(
                         f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not the string {seq!r}"
+                    )
+                if isinstance(seq, bytes) or not (hasattr(seq, "__len__") and hasattr(seq, "__iter__")):
+                    raise InputError(
+                        f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not a {type(seq).__name__}"
                     )
                 if not all(isinstance(item, str) for item in seq):
                     k, item = next((k, item) for k, item in enumerate(seq) if not isinstance(item, str))
@@ -146,6 +162,28 @@ def first_repeated(names: Iterable[object]) -> str | None:
     return None
 
 
+class ReadOnlyMapping(dict):
+    """A dict that refuses every change: an `Encoding`'s mappings. Its ids are the model's embedding rows and
+    readout outputs, and `Encoding.id_to_label` reads their order: an entry changed in place would make
+    ``predict`` (by order) and ``certify`` (by id) read two different encodings. JSON, pickling and copies
+    (``dict(m)``, ``m.copy()``: plain dicts) work as for a dict."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError(
+            "an Encoding's token_to_id and label_to_id cannot be changed (the model's rows are numbered by them); "
+            "build a new Encoding, e.g. Encoding.from_lists(tokens, labels)"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    pop = popitem = clear = update = setdefault = _refuse  # type: ignore[assignment]
+
+    def copy(self) -> dict:  # type: ignore[override]
+        return dict(self)
+
+    def __reduce__(self) -> tuple:
+        return (ReadOnlyMapping, (dict(self),))
+
+
 @dataclass(frozen=True)
 class Encoding:
     """Maps between strings and integer ids for tokens and labels (id order = dict order: a mapping given in
@@ -165,6 +203,8 @@ class Encoding:
     def __post_init__(self) -> None:
         for field_name, what in (("token_to_id", "token"), ("label_to_id", "label")):
             mapping = getattr(self, field_name)
+            if not isinstance(mapping, Mapping):
+                raise InputError(f"{field_name} must be a dict of {what} → id, got {type(mapping).__name__}")
             ids = list(mapping.values())
             if ids != list(range(len(ids))):  # id i must be the i-th entry: id_to_token / id_to_label read dict order
                 seen = Counter(ids)
@@ -174,7 +214,8 @@ class Encoding:
                 )
                 if bad is not None:
                     raise InputError(f"{what} ids must be 0..{len(ids) - 1}, each once: {bad[0]!r} has id {bad[1]!r}")
-                object.__setattr__(self, field_name, dict(sorted(mapping.items(), key=lambda kv: kv[1])))
+                mapping = dict(sorted(mapping.items(), key=lambda kv: kv[1]))
+            object.__setattr__(self, field_name, ReadOnlyMapping(mapping))  # a copy: the caller's dict stays theirs
         if self.unknown_token is not None and self.unknown_token not in self.token_to_id:
             raise InputError(f"the unknown-word token {self.unknown_token!r} is not in the vocabulary")
 
@@ -231,10 +272,15 @@ class Encoding:
             raise InputError(f"unknown must be one of {UNKNOWN_POLICIES}, got {unknown!r}")
         if unknown == "unk" and self.unknown_token is None:
             raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
-        if isinstance(sentences, str) or any(isinstance(s, str) for s in sentences):
-            raise InputError(
-                "sentences must be a list of token lists, e.g. [['Zorbia', 'praises', 'Quarkish', 'plan']]"
-            )
+        example = "e.g. [['Zorbia', 'praises', 'Quarkish', 'plan']]"
+        if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
+            raise InputError(f"sentences must be a list of token lists, {example}; got a {type(sentences).__name__}")
+        sentences = list(sentences)
+        for i, sent in enumerate(sentences):
+            if isinstance(sent, (str, bytes)) or not (hasattr(sent, "__len__") and hasattr(sent, "__iter__")):
+                raise InputError(
+                    f"sentences must be a list of token lists, {example}; sentence {i} is a {type(sent).__name__}"
+                )
         fallback = self.unknown_id
         out = []
         for i, sent in enumerate(sentences):

@@ -7,6 +7,7 @@ and every tensor's shape, and turns every failure into a `ModelFileError` naming
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numbers
@@ -57,14 +58,48 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     if extra and isinstance(extra.get("encoding"), dict):
         check_encoding_fits(model.config, extra["encoding"], "save()")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": model.config.to_json()}
+    config = _config_of_tensors(model.config, tensors)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": config.to_json()}
     if extra:
         metadata["uatlab_extra"] = json.dumps(extra, sort_keys=True, default=str)
     with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
         save_file(tensors, str(tmp), metadata=metadata)
     return path
+
+
+def _float_dtypes(tensors: dict[str, Any]) -> dict[str, str]:
+    """The floating-point dtypes of ``tensors`` ('float32', 'torch.float16', ...), each with the first tensor (in
+    name order) that has it."""
+    seen: dict[str, str] = {}
+    for name in sorted(tensors):
+        t = tensors[name]
+        if t.is_floating_point():
+            seen.setdefault(str(t.dtype).removeprefix("torch."), name)
+    return seen
+
+
+def _config_of_tensors(config: TransformerConfig, tensors: dict[str, Any]) -> TransformerConfig:
+    """The config to store with ``tensors``: its dtype is theirs. ``model.float()`` or ``.to(torch.float32)``
+    re-types a model's tensors and leaves its config alone; a file whose header said float64 over float32
+    tensors would load as a float64 model, another model than the one saved. Tensors of several floating-point
+    dtypes, or of one uatlab does not compute in (float16, bfloat16), are an InputError naming them."""
+    seen = _float_dtypes(tensors)
+    if not seen:
+        return config
+    which = ", ".join(f"{n} is {dt}" for dt, n in seen.items())
+    if len(seen) > 1:
+        raise InputError(
+            f"save(): the model mixes parameter dtypes ({which}); convert it to one dtype first (model.float() or "
+            "model.double())"
+        )
+    dtype = next(iter(seen))
+    if dtype not in ("float32", "float64"):
+        raise InputError(
+            f"save(): uatlab models are float32 or float64, and {which}; convert it first (model.double())"
+        )
+    return config if dtype == config.dtype else dataclasses.replace(config, dtype=dtype)
 
 
 def check_encoding_fits(config: TransformerConfig, enc: dict[str, Any], where: str) -> None:
@@ -169,6 +204,11 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
             raise ModelFileError(
                 f"{path}: tensor {k} has shape {tuple(v.shape)}, the config needs {tuple(expected[k].shape)}"
             )
+    # a file whose floating-point tensors all have one dtype that its config does not say (written by an older
+    # version from a model re-typed with model.float()): the tensors are the model that was saved
+    seen = _float_dtypes(tensors)
+    if len(seen) == 1 and next(iter(seen)) in ("float32", "float64") and next(iter(seen)) != config.dtype:
+        config = dataclasses.replace(config, dtype=next(iter(seen)))
     # the file's tensors (copied: the model must not depend on the file staying as it is), no random
     # initialisation of weights that are overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
@@ -259,6 +299,7 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
         )
     path = check_model_path(path)
     facts = check_facts(facts)
+    check_replaceable_model(path, "path")  # a file of the user's that is not a model is never replaced
     if not isinstance(model, Transformer):
         from uatlab.constructions.paper_c.model_file import save_next_token
         from uatlab.constructions.paper_c.seq2seq_memorizer import Seq2SeqMemorizer

@@ -32,6 +32,8 @@ import numbers
 
 import numpy as np
 
+from uatlab.errors import InputError
+
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24}
 #: smallest positive normal number per dtype (below it relative-error bounds do not hold)
 TINY = {"float64": float(np.finfo(np.float64).tiny), "float32": float(np.finfo(np.float32).tiny)}
@@ -66,12 +68,12 @@ def gamma(n: int | np.ndarray, u: float) -> float | np.ndarray:
 
 def check_exp_ulps(ulps: float) -> float:
     """Validate an assumed exp error in ulps: a real number (not a string or a bool: TypeError naming
-    ``exp_ulps``), finite, ≥ 0.5 (a correctly rounded exp) and ≤ 10^4 (ValueError)."""
+    ``exp_ulps``), finite, ≥ 0.5 (a correctly rounded exp) and ≤ 10^4 (InputError, a ValueError)."""
     if isinstance(ulps, bool) or not isinstance(ulps, numbers.Real):
         raise TypeError(f"exp_ulps (the exp error in ulps) must be a real number, got {ulps!r} ({type(ulps).__name__})")
     value = float(ulps)
     if not math.isfinite(value) or value < 0.5 or value > 1e4:
-        raise ValueError(f"the exp error must be between 0.5 ulp (correctly rounded) and 10000 ulp, got {ulps!r}")
+        raise InputError(f"the exp error must be between 0.5 ulp (correctly rounded) and 10000 ulp, got {ulps!r}")
     return value
 
 

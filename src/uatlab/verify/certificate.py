@@ -99,6 +99,7 @@ import hashlib
 import itertools
 import json
 import math
+import numbers
 import os
 import threading
 import time
@@ -2003,6 +2004,7 @@ def _check_dataset(data: object) -> None:
             "certify() takes a uatlab.SequenceDataset (uatlab.read_jsonl, uatlab.read_conll or "
             f"SequenceDataset(tokens, labels)) or the path of a CoNLL or JSONL file, not a {type(data).__name__}"
         )
+    data.validate()  # its lists may have been changed since it was made
 
 
 def certify_chunks(
@@ -2027,6 +2029,8 @@ def certify_chunks(
     is reduced in data order, and the spot check's budget is split over the chunks in advance, so the
     certificate does not depend on where the chunks ran."""
     t0 = time.perf_counter()
+    if isinstance(max_examples, bool) or not isinstance(max_examples, numbers.Integral) or max_examples < 0:
+        raise InputError(f"max_examples must be an integer ≥ 0, got {max_examples!r} ({type(max_examples).__name__})")
     bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read
     enc = _encoding_of(model, encoding)
     if unknown not in ("error", "unk"):

@@ -224,9 +224,20 @@ def integer_ids(values: Any, kind: str) -> np.ndarray:
     bad[~bad] = arr[~bad] != np.floor(arr[~bad])
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"entry {at}"
+        where = (
+            f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"position {at[0]}" if len(at) == 1 else f"entry {at}"
+        )
         raise InputError(f"{kind} ids must be integers: {where} holds {arr[at].item()!r}")
     return arr.astype(np.int64)
+
+
+def check_seed(seed: object) -> int:
+    """``seed`` once it is an integer in [0, 2^32) (the seed of ν, μ's generator): TypeError or InputError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an integer, got {seed!r} ({type(seed).__name__})")
+    if not 0 <= seed < 2**32:
+        raise InputError(f"seed must be an integer in [0, 2^32), got {seed}")
+    return int(seed)
 
 
 def check_left_padding(tokens: np.ndarray, V: int) -> None:
@@ -256,6 +267,7 @@ def compile_memorizer(
     Raises PrecisionError before building when N does not fit the regime (with the largest N that does).
     """
     t0 = time.perf_counter()
+    seed = check_seed(seed)
     tokens = integer_ids(tokens, "token")
     labels = integer_ids(labels, "label")
     if tokens.ndim != 2 or len(tokens) != len(labels) or len(tokens) == 0:

@@ -80,6 +80,7 @@ import numpy as np
 
 from uatlab.constructions.paper_c.circuit_stages import extract_digit, mixed_radix_digits, residues, sum_mod
 from uatlab.constructions.paper_c.layout import RETRIEVAL_SLACK
+from uatlab.constructions.paper_c.next_token_memorizer import check_seed, integer_ids
 from uatlab.constructions.paper_c.relu_circuit import Circuit, Lin, evaluate_exact
 from uatlab.constructions.paper_c.retrieval import solve_retrieval
 from uatlab.errors import InputError
@@ -108,12 +109,28 @@ class Seq2SeqData:
         return self.token_label == self.majority
 
 
+def _id_row(values: Any, i: int, kind: str) -> np.ndarray:
+    """Sentence i's token or label ids as int64: InputError naming the sentence and position for a fractional,
+    non-finite or non-numeric id (``astype(int64)`` would truncate 1.9 to 1) or a row that is not 1-D."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InputError(f"sentence {i}: the {kind} ids must be one row (1-D), got shape {arr.shape}")
+    try:
+        return integer_ids(arr, kind)
+    except InputError as exc:
+        raise InputError(f"sentence {i}: {exc}") from None
+
+
 def prepare(sentences: list[np.ndarray], labels: list[np.ndarray], V: int, n_pad: int | None = None) -> Seq2SeqData:
     """Distinct sentences, padded with the pad id V to ``n_pad`` positions (default n' = 2^⌈log2 n_max⌉; a
     compiled model's context when its certificate is re-run on other data), and each token's majority label (the
     ceiling)."""
     if not sentences or len(sentences) != len(labels):
         raise InputError(f"need ≥ 1 sentence and one label row per sentence, got {len(sentences)} and {len(labels)}")
+    sentences, labels = (
+        [_id_row(s, i, "token") for i, s in enumerate(sentences)],
+        [_id_row(y, i, "label") for i, y in enumerate(labels)],
+    )
     for i, (s, y) in enumerate(zip(sentences, labels, strict=True)):
         if len(s) == 0 or len(s) != len(y):
             raise InputError(f"sentence {i}: {len(s)} tokens and {len(y)} labels (need equal, ≥ 1)")
@@ -473,6 +490,7 @@ def compile_seq2seq(
     as it ends (stage ``"construct"``); it does not change the result.
     """
     t0 = time.perf_counter()
+    seed = check_seed(seed)
     if regime not in ("float64", "float32"):
         raise InputError(f"regime must be float64 or float32, got {regime!r}")
     if max_tries < 1:

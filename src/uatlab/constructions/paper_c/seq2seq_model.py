@@ -109,6 +109,13 @@ class Seq2SeqDeepModel(nn.Module):
         B, n = tokens.shape
         if n > self.context:
             raise InputError(f"sequences of {n} tokens are longer than the model's context {self.context}")
+        cast = next(((k, b.dtype) for k, b in self.named_buffers() if b.dtype != self.dtype), None)
+        if cast is not None:  # .float() / .to(dtype) casts the buffers, not the circuit's layers: a mixed module
+            raise InputError(
+                f"the model's tensor {cast[0]} is {str(cast[1]).removeprefix('torch.')}, but it computes in "
+                f"{str(self.dtype).removeprefix('torch.')} (its regime); a seq2seq deep model is not cast: compile "
+                "it with the other regime, or load it again (uatlab.load)"
+            )
         ids = torch.cat([tokens.long(), torch.full((B, self.context - n), self.V, dtype=torch.long)], dim=1)
         pos = torch.arange(self.context)
         x = torch.stack(

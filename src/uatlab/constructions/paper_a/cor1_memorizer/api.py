@@ -590,6 +590,10 @@ def compile_memorizer(
         InputError: bad data (naming the file line) or options; ``ff='deep'`` (that is
             `uatlab.compile_seq2seq_deep`).
     """
+    for name, flag in (("causal", causal), ("certify", certify)):
+        if not isinstance(flag, (bool, np.bool_)):  # a string such as "False" is truthy
+            raise TypeError(f"compile_memorizer(): {name} must be True or False, got {flag!r} ({type(flag).__name__})")
+    causal, certify = bool(causal), bool(certify)
     if ff == "deep":
         raise InputError(
             "ff='deep' is the seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025): call "
@@ -605,6 +609,8 @@ def compile_memorizer(
             "SequenceDataset(tokens, labels)), a TokenStore or the path of a CoNLL or JSONL file, "
             f"not a {type(data).__name__}"
         )
+    if isinstance(data, SequenceDataset):
+        data.validate()  # its lists may have been changed since it was made
     _check_integer("seed", seed, 0, 2**32 - 1)
     if d_model is not None:
         _check_integer("d_model", d_model, 1, None)

@@ -11,6 +11,7 @@ position, so the choices do not interact.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -47,7 +48,12 @@ def check_request(
     if beta == "auto":
         shifts = QUERY_SHIFTS if group == "word-pos" else 1
         return group, [(b, s) for s in range(shifts) for b in BETA_CANDIDATES]
-    beta = float(beta)
+    if isinstance(beta, bool) or not isinstance(beta, (numbers.Real, str)):
+        raise InputError(f"beta must be 'auto' or a positive power of two, got {beta!r} ({type(beta).__name__})")
+    try:
+        beta = float(beta)
+    except ValueError:
+        raise InputError(f"beta must be 'auto' or a positive power of two, got {beta!r}") from None
     if not (beta > 0 and math.frexp(beta)[0] == 0.5):
         raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
     return group, [(beta, 0)]
