@@ -224,9 +224,7 @@ def integer_ids(values: Any, kind: str) -> np.ndarray:
     bad[~bad] = arr[~bad] != np.floor(arr[~bad])
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = (
-            f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"position {at[0]}" if len(at) == 1 else f"entry {at}"
-        )
+        where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"entry {at}"
         raise InputError(f"{kind} ids must be integers: {where} holds {arr[at].item()!r}")
     return arr.astype(np.int64)
 

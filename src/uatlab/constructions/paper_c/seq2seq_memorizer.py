@@ -118,6 +118,11 @@ def _id_row(values: Any, i: int, kind: str) -> np.ndarray:
     try:
         return integer_ids(arr, kind)
     except InputError as exc:
+        if arr.dtype.kind == "f":
+            k = int(np.flatnonzero(~np.isfinite(arr) | (np.nan_to_num(arr) != np.floor(np.nan_to_num(arr))))[0])
+            raise InputError(
+                f"sentence {i}: {kind} ids must be integers: position {k} holds {arr[k].item()!r}"
+            ) from None
         raise InputError(f"sentence {i}: {exc}") from None
 
 
