@@ -27,6 +27,8 @@ import json
 import multiprocessing as mp
 import os
 import re
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -261,10 +263,50 @@ def run_trials(
     return SweepResult(results=results, failed=failed, reused=reused, computed=computed)
 
 
+# seconds a stopped pool's running tasks get to end before their workers are terminated
+STOP_GRACE_SECONDS = 20.0
+
+
+def _ignore_interrupts() -> None:
+    """A pool worker's initializer: Ctrl-C (SIGINT, sent to the terminal's whole process group) is for the main
+    process, which stops the pool (`_stop_pool`); a worker that took it would die printing its own traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
+    return cf.ProcessPoolExecutor(
+        max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_ignore_interrupts
+    )
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
+    """Stop a pool after Ctrl-C or an error (nobody will read its results): its queued tasks are cancelled, and
+    the running ones get `STOP_GRACE_SECONDS` to end (a chunk takes seconds; a training trial stops at its next
+    batch on SIGINT, with a checkpoint). Workers still running then are terminated, and killed if they outlive
+    that: what they write is atomic, so what they leave is whole or absent. Letting a worker finish first
+    matters: one killed while it sends a result leaves a partial message that the pool's thread waits on
+    forever, and the interpreter waits for that thread at exit."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    if manager is not None:
+        manager.join(timeout=STOP_GRACE_SECONDS)  # ends once the running tasks have ended and the workers quit
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=2.0)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if manager is not None:
+        manager.join(timeout=5.0)
+
+
 def _run_pool(batch, fn, finish, workers) -> dict[str, str]:
     errors: dict[str, str] = {}
-    ctx = mp.get_context("spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = _new_pool(workers)
+    try:
         futures = {pool.submit(_call, fn, t.params): t for t in batch}
         for fut in cf.as_completed(futures):
             t = futures[fut]
@@ -274,6 +316,10 @@ def _run_pool(batch, fn, finish, workers) -> dict[str, str]:
                 errors[t.id] = "worker process died (killed or crashed)"
             except Exception:
                 errors[t.id] = traceback.format_exc(limit=6)
+    except BaseException:  # Ctrl-C, or `finish` failed: stop the workers rather than wait for their trials
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     return errors
 
 
@@ -353,12 +399,20 @@ def map_ordered(
     if executor == "local":
         pool = _shared_pool(workers)
         pending: list[cf.Future] = []
-        for item in items:
-            pending.append(pool.submit(_apply_and_call, threads, fn, *item))
-            if len(pending) >= window:
+        try:
+            for item in items:
+                pending.append(pool.submit(_apply_and_call, threads, fn, *item))
+                if len(pending) >= window:
+                    yield _pool_result(pending.pop(0), workers)
+            while pending:
                 yield _pool_result(pending.pop(0), workers)
-        while pending:
-            yield _pool_result(pending.pop(0), workers)
+        except BaseException:
+            # Ctrl-C (here, or in the caller: then this generator is closed, GeneratorExit), an error, or the
+            # caller stopped reading: nobody will read the chunks in flight, so the workers end now rather than
+            # after them (they ignore SIGINT, `_ignore_interrupts`)
+            if any(not fut.done() for fut in pending):
+                _stop_shared_pool(workers)
+            raise
         return
     ray = _ray_module(workers)
     remote = ray.remote(max_retries=retries, retry_exceptions=False, num_cpus=1)(_apply_and_call)
@@ -385,16 +439,33 @@ def _shared_pool(workers: int) -> cf.ProcessPoolExecutor:
     """One spawned pool per size for the whole process (its workers import numpy and torch once, not per pass)."""
     pool = _POOLS.get(workers)
     if pool is None:
-        pool = _POOLS[workers] = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        pool = _POOLS[workers] = _new_pool(workers)
         if len(_POOLS) == 1:
-            atexit.register(_shutdown_pools)
+            _at_exit(_shutdown_pools)
     return pool
 
 
+def _at_exit(fn: Callable[[], None]) -> None:
+    """Run ``fn`` at interpreter exit before concurrent.futures joins its pools' threads (which waits for every
+    running task, forever if a task's result is never read): threading's exit hooks run in reverse order of
+    registration and before the atexit module's, and concurrent.futures registers its own at import."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # not CPython's threading: the atexit module
+        atexit.register(fn)
+    else:
+        register(fn)
+
+
+def _stop_shared_pool(workers: int) -> None:
+    pool = _POOLS.pop(workers, None)
+    if pool is not None:
+        _stop_pool(pool)
+
+
 def _shutdown_pools() -> None:
-    for pool in _POOLS.values():
-        pool.shutdown(cancel_futures=True)
-    _POOLS.clear()
+    """At exit: no result can be read any more, so no task is waited for (after Ctrl-C one may be running)."""
+    for workers in list(_POOLS):
+        _stop_shared_pool(workers)
 
 
 def _pool_result(fut: cf.Future, workers: int) -> Any:
