@@ -280,6 +280,31 @@ def test_reproduce_passes_data_dir_to_a_claim_that_reads_conll(tmp_path, capsys,
     assert [r["measured"]["conll"] for r in runs] == [str(conll_dir / "train.txt")]
 
 
+def test_reproduce_reads_a_malformed_train_file_before_any_claim_runs(tmp_path, capsys, monkeypatch):
+    """A train.txt with a bad line is one file:line error (exit 2) before any claim runs, not a claim that
+    fails after the others ran; the same for the folder $UATLAB_CONLL_DIR names."""
+    import dataclasses
+
+    from uatlab.claims import registry
+
+    ran = []
+    for c in registry.all_claims():  # no check runs: each would record its id
+        monkeypatch.setitem(
+            registry._REGISTRY, c.id, dataclasses.replace(c, check=lambda ctx, i=c.id: ran.append(i) or None)
+        )
+    folder = tmp_path / "dd"
+    folder.mkdir()
+    (folder / "train.txt").write_text("t1 c0\nt2 c1\nt3\nt4 c0\n\nt5 c1\n")
+    always = next(c.id for c in registry.all_claims() if c.reads_conll == "always")
+    out = tmp_path / "report"
+    assert main(["reproduce", "--data-dir", str(folder), "--out", str(out), "--quick", "--json"]) == 2
+    one_error_line(capsys, f"{folder / 'train.txt'}:3: expected at least 2 columns")
+    monkeypatch.setenv("UATLAB_CONLL_DIR", str(folder))
+    assert main(["reproduce", "--out", str(out), "--only", always, "--quick", "--json"]) == 2
+    one_error_line(capsys, f"{folder / 'train.txt'}:3: expected at least 2 columns")
+    assert ran == [] and not out.exists()
+
+
 def test_claims_declare_whether_they_read_conll():
     """A check that calls `ClaimContext.conll_train` (directly or through `conll_or_synthetic`) declares it."""
     import inspect

@@ -56,6 +56,7 @@ def reproduce(
     select = (lambda c: any(fnmatch.fnmatch(c.id, p) for p in patterns)) if patterns else None
     if data_dir is not None:
         _refuse_unread_data_dir([c for c in all_claims() if select is None or select(c)], quick, patterns)
+    _check_train_file(data_dir, [c for c in all_claims() if select is None or select(c)], quick)
     check_output_dir(out)
     folder = OutputFolder(out, "reproduce", REPRODUCE_OUTPUTS).check()  # a user's report.md is never replaced
     with OutputLock(out, hint="use another --out"), folder:
@@ -73,6 +74,17 @@ def _check_data_dir(data_dir: Path) -> None:
         )
     if not (data_dir / "train.txt").is_file():
         raise InputError(f"--data-dir {data_dir}: no train.txt there (CoNLL-2003 train.txt is read from it)")
+
+
+def _check_train_file(data_dir: Path | None, chosen: list, quick: bool) -> None:
+    """Read the CoNLL-2003 ``train.txt`` the ``chosen`` claims would read (``--data-dir``, else
+    ``$UATLAB_CONLL_DIR``) before any claim runs: a malformed file is one ``file:line`` error (exit 2), not a
+    claim that fails after the others have run."""
+    from uatlab.data import read_conll
+
+    train = ClaimContext(quick=quick, out_dir=Path("."), data_dir=data_dir).conll_train()
+    if train is not None and any(c.reads_conll_in(quick) for c in chosen):
+        read_conll(train)
 
 
 def _refuse_unread_data_dir(chosen: list, quick: bool, patterns: list[str]) -> None:
