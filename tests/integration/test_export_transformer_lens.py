@@ -213,6 +213,21 @@ def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compile
     assert main(["export", str(path), str(dangling), "--to", "transformer-lens"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "is a symbolic link; choose a new directory (nothing was written)" in err, err
+    user = tmp_path / "notes.txt"  # OUT under a file of the user's: refused before the model is read
+    user.write_text("mine\n")
+    import uatlab.models.io as model_io
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was read before OUT was checked")
+
+    original, model_io.load = model_io.load, no_load
+    try:
+        assert main(["export", str(path), str(user / "tl"), "--to", "transformer-lens"]) == 2
+    finally:
+        model_io.load = original
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"OUT {user / 'tl'}: {user} is a file, not a folder" in err, err
+    assert user.read_text() == "mine\n"
     assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()
 
 

@@ -18,6 +18,7 @@ import typer
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
+from uatlab.io_safety import check_output_dir
 
 TARGETS = ("transformer-lens",)
 # --json field → `uatlab.interop.LogitComparison` attribute (None with --check 0)
@@ -77,6 +78,7 @@ def export_cmd(
     )
 
     check_new_directory(out)  # before the model is read
+    check_output_dir(out, option="OUT")  # and a folder it can be made in (not under a file, not read-only)
     from uatlab.models.io import load
 
     t0 = time.perf_counter()
