@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,6 +174,26 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
     return SequenceDataset(toks, labs, source=f"<synthetic N={N} n={n} V={V} C={C} repeats={repeats} seed={seed}>")
 
 
+# bytes of a JSONL line besides its tokens ('{"tokens": [' … '], "labels": [' … ']}\n'), and the fewest per token
+# (a one-digit token '"t0", ' and label '"c0", ')
+_LINE_BYTES, _TOKEN_BYTES = 29, 12
+
+
+def _check_room(path: Path, N: int, n: int) -> None:
+    """InputError unless the folder of ``path`` has room for the file: N sequences of n tokens take at least
+    N·(29 + 12 n) bytes (every id one digit), written beside ``path`` before it replaces anything."""
+    folder = path.parent if str(path.parent) else Path(".")
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    need = N * (_LINE_BYTES + _TOKEN_BYTES * n)
+    free = shutil.disk_usage(folder).free
+    if need > free:
+        raise InputError(
+            f"{path}: {N} sequences of {n} tokens take at least {need / 1e9:,.1f} GB, and {folder} has "
+            f"{free / 1e9:,.1f} GB free; ask for fewer sequences or shorter ones, or write elsewhere"
+        )
+
+
 def write_synthetic(
     path: str | os.PathLike, N: int, n: int, V: int, C: int, repeats: bool = True, seed: int = 0
 ) -> Path:
@@ -184,6 +205,7 @@ def write_synthetic(
     if seed < 0:
         raise InputError(f"seed must be ≥ 0, got {seed}")
     check_synthetic_target(path)
+    _check_room(path, N, n)
     with atomic_write(path) as fh:  # an existing file is replaced only once the new one is complete
         for line in synthetic_lines(N, n, V, C, repeats, seed):
             fh.write(line)
