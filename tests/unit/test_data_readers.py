@@ -86,6 +86,12 @@ def test_jsonl_roundtrip_and_errors(tmp_path):
     bad.write_text("{not json\n")
     with pytest.raises(InputError, match="bad.jsonl:1: not valid JSON"):
         read_jsonl(bad)
+    bad.write_text('{"tokens": ["a"], "labels": ["O"]}\n{"tokens": ["a\tb"], "labels": ["O"]}\n')  # a raw tab
+    with pytest.raises(InputError, match=r"bad.jsonl:2: not valid JSON \(Invalid control character at column 15\)"):
+        read_jsonl(bad)
+    bad.write_text('{"tokens": ["a"], "labels": ["O"]} x\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:1: not valid JSON \(Extra data at column 36\)"):
+        read_jsonl(bad)
 
 
 def test_encoding_names_unknown_tokens_and_labels():

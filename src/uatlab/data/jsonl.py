@@ -19,6 +19,13 @@ from uatlab.errors import InputError
 from uatlab.io_safety import atomic_write, check_input_file
 
 
+def json_error_at(exc: json.JSONDecodeError) -> str:
+    """What a JSON parser found wrong in one line, and where: "Expecting value at column 9" ("… at" messages,
+    such as "Invalid control character at", get the column after them)."""
+    at = "" if exc.msg.endswith(" at") else " at"
+    return f"{exc.msg}{at} column {exc.colno}"
+
+
 def iter_jsonl(path: str | os.PathLike, need_labels: bool = True) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, line) per sequence, streaming. ``need_labels=False`` (a reader that ignores labels,
     e.g. prediction) also takes ``{"tokens": [...]}`` objects; their labels come back as ``[]``."""
@@ -33,7 +40,7 @@ def iter_jsonl(path: str | os.PathLike, need_labels: bool = True) -> Iterator[tu
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+                raise InputError(f"{path}:{lineno}: not valid JSON ({json_error_at(exc)})") from None
             except (ValueError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits, deep nesting
                 raise InputError(f"{path}:{lineno}: unreadable JSON value ({str(exc).splitlines()[0][:120]})") from None
             if not isinstance(obj, dict) or "tokens" not in obj or ("labels" not in obj and need_labels):

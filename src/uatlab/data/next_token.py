@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from uatlab.data.jsonl import check_words
+from uatlab.data.jsonl import check_words, json_error_at
 from uatlab.data.text_file import iter_lines, read_text, read_token_lines
 from uatlab.errors import InputError
 
@@ -81,7 +81,7 @@ def iter_example_objects(path: Path) -> Iterable[tuple[int, str, dict]]:
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+            raise InputError(f"{where}: not valid JSON ({json_error_at(exc)})") from None
         if not isinstance(obj, dict):
             raise InputError(f'{where}: expected an object {{"tokens": [...], "label": ...}}')
         if "labels" in obj and "label" in obj:
