@@ -55,7 +55,7 @@ def test_config_refuses_a_flag_that_is_not_a_boolean(name):
         uatlab.TransformerConfig.from_json(json.dumps(text))
 
 
-@pytest.mark.parametrize("beta", ["big", None, [2.0], True])
+@pytest.mark.parametrize("beta", ["big", None, [2.0], True, 10**400])
 def test_compile_memorizer_names_beta_when_it_is_not_a_number(small, beta):
     with pytest.raises(InputError, match="beta must be 'auto' or a positive power of two"):
         uatlab.compile_memorizer(small, beta=beta, certify=False)
@@ -210,6 +210,22 @@ def test_a_data_set_changed_after_it_was_made_is_checked_again(small):
     none.tokens[1][0] = None
     with pytest.raises(InputError, match="sequence 1, position 0: the token None is a NoneType"):
         uatlab.compile_memorizer(none)
+
+
+def test_sequences_added_to_a_data_set_in_memory_are_numbered_and_certified(small):
+    model = uatlab.compile_memorizer(small, certify=False).model
+    grown = uatlab.SequenceDataset([list(t) for t in small.tokens], [list(y) for y in small.labels])
+    grown.tokens.append(["the", "dog", "sat"])
+    grown.labels.append(["D", "N", "V"])
+    cert = uatlab.certify(model, grown)
+    assert grown.lines == [1, 2, 3] and cert.sequences == 3 and cert.tokens == 9
+    with pytest.raises(InputError, match="1 line numbers for 2 sequences"):
+        uatlab.SequenceDataset([["a"], ["b"]], [["X"], ["Y"]], lines=[3])
+    read = uatlab.SequenceDataset([["a"], ["b"]], [["X"], ["Y"]], lines=[3, 9])  # lines of a file: not renumbered
+    read.tokens.append(["a"])
+    read.labels.append(["X"])
+    with pytest.raises(InputError, match="2 line numbers for 3 sequences"):
+        uatlab.certify(model, read)
 
 
 @pytest.mark.parametrize(

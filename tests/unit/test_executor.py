@@ -61,3 +61,67 @@ def test_a_file_the_sweep_did_not_write_is_refused_and_kept(tmp_path, content):
         run_trials([Trial(f"x={x}", {"x": x}) for x in (1, 2)], square, tmp_path, workers=1, progress=False)
     assert foreign.read_bytes() == content
     assert CALLS == []  # refused before any trial ran
+
+
+def _sleep_then(x, seconds):
+    import time
+
+    time.sleep(seconds)
+    return x
+
+
+def _marked(params):
+    """A trial that leaves a mark when it starts, then takes its time."""
+    import time
+    from pathlib import Path
+
+    Path(params["marks"], f"start_{params['i']}").touch()
+    time.sleep(params["seconds"])
+    return {"i": params["i"]}
+
+
+def test_a_map_closed_early_leaves_the_shared_pool_to_the_others():
+    from uatlab.experiments.executor import map_ordered
+
+    b = map_ordered(_sleep_then, ((i, 0.2) for i in range(10)), workers=2)
+    assert next(b) == 0
+    a = map_ordered(_sleep_then, ((i, 1.0) for i in range(10)), workers=2)
+    assert next(a) == 0
+    a.close()  # its reader stops with chunks in flight: they are cancelled, the pool stays
+    assert list(b) == list(range(1, 10))
+
+
+def test_ctrl_c_in_a_sweep_starts_no_queued_trial(tmp_path):
+    """The executor hands a few tasks to its workers' queue ahead of time; after a stop they must not start."""
+    from uatlab.experiments.executor import _run_pool
+
+    trials = [Trial(f"t{i}", {"i": i, "seconds": 1.0, "marks": str(tmp_path)}) for i in range(10)]
+
+    def finish(trial, out):
+        raise KeyboardInterrupt  # Ctrl-C as the first result comes in
+
+    with pytest.raises(KeyboardInterrupt):
+        _run_pool(trials, _marked, finish, 2)
+    started = sorted(p.name for p in tmp_path.iterdir())
+    assert 2 <= len(started) <= 3, started  # the two first, and at most one taken before the stop
+
+
+def test_a_thread_still_mapping_when_the_main_thread_returns_gets_its_results(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "import threading, time\n"
+        "from uatlab.experiments.executor import map_ordered\n"
+        "out = []\n"
+        "def bg():\n"
+        "    out.extend(map_ordered(time.sleep, [(1.0,)] * 4, workers=2, window=4))\n"
+        "    print('done', len(out), flush=True)\n"
+        "if __name__ == '__main__':\n"
+        "    threading.Thread(target=bg).start()\n"
+        "    time.sleep(0.5)\n"
+    )
+    path = tmp_path / "s.py"
+    path.write_text(script)
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done 4", proc.stdout + proc.stderr

@@ -7,7 +7,7 @@ from collections import namedtuple
 
 import pytest
 
-from uatlab.data.synthetic import write_synthetic
+from uatlab.data.synthetic import _LINE_BYTES, _TOKEN_BYTES, write_synthetic
 from uatlab.errors import InputError
 
 Usage = namedtuple("Usage", "total used free")
@@ -17,13 +17,21 @@ def test_a_file_larger_than_the_free_space_is_refused_before_writing(tmp_path, m
     out = tmp_path / "s.jsonl"
     real = write_synthetic(tmp_path / "real.jsonl", 200, 30, 50, 3)
     size = real.stat().st_size  # 200 lines of 30 tokens: what the bound must not exceed
-    assert 200 * (29 + 12 * 30) <= size
+    assert 200 * (_LINE_BYTES + _TOKEN_BYTES * 30) <= size
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 1000, 1000))
-    with pytest.raises(InputError, match=r"s.jsonl: 200 sequences of 30 tokens take at least .* GB free"):
+    with pytest.raises(
+        InputError, match=r"s.jsonl: 200 sequences of 30 tokens take at least 77.0 kB, and .* has 1.0 kB free"
+    ):
         write_synthetic(out, 200, 30, 50, 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["real.jsonl"]  # nothing written, no temporary left
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - size, size))  # just enough room
     assert write_synthetic(out, 200, 30, 50, 3).read_bytes() == real.read_bytes()
+
+
+@pytest.mark.parametrize(("N", "n", "V", "C"), [(50, 1, 1, 1), (200, 30, 5, 3), (10, 7, 10, 10)])
+def test_the_size_bound_is_below_the_size_of_files_of_one_digit_ids(tmp_path, N, n, V, C):
+    size = write_synthetic(tmp_path / "s.jsonl", N, n, V, C).stat().st_size
+    assert N * (_LINE_BYTES + _TOKEN_BYTES * n) <= size  # the bound the refusal uses
 
 
 def test_the_cli_refuses_an_absurd_size_at_once(tmp_path, capsys):

@@ -54,8 +54,11 @@ class SequenceDataset:
             raise InputError(
                 f"{self.source}: {len(self.tokens)} token sequences but {len(self.labels)} label sequences"
             )
-        if not self.lines:
+        if not self.lines or getattr(self, "_numbered_here", False):  # sequences added since: numbered too
+            self._numbered_here = True
             self.lines = list(range(1, len(self.tokens) + 1))
+        elif len(self.lines) != len(self.tokens):
+            raise InputError(f"{self.source}: {len(self.lines)} line numbers for {len(self.tokens)} sequences")
         for i, (t, y) in enumerate(zip(self.tokens, self.labels, strict=True)):
             for what, seq in (("token", t), ("label", y)):
                 if isinstance(seq, str):  # iterating a string would make each character a token
@@ -163,10 +166,11 @@ def first_repeated(names: Iterable[object]) -> str | None:
 
 
 class ReadOnlyMapping(dict):
-    """A dict that refuses every change: an `Encoding`'s mappings. Its ids are the model's embedding rows and
+    """A dict whose methods refuse every change (``dict.__setitem__(m, …)`` called on it directly still writes):
+    an `Encoding`'s mappings. Its ids are the model's embedding rows and
     readout outputs, and `Encoding.id_to_label` reads their order: an entry changed in place would make
     ``predict`` (by order) and ``certify`` (by id) read two different encodings. JSON, pickling and copies
-    (``dict(m)``, ``m.copy()``: plain dicts) work as for a dict."""
+    (``dict(m)``, ``m.copy()``: plain dicts; ``copy.copy(m)``: another read-only one) work as for a dict."""
 
     def _refuse(self, *args: object, **kwargs: object) -> None:
         raise TypeError(

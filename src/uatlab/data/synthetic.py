@@ -174,14 +174,21 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
     return SequenceDataset(toks, labs, source=f"<synthetic N={N} n={n} V={V} C={C} repeats={repeats} seed={seed}>")
 
 
-# bytes of a JSONL line besides its tokens ('{"tokens": [' … '], "labels": [' … ']}\n'), and the fewest per token
-# (a one-digit token '"t0", ' and label '"c0", ')
-_LINE_BYTES, _TOKEN_BYTES = 29, 12
+# the fewest bytes of a JSONL line of n tokens: 25 + 12 n ('{"tokens": [' … '], "labels": [' … ']}\n' and, per
+# token, a one-digit token '"t0"' and label '"c0"' with a ', ' between neighbours: 29 + 12 n − 4)
+_LINE_BYTES, _TOKEN_BYTES = 25, 12
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes} bytes"
 
 
 def _check_room(path: Path, N: int, n: int) -> None:
     """InputError unless the folder of ``path`` has room for the file: N sequences of n tokens take at least
-    N·(29 + 12 n) bytes (every id one digit), written beside ``path`` before it replaces anything."""
+    N·(25 + 12 n) bytes (every id one digit), written beside ``path`` before it replaces anything."""
     folder = path.parent if str(path.parent) else Path(".")
     while not folder.exists() and folder.parent != folder:
         folder = folder.parent
@@ -189,8 +196,8 @@ def _check_room(path: Path, N: int, n: int) -> None:
     free = shutil.disk_usage(folder).free
     if need > free:
         raise InputError(
-            f"{path}: {N} sequences of {n} tokens take at least {need / 1e9:,.1f} GB, and {folder} has "
-            f"{free / 1e9:,.1f} GB free; ask for fewer sequences or shorter ones, or write elsewhere"
+            f"{path}: {N} sequences of {n} tokens take at least {_size(need)}, and {folder} has {_size(free)} free; "
+            "ask for fewer sequences or shorter ones, or write elsewhere"
         )
 
 

@@ -183,6 +183,7 @@ def _write_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def _call(fn: Callable[[dict[str, Any]], dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    _started()
     t0 = time.perf_counter()
     out = dict(fn(params))
     out.setdefault("wall_seconds", time.perf_counter() - t0)
@@ -267,27 +268,47 @@ def run_trials(
 STOP_GRACE_SECONDS = 20.0
 
 
-def _ignore_interrupts() -> None:
-    """A pool worker's initializer: Ctrl-C (SIGINT, sent to the terminal's whole process group) is for the main
-    process, which stops the pool (`_stop_pool`); a worker that took it would die printing its own traceback."""
+_STOPPED: Any = None  # in a pool worker: the pool's stop event (`_init_worker`)
+
+
+def _init_worker(stopped: Any) -> None:
+    """A pool worker's initializer. Ctrl-C (SIGINT, sent to the terminal's whole process group) is for the main
+    process, which stops the pool (`_stop_pool`); a worker that took it would die printing its own traceback. A
+    training trial still stops at a checkpoint on SIGINT: the trainer installs its own handler while it runs.
+    ``stopped`` is set by `_stop_pool`: a task that reaches a worker after it is not started (`_started`)."""
+    global _STOPPED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _STOPPED = stopped
+
+
+def _started() -> None:
+    """In a pool worker, before a task runs: CancelledError if its pool was stopped. The executor hands up to
+    ``workers + 1`` tasks to its call queue ahead of time, where ``cancel_futures`` no longer reaches them."""
+    if _STOPPED is not None and _STOPPED.is_set():
+        raise cf.CancelledError("the pool was stopped")
 
 
 def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(
-        max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_ignore_interrupts
-    )
+    ctx = mp.get_context("spawn")
+    stopped = ctx.Event()
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(stopped,))
+    pool._uatlab_stopped = stopped  # type: ignore[attr-defined]
+    return pool
 
 
 def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
-    """Stop a pool after Ctrl-C or an error (nobody will read its results): its queued tasks are cancelled, and
-    the running ones get `STOP_GRACE_SECONDS` to end (a chunk takes seconds; a training trial stops at its next
+    """Stop a pool after Ctrl-C, or at exit (nobody will read its results): its queued tasks are cancelled (those
+    already handed to a worker's queue return at once, `_started`), and the running ones get `STOP_GRACE_SECONDS`
+    to end (a chunk takes seconds; a training trial stops at its next
     batch on SIGINT, with a checkpoint). Workers still running then are terminated, and killed if they outlive
     that: what they write is atomic, so what they leave is whole or absent. Letting a worker finish first
     matters: one killed while it sends a result leaves a partial message that the pool's thread waits on
     forever, and the interpreter waits for that thread at exit."""
     procs = list((getattr(pool, "_processes", None) or {}).values())
     manager = getattr(pool, "_executor_manager_thread", None)
+    stopped = getattr(pool, "_uatlab_stopped", None)
+    if stopped is not None:
+        stopped.set()  # the tasks already handed to the workers' queue end at once (`_started`)
     pool.shutdown(wait=False, cancel_futures=True)
     if manager is not None:
         manager.join(timeout=STOP_GRACE_SECONDS)  # ends once the running tasks have ended and the workers quit
@@ -316,7 +337,7 @@ def _run_pool(batch, fn, finish, workers) -> dict[str, str]:
                 errors[t.id] = "worker process died (killed or crashed)"
             except Exception:
                 errors[t.id] = traceback.format_exc(limit=6)
-    except BaseException:  # Ctrl-C, or `finish` failed: stop the workers rather than wait for their trials
+    except BaseException:  # Ctrl-C (or SystemExit): stop the workers rather than wait for their trials
         _stop_pool(pool)
         raise
     pool.shutdown(wait=True)
@@ -363,6 +384,7 @@ def _apply_and_call(threads: int, fn: Callable[..., Any], *args: Any) -> Any:
     references passed as top-level arguments, never ones nested inside a tuple."""
     from uatlab.threads import apply_threads
 
+    _started()
     apply_threads(threads)
     return fn(*args)
 
@@ -406,13 +428,15 @@ def map_ordered(
                     yield _pool_result(pending.pop(0), workers)
             while pending:
                 yield _pool_result(pending.pop(0), workers)
-        except BaseException:
-            # Ctrl-C (here, or in the caller: then this generator is closed, GeneratorExit), an error, or the
-            # caller stopped reading: nobody will read the chunks in flight, so the workers end now rather than
-            # after them (they ignore SIGINT, `_ignore_interrupts`)
-            if any(not fut.done() for fut in pending):
-                _stop_shared_pool(workers)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C while waiting here: the workers end now (they ignore it)
+            _stop_shared_pool(workers)
             raise
+        finally:
+            # an error, or the caller stopped reading (GeneratorExit: Ctrl-C in the caller's code lands here too,
+            # and the exit hook `_shutdown_pools` then stops the pool): this generator's queued chunks are not run;
+            # the pool stays for its other users
+            for fut in pending:
+                fut.cancel()
         return
     ray = _ray_module(workers)
     remote = ray.remote(max_retries=retries, retry_exceptions=False, num_cpus=1)(_apply_and_call)
@@ -463,7 +487,13 @@ def _stop_shared_pool(workers: int) -> None:
 
 
 def _shutdown_pools() -> None:
-    """At exit: no result can be read any more, so no task is waited for (after Ctrl-C one may be running)."""
+    """At exit, once the main thread is done: when no other thread that could still read a result is running,
+    no task is waited for (after Ctrl-C one may be running, its result unread). Otherwise nothing is done here,
+    and concurrent.futures waits for the pools' tasks as it always does."""
+    managers = {getattr(pool, "_executor_manager_thread", None) for pool in _POOLS.values()}
+    me = threading.current_thread()
+    if any(t is not me and not t.daemon and t not in managers for t in threading.enumerate()):
+        return
     for workers in list(_POOLS):
         _stop_shared_pool(workers)
 

@@ -52,7 +52,7 @@ def check_request(
         raise InputError(f"beta must be 'auto' or a positive power of two, got {beta!r} ({type(beta).__name__})")
     try:
         beta = float(beta)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer beyond float's range
         raise InputError(f"beta must be 'auto' or a positive power of two, got {beta!r}") from None
     if not (beta > 0 and math.frexp(beta)[0] == 0.5):
         raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
