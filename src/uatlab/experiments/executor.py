@@ -31,6 +31,7 @@ import signal
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,6 +294,11 @@ def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
     stopped = ctx.Event()
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(stopped,))
     pool._uatlab_stopped = stopped  # type: ignore[attr-defined]
+    global _EXIT_HOOKED
+    if not _EXIT_HOOKED:
+        _at_exit(_shutdown_pools)
+        _EXIT_HOOKED = True
+    _LIVE_POOLS.add(pool)
     return pool
 
 
@@ -311,7 +317,10 @@ def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
         stopped.set()  # the tasks already handed to the workers' queue end at once (`_started`)
     pool.shutdown(wait=False, cancel_futures=True)
     if manager is not None:
-        manager.join(timeout=STOP_GRACE_SECONDS)  # ends once the running tasks have ended and the workers quit
+        try:
+            manager.join(timeout=STOP_GRACE_SECONDS)  # ends once the running tasks have ended and the workers quit
+        except KeyboardInterrupt:  # a second Ctrl-C: wait no longer
+            pass
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -457,6 +466,8 @@ def _large(a: Any) -> bool:
 
 
 _POOLS: dict[int, cf.ProcessPoolExecutor] = {}
+_LIVE_POOLS: weakref.WeakSet[cf.ProcessPoolExecutor] = weakref.WeakSet()  # every pool `_new_pool` made
+_EXIT_HOOKED = False  # `_shutdown_pools` registered
 
 
 def _shared_pool(workers: int) -> cf.ProcessPoolExecutor:
@@ -464,8 +475,6 @@ def _shared_pool(workers: int) -> cf.ProcessPoolExecutor:
     pool = _POOLS.get(workers)
     if pool is None:
         pool = _POOLS[workers] = _new_pool(workers)
-        if len(_POOLS) == 1:
-            _at_exit(_shutdown_pools)
     return pool
 
 
@@ -490,12 +499,14 @@ def _shutdown_pools() -> None:
     """At exit, once the main thread is done: when no other thread that could still read a result is running,
     no task is waited for (after Ctrl-C one may be running, its result unread). Otherwise nothing is done here,
     and concurrent.futures waits for the pools' tasks as it always does."""
-    managers = {getattr(pool, "_executor_manager_thread", None) for pool in _POOLS.values()}
+    pools = list(_LIVE_POOLS)  # the shared ones and any other still alive (e.g. one whose stop was cut short)
+    managers = {getattr(pool, "_executor_manager_thread", None) for pool in pools}
     me = threading.current_thread()
     if any(t is not me and not t.daemon and t not in managers for t in threading.enumerate()):
         return
-    for workers in list(_POOLS):
-        _stop_shared_pool(workers)
+    _POOLS.clear()
+    for pool in pools:
+        _stop_pool(pool)
 
 
 def _pool_result(fut: cf.Future, workers: int) -> Any:
