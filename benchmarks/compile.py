@@ -661,9 +661,14 @@ def out_problem(out: Path | None) -> str | None:
         if DEFAULT_OUT.exists() or DEFAULT_OUT.is_symlink():
             return f"{DEFAULT_OUT} exists here (an earlier run's figures?): give --out to choose where to write"
         return None
-    if out.is_dir():
-        return f"--out {out} is a folder: give a file path"
-    if not out.parent.is_dir():
+    from uatlab.errors import InputError
+    from uatlab.io_safety import check_output_file
+
+    try:
+        check_output_file(out)  # a folder, a special file, a read-only file, a loop of links
+    except InputError as exc:
+        return str(exc)
+    if not out.parent.is_dir():  # a typo in the folder: refused rather than made
         return f"--out {out}: its folder {out.parent} does not exist"
     return None
 

@@ -20,7 +20,7 @@ def test_a_file_larger_than_the_free_space_is_refused_before_writing(tmp_path, m
     assert 200 * (_LINE_BYTES + _TOKEN_BYTES * 30) <= size
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 1000, 1000))
     with pytest.raises(
-        InputError, match=r"s.jsonl: 200 sequences of 30 tokens take at least 77.0 kB, and .* has 1.0 kB free"
+        InputError, match=r"s.jsonl: 200 sequences of 30 tokens take at least 75.2 KB, and .* has 1000 B free"
     ):
         write_synthetic(out, 200, 30, 50, 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["real.jsonl"]  # nothing written, no temporary left

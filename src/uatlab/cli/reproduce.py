@@ -54,9 +54,10 @@ def reproduce(
             ids = ", ".join(c.id for c in all_claims()[:8])
             raise InputError(f"--only {pattern!r} matches no claim (ids look like {ids}, …)")
     select = (lambda c: any(fnmatch.fnmatch(c.id, p) for p in patterns)) if patterns else None
+    chosen = [c for c in all_claims() if select is None or select(c)]
     if data_dir is not None:
-        _refuse_unread_data_dir([c for c in all_claims() if select is None or select(c)], quick, patterns)
-    _check_train_file(data_dir, [c for c in all_claims() if select is None or select(c)], quick)
+        _refuse_unread_data_dir(chosen, quick, patterns)
+    _check_train_file(data_dir, chosen, quick)
     check_output_dir(out)
     folder = OutputFolder(out, "reproduce", REPRODUCE_OUTPUTS).check()  # a user's report.md is never replaced
     with OutputLock(out, hint="use another --out"), folder:

@@ -17,6 +17,12 @@ import numpy as np
 from uatlab.errors import InputError, UnknownTokenError
 
 
+def _is_list_like(obj: object) -> bool:
+    """A sized iterable other than a string (whose items would be its characters): a sequence's tokens or labels,
+    or a list of them."""
+    return not isinstance(obj, (str, bytes)) and hasattr(obj, "__len__") and hasattr(obj, "__iter__")
+
+
 @dataclass
 class SequenceDataset:
     """N labelled sequences.
@@ -45,7 +51,7 @@ class SequenceDataset:
         sequence) of equally long, non-empty lists of one-word strings. Run on construction, and again by
         `uatlab.compile_memorizer` and `uatlab.certify`: the lists can be changed after the data set was made."""
         for what, seqs in (("tokens", self.tokens), ("labels", self.labels)):
-            if isinstance(seqs, (str, bytes)) or not (hasattr(seqs, "__len__") and hasattr(seqs, "__iter__")):
+            if not _is_list_like(seqs):
                 raise InputError(
                     f"{self.source}: {what} must be a list of sequences (each a list of strings), not a "
                     f"{type(seqs).__name__}"
@@ -65,7 +71,7 @@ class SequenceDataset:
                     raise InputError(
                         f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not the string {seq!r}"
                     )
-                if isinstance(seq, bytes) or not (hasattr(seq, "__len__") and hasattr(seq, "__iter__")):
+                if not _is_list_like(seq):
                     raise InputError(
                         f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not a {type(seq).__name__}"
                     )
@@ -277,11 +283,11 @@ class Encoding:
         if unknown == "unk" and self.unknown_token is None:
             raise InputError("unknown='unk' needs an encoding with an unknown-word token; this one has none")
         example = "e.g. [['Zorbia', 'praises', 'Quarkish', 'plan']]"
-        if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):
+        if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__iter__"):  # any iterable of sentences
             raise InputError(f"sentences must be a list of token lists, {example}; got a {type(sentences).__name__}")
         sentences = list(sentences)
         for i, sent in enumerate(sentences):
-            if isinstance(sent, (str, bytes)) or not (hasattr(sent, "__len__") and hasattr(sent, "__iter__")):
+            if not _is_list_like(sent):
                 raise InputError(
                     f"sentences must be a list of token lists, {example}; sentence {i} is a {type(sent).__name__}"
                 )

@@ -24,6 +24,7 @@ import numpy as np
 
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
+from uatlab.memory_guard import human
 
 
 def _check(N: int, n: int, V: int, C: int, repeats: bool) -> None:
@@ -179,13 +180,6 @@ def synthetic_dataset(N: int, n: int, V: int, C: int, repeats: bool = True, seed
 _LINE_BYTES, _TOKEN_BYTES = 25, 12
 
 
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:,.1f} {unit}"
-    return f"{nbytes} bytes"
-
-
 def _check_room(path: Path, N: int, n: int) -> None:
     """InputError unless the folder of ``path`` has room for the file: N sequences of n tokens take at least
     N·(25 + 12 n) bytes (every id one digit), written beside ``path`` before it replaces anything."""
@@ -196,7 +190,7 @@ def _check_room(path: Path, N: int, n: int) -> None:
     free = shutil.disk_usage(folder).free
     if need > free:
         raise InputError(
-            f"{path}: {N} sequences of {n} tokens take at least {_size(need)}, and {folder} has {_size(free)} free; "
+            f"{path}: {N} sequences of {n} tokens take at least {human(need)}, and {folder} has {human(free)} free; "
             "ask for fewer sequences or shorter ones, or write elsewhere"
         )
 

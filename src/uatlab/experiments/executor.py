@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import concurrent.futures.process  # noqa: F401  (registers its exit hook now: `_shutdown_pools`, below, runs first)
 import json
 import multiprocessing as mp
 import os
@@ -294,10 +295,6 @@ def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
     stopped = ctx.Event()
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(stopped,))
     pool._uatlab_stopped = stopped  # type: ignore[attr-defined]
-    global _EXIT_HOOKED
-    if not _EXIT_HOOKED:
-        _at_exit(_shutdown_pools)
-        _EXIT_HOOKED = True
     _LIVE_POOLS.add(pool)
     return pool
 
@@ -305,8 +302,7 @@ def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
 def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
     """Stop a pool after Ctrl-C, or at exit (nobody will read its results): its queued tasks are cancelled (those
     already handed to a worker's queue return at once, `_started`), and the running ones get `STOP_GRACE_SECONDS`
-    to end (a chunk takes seconds; a training trial stops at its next
-    batch on SIGINT, with a checkpoint). Workers still running then are terminated, and killed if they outlive
+    to end (a chunk takes seconds; a training trial stops at its next batch on SIGINT, with a checkpoint). Workers still running then are terminated, and killed if they outlive
     that: what they write is atomic, so what they leave is whole or absent. Letting a worker finish first
     matters: one killed while it sends a result leaves a partial message that the pool's thread waits on
     forever, and the interpreter waits for that thread at exit."""
@@ -467,7 +463,6 @@ def _large(a: Any) -> bool:
 
 _POOLS: dict[int, cf.ProcessPoolExecutor] = {}
 _LIVE_POOLS: weakref.WeakSet[cf.ProcessPoolExecutor] = weakref.WeakSet()  # every pool `_new_pool` made
-_EXIT_HOOKED = False  # `_shutdown_pools` registered
 
 
 def _shared_pool(workers: int) -> cf.ProcessPoolExecutor:
@@ -524,3 +519,6 @@ def _ray_result(ray, ref) -> Any:
         raise exc.as_instanceof_cause() from None
     except ray.exceptions.WorkerCrashedError:
         raise UatlabError("a Ray worker died more often than the task retries allow") from None
+
+
+_at_exit(_shutdown_pools)  # after concurrent.futures.process's own hook: threading runs them in reverse order

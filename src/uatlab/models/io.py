@@ -60,7 +60,6 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     path = Path(path)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
     config = _config_of_tensors(model.config, tensors)
-    path.parent.mkdir(parents=True, exist_ok=True)
     metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": config.to_json()}
     if extra:
         metadata["uatlab_extra"] = json.dumps(extra, sort_keys=True, default=str)
@@ -206,9 +205,9 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
             )
     # a file whose floating-point tensors all have one dtype that its config does not say (written by an older
     # version from a model re-typed with model.float()): the tensors are the model that was saved
-    seen = _float_dtypes(tensors)
-    if len(seen) == 1 and next(iter(seen)) in ("float32", "float64") and next(iter(seen)) != config.dtype:
-        config = dataclasses.replace(config, dtype=next(iter(seen)))
+    dtypes = list(_float_dtypes(tensors))
+    if len(dtypes) == 1 and dtypes[0] in ("float32", "float64") and dtypes[0] != config.dtype:
+        config = dataclasses.replace(config, dtype=dtypes[0])
     # the file's tensors (copied: the model must not depend on the file staying as it is), no random
     # initialisation of weights that are overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})

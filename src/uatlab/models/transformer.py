@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from torch import nn
 
+from uatlab._util import check_flag
 from uatlab.errors import InputError
 from uatlab.models.attention import MultiHeadSelfAttention
 from uatlab.models.feedforward import FeedForward
@@ -87,10 +87,7 @@ class TransformerConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise InputError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
         for name in ("scale_by_sqrt_head_dim", "causal", "readout_bias", "ff_bias"):
-            value = getattr(self, name)  # a string such as "False" is truthy: it would switch the option on
-            if not isinstance(value, (bool, np.bool_)):
-                raise InputError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-            object.__setattr__(self, name, bool(value))
+            object.__setattr__(self, name, check_flag(getattr(self, name), name))
         if self.d_model < 1 or self.n_layers < 0 or self.n_heads < 1 or self.head_dim < 1:
             raise InputError(
                 f"invalid sizes: d_model={self.d_model}, n_layers={self.n_layers}, "

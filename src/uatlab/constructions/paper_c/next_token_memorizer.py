@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from uatlab._util import check_integer
 from uatlab.constructions.paper_c.circuit_stages import (
     extract_digit,
     mixed_radix_digits,
@@ -212,9 +213,10 @@ def feedforward_circuit(layout: Layout, tables: list[np.ndarray]) -> Circuit:
     return circ
 
 
-def integer_ids(values: Any, kind: str) -> np.ndarray:
+def integer_ids(values: Any, kind: str, position: str | None = None) -> np.ndarray:
     """``values`` as int64 ids; InputError (naming the first offending entry) for fractional, non-finite or
-    non-numeric entries, instead of the silent truncation of ``astype(int64)``."""
+    non-numeric entries, instead of the silent truncation of ``astype(int64)``. ``position``: what a 1-D entry's
+    index is called in the message (e.g. "position"; default: "entry (i,)")."""
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
@@ -225,17 +227,10 @@ def integer_ids(values: Any, kind: str) -> np.ndarray:
     if bad.any():
         at = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"entry {at}"
+        if position is not None and len(at) == 1:
+            where = f"{position} {at[0]}"
         raise InputError(f"{kind} ids must be integers: {where} holds {arr[at].item()!r}")
     return arr.astype(np.int64)
-
-
-def check_seed(seed: object) -> int:
-    """``seed`` once it is an integer in [0, 2^32) (the seed of ν, μ's generator): TypeError or InputError naming it."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an integer, got {seed!r} ({type(seed).__name__})")
-    if not 0 <= seed < 2**32:
-        raise InputError(f"seed must be an integer in [0, 2^32), got {seed}")
-    return int(seed)
 
 
 def check_left_padding(tokens: np.ndarray, V: int) -> None:
@@ -265,7 +260,7 @@ def compile_memorizer(
     Raises PrecisionError before building when N does not fit the regime (with the largest N that does).
     """
     t0 = time.perf_counter()
-    seed = check_seed(seed)
+    seed = check_integer(seed, "seed", 0, 2**32 - 1)
     tokens = integer_ids(tokens, "token")
     labels = integer_ids(labels, "label")
     if tokens.ndim != 2 or len(tokens) != len(labels) or len(tokens) == 0:

@@ -78,9 +78,10 @@ from typing import Any
 
 import numpy as np
 
+from uatlab._util import check_integer
 from uatlab.constructions.paper_c.circuit_stages import extract_digit, mixed_radix_digits, residues, sum_mod
 from uatlab.constructions.paper_c.layout import RETRIEVAL_SLACK
-from uatlab.constructions.paper_c.next_token_memorizer import check_seed, integer_ids
+from uatlab.constructions.paper_c.next_token_memorizer import integer_ids
 from uatlab.constructions.paper_c.relu_circuit import Circuit, Lin, evaluate_exact
 from uatlab.constructions.paper_c.retrieval import solve_retrieval
 from uatlab.errors import InputError
@@ -116,13 +117,8 @@ def _id_row(values: Any, i: int, kind: str) -> np.ndarray:
     if arr.ndim != 1:
         raise InputError(f"sentence {i}: the {kind} ids must be one row (1-D), got shape {arr.shape}")
     try:
-        return integer_ids(arr, kind)
+        return integer_ids(arr, kind, position="position")
     except InputError as exc:
-        if arr.dtype.kind == "f":
-            k = int(np.flatnonzero(~np.isfinite(arr) | (np.nan_to_num(arr) != np.floor(np.nan_to_num(arr))))[0])
-            raise InputError(
-                f"sentence {i}: {kind} ids must be integers: position {k} holds {arr[k].item()!r}"
-            ) from None
         raise InputError(f"sentence {i}: {exc}") from None
 
 
@@ -495,7 +491,7 @@ def compile_seq2seq(
     as it ends (stage ``"construct"``); it does not change the result.
     """
     t0 = time.perf_counter()
-    seed = check_seed(seed)
+    seed = check_integer(seed, "seed", 0, 2**32 - 1)
     if regime not in ("float64", "float32"):
         raise InputError(f"regime must be float64 or float32, got {regime!r}")
     if max_tries < 1:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from uatlab._util import check_flag, check_integer
 from uatlab.constructions.contract import PAPER_A, Construction
 from uatlab.constructions.paper_a.cor1_memorizer.assemble import assemble_ramp_model
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import (
@@ -505,15 +506,6 @@ def certify_with_progress(
     return certify(model, data, progress=cb, exp_ulps=exp_ulps)
 
 
-def _check_integer(name: str, value: object, low: int, high: int | None) -> None:
-    """TypeError (not an integer) or InputError (outside [low, high]) naming the argument of compile_memorizer."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"compile_memorizer(): {name} must be an integer, got {value!r} ({type(value).__name__})")
-    if value < low or (high is not None and value > high):
-        span = f"≥ {low}" if high is None else f"in [{low}, {high}]"
-        raise InputError(f"compile_memorizer(): {name} must be an integer {span}, got {value}")
-
-
 def _check_width_memory(data: SequenceDataset | TokenStore, d_model: int, dtype: str) -> None:
     """Refuse (InputError, `uatlab.memory_guard`) a width whose smallest allocations would not fit: the embedding
     (V × d) and readout (C × d) in ``dtype`` and the three float64 d-vectors of the attention layout, a lower
@@ -590,10 +582,8 @@ def compile_memorizer(
         InputError: bad data (naming the file line) or options; ``ff='deep'`` (that is
             `uatlab.compile_seq2seq_deep`).
     """
-    for name, flag in (("causal", causal), ("certify", certify)):
-        if not isinstance(flag, (bool, np.bool_)):  # a string such as "False" is truthy
-            raise TypeError(f"compile_memorizer(): {name} must be True or False, got {flag!r} ({type(flag).__name__})")
-    causal, certify = bool(causal), bool(certify)
+    causal = check_flag(causal, "causal", TypeError, "compile_memorizer()")
+    certify = check_flag(certify, "certify", TypeError, "compile_memorizer()")
     if ff == "deep":
         raise InputError(
             "ff='deep' is the seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025): call "
@@ -611,9 +601,9 @@ def compile_memorizer(
         )
     if isinstance(data, SequenceDataset):
         data.validate()  # its lists may have been changed since it was made
-    _check_integer("seed", seed, 0, 2**32 - 1)
+    check_integer(seed, "seed", 0, 2**32 - 1, "compile_memorizer()")
     if d_model is not None:
-        _check_integer("d_model", d_model, 1, None)
+        check_integer(d_model, "d_model", 1, None, "compile_memorizer()")
         _check_width_memory(data, int(d_model), dtype)
     if isinstance(data, TokenStore):
         want = "prefix" if causal else "sequence"
