@@ -31,7 +31,7 @@ import signal
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from uatlab.errors import InputError, UatlabError
@@ -525,10 +525,12 @@ class OutputFolder:
         names: Iterable[str],
         inputs: Iterable[str | os.PathLike | None] = (),
         option: str = "--out",
+        folders: Iterable[str] = (),
     ) -> None:
         self.folder = Path(folder)
         self.kind = kind
         self.names = tuple(names)
+        self.folders = tuple(folders)  # sub-folders the run makes for files it does not list (``runs`` of trials)
         self.inputs = [Path(p) for p in inputs if p is not None]
         self.option = option
         self._lock = threading.Lock()
@@ -660,7 +662,11 @@ class OutputFolder:
         return True
 
     def check(self) -> OutputFolder:
-        """Before any work: every output the run would replace is uatlab's for this kind of run, none is an input."""
+        """Before any work: every output the run would replace is uatlab's for this kind of run, none is an input,
+        and every sub-folder its files go into (``trials`` of ``trials/*.json``, and ``folders``) is a folder or
+        absent."""
+        for name in (*self.names, *(f"{f}/-" for f in self.folders)):
+            self._check_subfolders(name)
         for name in self.names:
             if not any(c in name for c in "*?["):
                 self._check_inputs(self.folder / name)
@@ -669,6 +675,23 @@ class OutputFolder:
         for path in self.existing():
             self.check_file(path.relative_to(self.folder).as_posix())
         return self
+
+    def _check_subfolders(self, name: str) -> None:
+        """Refuse (InputError naming it) a file, FIFO, ... where the run makes a sub-folder for ``name``'s files:
+        found now, not after the work when the first file is written there."""
+        sub = self.folder
+        for part in PurePosixPath(name).parts[:-1]:
+            if any(c in part for c in "*?["):
+                return
+            sub = sub / part
+            if (sub.exists() or sub.is_symlink()) and not sub.is_dir():
+                what = describe_special(sub) or "a file"
+                if what == "missing":
+                    what = "a broken symbolic link"
+                raise InputError(
+                    f"{self.option} {self.folder}: {sub} is {what}, where this run writes a folder of its files: "
+                    f"move it away or choose another {self.option} folder"
+                )
 
     def record(self, rel: str, new: Path, old: dict[str, Any] | None) -> None:
         """Record that the content of ``new`` (about to be renamed to ``folder/rel``) is this run's, with the old

@@ -178,3 +178,46 @@ def test_local_workers_above_the_cap_refused_before_any_file(tmp_path, capsys, f
         assert code == 2, (argv, err)
         assert "error: --workers" in err and f"at most {cap} local worker processes" in err, err
         assert not out.exists(), argv
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "trial"),
+    [
+        (["attention-heads", "--mode", "parity"], "uatlab.experiments.paper_b.sweeps", "run_truncated_trial"),
+        (["attention-heatmap"], "uatlab.experiments.paper_b.heatmap", "run_heatmap_trial"),
+        (["attention-seq2seq", "--mode", "parity"], "uatlab.experiments.paper_b.seq2seq", "run_seq2seq_trial"),
+    ],
+)
+@pytest.mark.parametrize("json_out", [False, True])
+def test_paper_b_sweep_whose_every_trial_failed_exits_1(
+    tmp_path, capsys, monkeypatch, command, module, trial, json_out
+):
+    import importlib
+
+    def broken(params):
+        raise RuntimeError("simulated trial crash")
+
+    monkeypatch.setattr(importlib.import_module(module), trial, broken)
+    argv = ["experiment", *command, "--quick", "--out", str(tmp_path / "x"), *(["--json"] if json_out else [])]
+    code, _, err = run(capsys, argv)
+    assert code == 1 and "error: every trial failed (" in err and "RuntimeError: simulated trial crash" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "blocked"),
+    [
+        (["experiment", "attention-heads", "--quick", "--mode", "parity"], "trials"),
+        (["experiment", "capacity", "--ns", "4", "--max-steps", "4", "--grid", "2", "--length", "3"], "runs"),
+        (["experiment", "capacity", "--ns", "4", "--max-steps", "4", "--grid", "2", "--length", "3"], "trials"),
+        (["reproduce", "--quick", "--only", "A.thm2.causal-exact"], "figures"),
+    ],
+)
+def test_a_file_where_a_run_makes_its_folder_is_refused_before_any_work(tmp_path, capsys, argv, blocked):
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / blocked).write_text("the user's notes\n")
+    code, text, err = run(capsys, [*argv, "--out", str(out)])
+    assert code == 2 and text == ""
+    assert f"{out / blocked} is a file, where this run writes a folder of its files" in err
+    assert sorted(p.name for p in out.iterdir()) == [blocked]  # nothing run, nothing written
+    assert (out / blocked).read_text() == "the user's notes\n"

@@ -146,3 +146,28 @@ def test_a_replaced_file_is_hashed_once_per_write(tmp_path: Path, monkeypatch) -
     ]
     _write(folder, "heads.csv", "three\n")  # the record still proves the file: it is replaced again
     assert target.read_text() == "three\n"
+
+
+@pytest.mark.parametrize(
+    ("names", "folders", "blocked"),
+    [
+        (["trials/*.json"], (), "trials"),  # a glob's folder
+        (["figures/a/b.png"], (), "figures/a"),  # a nested one
+        (["summary.json"], ("runs",), "runs"),  # a folder the run makes for files it does not list
+    ],
+)
+def test_a_file_where_the_run_makes_a_folder_is_refused_before_any_work(tmp_path, names, folders, blocked) -> None:
+    blocker = tmp_path / blocked
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("the user's notes\n")
+    folder = OutputFolder(tmp_path, "experiment x", names, folders=folders)
+    with pytest.raises(InputError, match=f"{blocker} is a file, where this run writes a folder of its files"):
+        folder.check()
+    assert blocker.read_text() == "the user's notes\n"
+    blocker.unlink()
+    os.symlink(tmp_path / "nowhere", blocker)  # a dangling link is not a folder either
+    with pytest.raises(InputError, match=f"{blocker} is a broken symbolic link"):
+        folder.check()
+    blocker.unlink()
+    blocker.mkdir()  # a folder (the user's or an earlier run's) is where the files go
+    assert folder.check() is folder

@@ -27,15 +27,22 @@ EXPERIMENT_FILES = ("summary.json", "sweep_options.json", "trials/*.json")
 
 @contextlib.contextmanager
 def out_lock(
-    out: Path, kind: str, names: Iterable[str], inputs: Iterable[Path | None] = (), trials: bool = True
+    out: Path,
+    kind: str,
+    names: Iterable[str],
+    inputs: Iterable[Path | None] = (),
+    trials: bool = True,
+    folders: Iterable[str] = (),
 ) -> Iterator[None]:
     """The lock `compile` and `train` take on their output, here on an experiment's ``--out`` folder (a second
     job on the same folder stops with an error naming the first job's pid instead of writing the same trials),
     and the folder opened as an `OutputFolder` of ``experiment KIND``: a file of ``names`` (and of
     `EXPERIMENT_FILES` when the experiment stores ``trials``) that an earlier run of the same experiment did
-    not write there is refused before any work, never replaced."""
+    not write there is refused before any work, never replaced; so is a file where the experiment makes a folder
+    (``trials``, or one of ``folders``: ``runs`` for the trained trials' own folders)."""
     files = (*names, *EXPERIMENT_FILES) if trials else tuple(names)
-    with OutputLock(out, hint="use another --out"), OutputFolder(out, f"experiment {kind}", files, inputs):
+    folder = OutputFolder(out, f"experiment {kind}", files, inputs, folders=folders)
+    with OutputLock(out, hint="use another --out"), folder:
         yield
 
 

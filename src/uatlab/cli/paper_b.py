@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
-from uatlab.cli.experiment import experiment, out_lock
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
 from uatlab.cli.options import check_workers, finite, one_of
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
@@ -71,6 +71,7 @@ def _sweep_command(
         )
     if json_out:
         print_json(data)
+        exit_if_all_failed(data["failed"], data["finished"])
         return
     table = Table(title=f"attention-{sweep} ({scale}): mean ± std over seeds", show_lines=False)
     for col in (
@@ -105,6 +106,7 @@ def _sweep_command(
     )
     if data["failed"]:
         err_console.print(f"[red]failed trials:[/] {data['failed']}")
+    exit_if_all_failed(data["failed"], data["finished"])
 
 
 def _register_sweep(sweep: str, doc: str) -> None:
@@ -155,6 +157,7 @@ def attention_heatmap(
         data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
     if json_out:
         print_json(data)
+        exit_if_all_failed(data["failed"], data["finished"])
         return
     table = Table(title=f"attention-heatmap ({scale})")
     for col in (
@@ -184,6 +187,7 @@ def attention_heatmap(
         )
     console.print(table)
     console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
+    exit_if_all_failed(data["failed"], data["finished"])
 
 
 @experiment.command("attention-seq2seq")
@@ -228,6 +232,7 @@ def attention_seq2seq(
         )
     if json_out:
         print_json(data)
+        exit_if_all_failed(data["failed"], data["finished"])
         return
     table = Table(title=f"attention-seq2seq ({scale}): test MSE, unnormalised, mean ± std over seeds")
     for col in ("model", "heads", "seeds", "params", "test MSE", "mean predictor", "least squares", "epochs"):
@@ -250,3 +255,4 @@ def attention_seq2seq(
             f"epochs or convergence: {', '.join(data['wall_cap_fired'])}; their results depend on the machine's load"
         )
     console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
+    exit_if_all_failed(data["failed"], data["finished"])

@@ -65,7 +65,7 @@ def rank_ablation_command(
         sentences, dim, epochs, batch_size, lr = sentences or 40, 32, 80, 8, 1e-2
     cfg = {"dim": dim, "ff_mult": 4, "lr": lr, "batch_size": batch_size, "embed_std": 0.1, "epochs": epochs}
     cfg |= {"seed": seed, "warmup_steps": 10 if quick else 100}
-    with out_lock(out, "rank-ablation", ("rank_table.csv", "rank_ablation.png"), [data]):
+    with out_lock(out, "rank-ablation", ("rank_table.csv", "rank_ablation.png"), [data], folders=("runs",)):
         summary = run_rank_ablation(
             data, out, rank_list, sentences, cfg, threads=threads, progress=not json_out, exact_sentences=exact
         )

@@ -503,6 +503,7 @@ def depth_ablation_command(
         "depth-ablation",
         ("depth_ablation.csv", "depth_table.csv", "depth_ablation.png", "depth_ablation.svg"),
         [data],
+        folders=("runs",),
     ):
         summary = run_depth_ablation(
             data,
@@ -669,7 +670,8 @@ def capacity_command(
     if quick:
         kind, n_list, grid_t = "synthetic", (8, 16, 32, 64), grid_t or (2, 4, 8, 16, 32)
         max_steps, lr = 800, 2e-2
-    with out_lock(out, "capacity", ("capacity.csv", "capacity_trials.csv", "capacity.png", "capacity.svg"), [data]):
+    names = ("capacity.csv", "capacity_trials.csv", "capacity.png", "capacity.svg")
+    with out_lock(out, "capacity", names, [data], folders=("runs",)):
         summary = run_capacity(
             out,
             kind=kind,
