@@ -126,9 +126,37 @@ def test_a_file_whose_header_says_another_dtype_than_its_tensors_loads_as_its_te
     assert all(t.dtype == torch.float32 for t in loaded.state_dict().values() if t.is_floating_point())
 
 
+@pytest.mark.parametrize(
+    ("retype", "why"),
+    [
+        (lambda k, t: t.to(torch.float16), r"is not float32 or float64 \(.* is float16\)"),
+        (lambda k, t: t.to(torch.bfloat16), r"is not float32 or float64 \(.* is bfloat16\)"),
+        (lambda k, t: t.to(torch.float32) if k.startswith("readout") else t, r"mixes parameter dtypes \(.*readout"),
+    ],
+)
+def test_a_file_of_half_precision_or_mixed_tensors_is_refused_not_cast(compiled, tmp_path, retype, why):
+    """Cast to the header's dtype, such tensors would be another model than the file holds, and the certificate
+    would prove that one: the file is refused, by `load` and by the CLI's certify, naming a tensor."""
+    from uatlab.cli import main
+    from uatlab.errors import ModelFileError
+
+    model, data = compiled
+    path = uatlab.save(model, tmp_path / "m.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+        tensors = {k: retype(k, f.get_tensor(k)) for k in f.keys()}
+    bad = tmp_path / "bad.safetensors"
+    save_file(tensors, str(bad), metadata=meta)
+    with pytest.raises(ModelFileError, match=f"bad.safetensors: the file {why}"):
+        uatlab.load(bad)
+    jsonl = tmp_path / "d.jsonl"
+    uatlab.data.write_jsonl(data, jsonl)
+    assert main(["certify", str(bad), str(jsonl), "--json"]) == 2
+
+
 def test_save_refuses_half_precision_and_mixed_dtypes(compiled, tmp_path):
     model, _ = compiled
-    with pytest.raises(InputError, match="float32 or float64, and .* is float16"):
+    with pytest.raises(InputError, match=r"is not float32 or float64 \(.* is float16\)"):
         uatlab.save(copy.deepcopy(model).to(torch.float16), tmp_path / "h.safetensors")
     mixed = copy.deepcopy(model)
     mixed.readout.float()

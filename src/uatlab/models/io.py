@@ -79,26 +79,34 @@ def _float_dtypes(tensors: dict[str, Any]) -> dict[str, str]:
     return seen
 
 
+def one_float_dtype(tensors: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(The one floating-point dtype of ``tensors``, None if they have none; None, or why they cannot be a uatlab
+    model: several floating-point dtypes, or one uatlab does not compute in (float16, bfloat16), naming a tensor
+    of each.)"""
+    seen = _float_dtypes(tensors)
+    if not seen:
+        return None, None
+    which = ", ".join(f"{n} is {dt}" for dt, n in seen.items())
+    if len(seen) > 1:
+        return None, f"mixes parameter dtypes ({which})"
+    dtype = next(iter(seen))
+    if dtype not in ("float32", "float64"):
+        return None, f"is not float32 or float64 ({which})"
+    return dtype, None
+
+
 def _config_of_tensors(config: TransformerConfig, tensors: dict[str, Any]) -> TransformerConfig:
     """The config to store with ``tensors``: its dtype is theirs. ``model.float()`` or ``.to(torch.float32)``
     re-types a model's tensors and leaves its config alone; a file whose header said float64 over float32
     tensors would load as a float64 model, another model than the one saved. Tensors of several floating-point
     dtypes, or of one uatlab does not compute in (float16, bfloat16), are an InputError naming them."""
-    seen = _float_dtypes(tensors)
-    if not seen:
-        return config
-    which = ", ".join(f"{n} is {dt}" for dt, n in seen.items())
-    if len(seen) > 1:
+    dtype, why = one_float_dtype(tensors)
+    if why is not None:
         raise InputError(
-            f"save(): the model mixes parameter dtypes ({which}); convert it to one dtype first (model.float() or "
-            "model.double())"
+            f"save(): the model {why}; uatlab models have one dtype, float32 or float64: convert it first "
+            "(model.float() or model.double())"
         )
-    dtype = next(iter(seen))
-    if dtype not in ("float32", "float64"):
-        raise InputError(
-            f"save(): uatlab models are float32 or float64, and {which}; convert it first (model.double())"
-        )
-    return config if dtype == config.dtype else dataclasses.replace(config, dtype=dtype)
+    return config if dtype is None or dtype == config.dtype else dataclasses.replace(config, dtype=dtype)
 
 
 def check_encoding_fits(config: TransformerConfig, enc: dict[str, Any], where: str) -> None:
@@ -160,7 +168,7 @@ def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) ->
     return meta, read
 
 
-def check_finite(path: Path, tensors: dict[str, Any], cast_to: str | None = None) -> None:
+def check_finite(path: Path, tensors: dict[str, Any]) -> None:
     """ModelFileError naming the first tensor (in name order) with a NaN or ±inf entry, and how many it has.
 
     No construction or training run writes a non-finite weight; a model holding one computes NaN logits,
@@ -173,10 +181,9 @@ def check_finite(path: Path, tensors: dict[str, Any], cast_to: str | None = None
             continue
         bad = int((~torch.isfinite(t)).sum())
         if bad:
-            how = f" once cast to the config's {cast_to} (it overflows)" if cast_to else ""
             raise ModelFileError(
                 f"{path}: tensor {name} has {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or ±inf) of "
-                f"{t.numel()}{how}; a uatlab model's weights are finite (the file is corrupt or was edited)"
+                f"{t.numel()}; a uatlab model's weights are finite (the file is corrupt or was edited)"
             )
 
 
@@ -203,19 +210,22 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
             raise ModelFileError(
                 f"{path}: tensor {k} has shape {tuple(v.shape)}, the config needs {tuple(expected[k].shape)}"
             )
-    # a file whose floating-point tensors all have one dtype that its config does not say (written by an older
-    # version from a model re-typed with model.float()): the tensors are the model that was saved
-    dtypes = list(_float_dtypes(tensors))
-    if len(dtypes) == 1 and dtypes[0] in ("float32", "float64") and dtypes[0] != config.dtype:
-        config = dataclasses.replace(config, dtype=dtypes[0])
+    # the tensors are the model that was saved, whatever the config says: a file whose tensors all have one dtype
+    # its config does not say (written by an older version from a model re-typed with model.float()) is that
+    # dtype's model; tensors of several dtypes, or of float16 or bfloat16, are no uatlab model (cast to the
+    # config's dtype they would be another model than the file holds, and a certificate would prove that one)
+    dtype, why = one_float_dtype(tensors)
+    if why is not None:
+        raise ModelFileError(
+            f"{path}: the file {why}; a uatlab model has one dtype, float32 or float64: re-save it from a model of "
+            "one such dtype"
+        )
+    if dtype is not None and dtype != config.dtype:
+        config = dataclasses.replace(config, dtype=dtype)
     # the file's tensors (copied: the model must not depend on the file staying as it is), no random
     # initialisation of weights that are overwritten at once
+    # (in their own dtype: nothing is cast, and `_read` checked them finite)
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
-    # `_read` checked the file's tensors; a tensor cast to the config's dtype is checked again (a finite float64
-    # weight may overflow float32)
-    state = model.state_dict()
-    cast = {k: v for k, v in state.items() if v.dtype != tensors[k].dtype}
-    check_finite(path, cast, cast_to=config.dtype)
     model.eval()
     return model, header_object(path, meta, "uatlab_extra")
 

@@ -115,6 +115,7 @@ from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
+from uatlab.models.io import one_float_dtype
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.exp_accuracy import measured_exp_ulps
 from uatlab.numerics.float_bounds import (
@@ -565,31 +566,21 @@ def _exact_sum_mask(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-_TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
-
-
 def parameter_dtype(model: torch.nn.Module) -> str:
     """The one floating-point dtype of all of ``model``'s parameters and buffers: 'float32' or 'float64'.
 
     This, not ``model.config.dtype``, is the arithmetic PyTorch will do (``model.float()`` re-types the
     tensors and leaves the config alone). Raises InputError for mixed or unsupported dtypes, naming them.
     """
-    seen: dict[torch.dtype, str] = {}
-    for name, t in itertools.chain(model.named_parameters(), model.named_buffers()):
-        if t.is_floating_point():
-            seen.setdefault(t.dtype, name)
-    if not seen:
-        raise InputError("the model has no floating-point parameters to certify")
-    unsupported = [f"{n} is {str(dt).removeprefix('torch.')}" for dt, n in seen.items() if dt not in _TORCH_DTYPES]
-    if unsupported:
-        raise InputError(f"certify supports float32 and float64 models only: {', '.join(unsupported)}")
-    if len(seen) > 1:
-        which = ", ".join(f"{n} is {_TORCH_DTYPES[dt]}" for dt, n in seen.items())
+    dtype, why = one_float_dtype(dict(itertools.chain(model.named_parameters(), model.named_buffers())))
+    if why is not None:
         raise InputError(
-            f"the model mixes parameter dtypes ({which}); convert it to one dtype first (model.float() or "
+            f"the model {why}; convert it to one dtype, float32 or float64, first (model.float() or "
             "model.double()) so that the certificate proves the arithmetic PyTorch will do"
         )
-    return _TORCH_DTYPES[next(iter(seen))]
+    if dtype is None:
+        raise InputError("the model has no floating-point parameters to certify")
+    return dtype
 
 
 def environment_checks(dtype: str | None = None, exp_ulps: float | None = None) -> dict[str, Any]:
