@@ -193,6 +193,25 @@ def _check_parent(path: Path, option: str) -> None:
         raise InputError(f"{option} {path}: {probe} is a file, not a folder")
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise InputError(f"{option} {path}: folder {probe} is not writable")
+    why = _cannot_create_in(probe) if probe.is_dir() else None
+    if why is not None:
+        raise InputError(f"{option} {path}: cannot write there: no file can be made in {probe} ({why})")
+
+
+def _cannot_create_in(folder: Path) -> str | None:
+    """Why no file can be made in the existing ``folder`` (None if one can): tried with an empty hidden file,
+    removed at once. ``os.access`` alone says yes to root for /proc, /sys or a folder of a read-only mount it
+    does not detect, and the run would fail only when it writes, after the work."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".uatlab-probe-", dir=folder)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(name)
+    return None
 
 
 def check_no_link_loop(path: str | os.PathLike, option: str = "--out") -> None:
@@ -241,6 +260,9 @@ def check_output_dir(
         raise InputError(f"{option} {p} is an existing file, not a folder")
     if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
         raise InputError(f"{option} {p}: folder is not writable")
+    why = _cannot_create_in(p) if p.is_dir() else None
+    if why is not None:
+        raise InputError(f"{option} {p}: cannot write there: no file can be made in it ({why})")
     if not p.exists():
         _check_parent(p, option)
     return p
