@@ -199,12 +199,16 @@ def _check_parent(path: Path, option: str) -> None:
 
 
 def _cannot_create_in(folder: Path) -> str | None:
-    """Why no file can be made in the existing ``folder`` (None if one can): tried with an empty hidden file,
-    removed at once. ``os.access`` alone says yes to root for /proc, /sys or a folder of a read-only mount it
-    does not detect, and the run would fail only when it writes, after the work."""
+    """Why no file can be made in the existing ``folder`` (None if one can), where permission bits do not tell:
+    ``os.access`` says yes to root for /proc or /sys, pseudo file systems that report no storage (no blocks) and
+    refuse new files, and the run would fail only when it writes, after the work. On such a file system the
+    answer is tried, with an empty hidden file removed at once; on any other nothing is touched (permission bits
+    and read-only mounts, which ``os.access`` reports, are checked by the caller)."""
     import tempfile
 
     try:
+        if os.statvfs(folder).f_blocks > 0:
+            return None
         fd, name = tempfile.mkstemp(prefix=".uatlab-probe-", dir=folder)
     except OSError as exc:
         return exc.strerror or str(exc)

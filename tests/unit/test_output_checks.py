@@ -26,6 +26,8 @@ def test_a_folder_no_file_can_be_made_in_is_refused(check):
 
 def test_a_writable_folder_passes_and_keeps_nothing_of_the_check(tmp_path):
     (tmp_path / "mine.txt").write_text("user\n")
+    before = tmp_path.stat().st_mtime_ns
     assert check_output_dir(tmp_path) == tmp_path
     assert check_output_file(tmp_path / "new" / "m.safetensors") == tmp_path / "new" / "m.safetensors"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.txt"]
+    assert tmp_path.stat().st_mtime_ns == before  # nothing made there, not even for a moment
