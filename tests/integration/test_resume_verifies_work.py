@@ -182,13 +182,29 @@ def test_undamaged_work_directory_resumes_to_the_same_model(here: Path, capsys) 
 
 
 def test_a_hand_edited_chunk_name_never_deletes_a_file_outside(here: Path, capsys) -> None:
-    """Starting over reclaims the work directory's own files only: a chunk entry edited to name a file
-    outside it (or any name uatlab does not write) is not deleted."""
+    """A work directory is cleared of its own files only: a chunk entry edited to name a file outside it (or
+    any name uatlab does not write) is not deleted, by a run that starts over or by one that resumes."""
     victim = here / "victim.txt"
     victim.write_text("keep me")
     _edit_manifest(here, lambda m: m["chunks"][0].update(file="../victim.txt"))
-    assert main([*ARGV, "--out", "m.safetensors"]) == 0
-    assert victim.read_text() == "keep me"
+    for extra in ([], ["--resume"]):
+        assert main([*ARGV, *extra]) == 2
+        assert victim.read_text() == "keep me"
+
+
+def test_a_kept_work_directory_is_not_discarded_by_a_run_without_resume(here: Path, capsys) -> None:
+    """The data an earlier run kept (--keep-work, or for --resume after an interrupt or bad data) is the user's:
+    a run without --resume says so and touches nothing, rather than clearing it to start over."""
+    before_out = (here / "m.safetensors").read_bytes()
+    before_work = _snapshot(here / WORK)
+    capsys.readouterr()
+    assert main([*ARGV, "--out", "m.safetensors"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and "Traceback" not in cap.err
+    assert f"error: work directory {WORK} holds all of s.jsonl read by an earlier run" in cap.err
+    assert "add --resume to continue from it" in cap.err
+    assert _snapshot(here / WORK) == before_work
+    assert (here / "m.safetensors").read_bytes() == before_out
 
 
 def test_a_killed_run_resumes_only_on_the_data_it_stored(here: Path, capsys) -> None:

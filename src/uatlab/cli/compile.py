@@ -232,7 +232,12 @@ def compile_cmd(
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP + " Refused with --no-certify."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the work directory left by an error."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue from the work directory an earlier run left (an error, Ctrl-C, --keep-work); without "
+        "--resume such a directory is refused, never cleared.",
+    ),
     chunk_tokens: int = typer.Option(
         1_000_000,
         "--chunk-tokens",

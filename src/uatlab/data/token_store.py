@@ -359,11 +359,14 @@ class TokenStore:
             if not self.dir.is_dir():
                 raise InputError(f"work directory {self.dir} is an existing file, not a folder")
             old = self._owned_manifest()
-            if old is not None:
-                self.m = old
-                created = bool((read_marker(self.dir) or {}).get("created_folder"))
-                self._remove_own_files()
-            elif any(self.dir.iterdir()):
+            if old is not None:  # an earlier run's data, kept for --resume or by --keep-work: the user's now
+                what = "all" if old.get("complete") else f"{old.get('sequences', 0)} sequences"
+                raise InputError(
+                    f"work directory {self.dir} holds {what} of {old.get('source', '?')} read by an earlier run "
+                    "(kept for --resume, or by --keep-work): add --resume to continue from it, or remove it "
+                    "yourself (or give another --work-dir) to start again"
+                )
+            if any(self.dir.iterdir()):
                 raise InputError(
                     f"work directory {self.dir} exists and is not a uatlab work directory (no {MARKER} "
                     "marker matching its manifest); choose another --work-dir or empty it yourself"
