@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -272,6 +273,12 @@ def test_existing_out_replaced_only_when_complete(case_dir: Path, capsys) -> Non
     old = out.read_bytes()
     assert main(["compile", "ragged.jsonl", "--out", "m.safetensors"]) == 2
     assert out.read_bytes() == old
+    # the sequences of ragged.jsonl it read are kept for --resume: another run is refused, not handed them
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 2
+    assert "work directory m.safetensors.work holds 3 sequences of ragged.jsonl" in capsys.readouterr().err
+    assert out.read_bytes() == old
+    shutil.rmtree(case_dir / "m.safetensors.work")  # the user discards them
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
     assert out.read_bytes() != old and file_format(out) == FORMAT_TAG  # the deep model replaced by the one-layer
     assert not [p for p in case_dir.iterdir() if p.name.endswith((".tmp", ".lock"))]
@@ -957,6 +964,30 @@ def test_option_refused_after_reading_keeps_a_given_work_dir_and_kept_work(case_
     assert "(--resume)" in err and (case_dir / "m.safetensors.work" / "manifest.json").is_file(), err
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--resume", "--json"]) == 0
     assert (case_dir / "m.safetensors").is_file() and not (case_dir / "m.safetensors.work").exists()
+
+
+def test_interrupt_after_the_run_has_ended_says_so(case_dir: Path, capsys, monkeypatch) -> None:
+    """Ctrl-C or SIGTERM after the figures were printed, as the command unwinds (here: as it releases its work
+    directory's lock): exit 130 with a line saying the run had ended and the model is complete, not the
+    generic "partial results, if any" line."""
+    import uatlab.io_safety as io_safety
+
+    real_exit = io_safety.OutputLock.__exit__
+
+    def exit_then_interrupt(self, *exc):
+        real_exit(self, *exc)
+        if self.target.name.endswith(".work") and exc[0] is None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(io_safety.OutputLock, "__exit__", exit_then_interrupt)
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "interrupted after the run had ended: m.safetensors is saved and complete, and its figures were printed"
+    ), err
+    monkeypatch.setattr(io_safety.OutputLock, "__exit__", real_exit)
+    assert main(["certify", "m.safetensors", "data.txt", "--json"]) == 0  # the saved model is whole
+    assert json.loads(capsys.readouterr().out)["certified"] is True
 
 
 def test_interrupt_after_the_model_is_in_place_says_it_was_saved(case_dir: Path, capsys, monkeypatch) -> None:

@@ -631,6 +631,10 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         if is_disk_full(exc) and store is not None and owns(store.dir, store.m.get("work_id")):
             exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
         raise
+    else:  # the run has ended and printed its figures: an interrupt before the process exits says so
+        say_on_interrupt(
+            f"interrupted after the run had ended: {out} is saved and complete, and its figures were printed"
+        )
 
 
 def _what_was_kept(out: Path, before: tuple[int, ...] | None, run: dict[str, Any] | None, keep_work: bool) -> str:
@@ -644,8 +648,8 @@ def _what_was_kept(out: Path, before: tuple[int, ...] | None, run: dict[str, Any
             stored = False
         kept = f"; the work directory {store.dir} is kept" if stored else ""
         return (
-            f"interrupted after the model was saved: {out} is complete{kept} (its figures were not printed; "
-            f"uatlab certify {out} DATA prints its certificate)"
+            f"interrupted after the model was saved: {out} is complete{kept} (its figures may not have been printed "
+            f"in full; uatlab certify {out} DATA prints its certificate)"
         )
     if stored:
         return (
