@@ -180,6 +180,28 @@ def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypat
     assert returned == {0, 2, 3, 130} and named == returned, listed
 
 
+@pytest.mark.parametrize("json_out", [False, True])
+def test_an_interrupted_run_ends_with_a_line_naming_its_checkpoint(tmp_path, capsys, conll_file, monkeypatch, json_out):
+    """Ctrl-C or SIGTERM in the training loop: the loop checkpoints and returns; the process's last line (after the
+    summary) names the checkpoint to resume, not the generic "partial results, if any" line."""
+    from uatlab.training import trainer
+
+    real_enter = trainer._StopFlag.__enter__
+
+    def interrupted_at_once(self):
+        real_enter(self)
+        self.signal = "SIGINT"
+        return self
+
+    monkeypatch.setattr(trainer._StopFlag, "__enter__", interrupted_at_once)
+    out = tmp_path / "stopped"
+    argv = ["train", str(conll_file), "--epochs", "1", "--dim", "8", "--batch-size", "8", "--no-f1", "--out", str(out)]
+    assert main([*argv, *(["--json"] if json_out else [])]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == f"interrupted: {out / 'checkpoint.pt'} is saved; continue with the same command plus --resume"
+    assert (out / "checkpoint.pt").is_file()
+
+
 def test_resume_refuses_another_label_scheme(tmp_path, capsys):
     """IOB1 labels whose IOB2 conversion keeps the label set: only the recorded scheme tells the runs apart."""
     path = tmp_path / "iob1.conll"

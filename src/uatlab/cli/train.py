@@ -263,7 +263,8 @@ def train_command(
            another run or other data, a non-finite loss (last checkpoint kept)
       3    --max-minutes ran out: checkpoint saved; rerun with --resume
       130  interrupted (Ctrl-C, SIGTERM): checkpoint saved, rerun with --resume (its
-           last line says so, or that no checkpoint was written yet)
+           last line names the checkpoint, or says that none was written yet, or
+           that the run had ended)
     """
     import torch
 
@@ -395,9 +396,15 @@ def _print_training(data: Path, result, has_valid: bool, json_out: bool, reading
         table = rows_table("per-epoch full-pass metrics", cols, summary["history"][-15:], header_style="bold")
         console.print(table)
         console.print(f"files: {', '.join(f'{k}={v}' for k, v in summary['files'].items())}")
+    ckpt = summary["files"].get("checkpoint", "the checkpoint")
+    if result.status == "interrupted":  # the process's last line (after the summary): what is kept
+        say_on_interrupt(f"interrupted: {ckpt} is saved; continue with the same command plus --resume")
+        raise typer.Exit(code=130)
     if result.status not in ("completed", "ceiling"):
-        err_console.print(f"stopped ({result.status}); continue with the same command plus --resume")
-        raise typer.Exit(code=130 if result.status == "interrupted" else 3)
+        err_console.print(f"stopped ({result.status}): {ckpt} is saved; continue with the same command plus --resume")
+        raise typer.Exit(code=3)
+    # the run has ended and printed its files: an interrupt before the process exits says so
+    say_on_interrupt("interrupted after the run had ended: its files are complete")
 
 
 @app.command("data-report")
