@@ -29,6 +29,19 @@ def test_hardmax_counterexample_table_and_bad_heads(capsys):
     assert code == 2 and "n ≥ 4" in err and "Traceback" not in err
 
 
+def test_hardmax_counterexample_says_why_softmax_did_not_separate_in_float64(capsys):
+    """At a long length softmax's outputs on the pair can be identical in float64: the table's "not all" comes with
+    a note that counts those layers and names the cause, which a run where every layer separates does not print."""
+    argv = ["hardmax-counterexample", "--heads", "1,2", "--trials", "5", "--dim", "2"]
+    code, out, err = run(capsys, *argv, "--length", "200")
+    data = json.loads(run(capsys, *argv, "--length", "200", "--json")[1])
+    unseparated = sum(5 - v for v in data["softmax_separated"].values())
+    assert code == 0 and unseparated > 0 and "softmax separates not all" in out
+    assert f"note: for {unseparated} layers softmax's outputs on X1 and X2 are identical in float64 (δ = 0)" in err
+    code, out, err = run(capsys, *argv, "--length", "4")
+    assert code == 0 and "softmax separates all" in out and "note:" not in err
+
+
 def test_contextual_mapping_literal_json(capsys):
     code, out, err = run(capsys, "contextual-mapping", "literal", "--vocab-size", "3", "--length", "2", "--json")
     assert code == 0

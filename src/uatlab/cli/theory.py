@@ -82,6 +82,15 @@ def hardmax_counterexample(
     console.print(
         f"{verdict}; softmax separates {'all' if res['softmax_separates'] else 'not all'} ({res['seconds']} s)"
     )
+    if not res["softmax_separates"]:
+        unseparated = sum(trials - res["softmax_separated"][str(h)] for h in res["heads"])
+        err_console.print(
+            f"note: for {unseparated} layers softmax's outputs on X1 and X2 are identical in float64 (δ = 0): at "
+            f"n = {length} their difference is below float64's resolution (random weights separate the pair in "
+            "exact arithmetic with probability 1); a shorter --length keeps it visible",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @contextual_app.command("literal")
