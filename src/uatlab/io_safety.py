@@ -209,6 +209,9 @@ def _cannot_create_in(folder: Path) -> str | None:
     try:
         if os.statvfs(folder).f_blocks > 0:
             return None
+    except OSError:  # a file system that does not say (some FUSE, 9p or network mounts): tried as below
+        pass
+    try:
         fd, name = tempfile.mkstemp(prefix=".uatlab-probe-", dir=folder)
     except OSError as exc:
         return exc.strerror or str(exc)
@@ -711,11 +714,9 @@ class OutputFolder:
                 return
             sub = sub / part
             if (sub.exists() or sub.is_symlink()) and not sub.is_dir():
-                what = describe_special(sub) or "a file"
-                if what == "missing":
-                    what = "a broken symbolic link"
+                what = (not_a_regular_file(sub) or "is a file").removesuffix(", not a regular file")
                 raise InputError(
-                    f"{self.option} {self.folder}: {sub} is {what}, where this run writes a folder of its files: "
+                    f"{self.option} {self.folder}: {sub} {what}, where this run writes a folder of its files: "
                     f"move it away or choose another {self.option} folder"
                 )
 

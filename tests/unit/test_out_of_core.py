@@ -203,6 +203,23 @@ def test_store_never_deletes_a_directory_it_did_not_make(tmp_path):
         TokenStore(tmp_path / "missing", "data", "sequence", resume=True)
 
 
+def test_remove_deletes_only_the_stores_own_files(tmp_path):
+    """`TokenStore.remove` deletes the files it wrote, by the names it writes: a manifest entry edited to name a
+    file outside the work directory (or any other name) deletes nothing there; a fresh store over a kept one is
+    refused, not cleared."""
+    store = TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50)
+    store.read(_records(synthetic_dataset(20, 4, 10, 2, seed=2)), input_keys)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    with pytest.raises(InputError, match=r"holds all of data read by an earlier run[\s\S]*add --resume"):
+        TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50)
+    store.m["chunks"][0]["file"] = "../victim.txt"
+    store.remove()
+    assert victim.read_text() == "keep me"
+    # the chunk the edited entry no longer names is not proved the store's: left, and so is its folder
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["chunk_00000.npz"]
+
+
 def test_store_compile_equals_in_memory_compile(tmp_path):
     data = synthetic_dataset(60, 7, 20, 4, repeats=True, seed=5)
     m1, r1 = compile_encoded(encode_dataset(data, context="sequence"))

@@ -169,5 +169,10 @@ def test_a_file_where_the_run_makes_a_folder_is_refused_before_any_work(tmp_path
     with pytest.raises(InputError, match=f"{blocker} is a broken symbolic link"):
         folder.check()
     blocker.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, blocker)  # a link to a folder is a folder: the user chose where the files go
+    assert folder.check() is folder
+    blocker.unlink()
     blocker.mkdir()  # a folder (the user's or an earlier run's) is where the files go
     assert folder.check() is folder

@@ -274,7 +274,8 @@ def compile_cmd(
     stored, for --resume; the error says where. Exit 130 on Ctrl-C or SIGTERM, with one line saying what was kept:
     before the model file is in place, --out is as it was and the sequences read so far stay in the work
     directory for --resume (none before the first is read; --ff deep and --task next-token keep none); once it
-    is in place, the line says the model was saved to OUT, complete (only the figures are not printed).
+    is in place, the line says the model was saved to OUT, complete (and whether the run had ended, its figures
+    printed). A work directory an earlier run kept is refused without --resume, never cleared.
     Options that do not apply to the chosen --task or --ff are refused, not ignored.
     """
     if task not in ("token", "next-token"):

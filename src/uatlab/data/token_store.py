@@ -74,12 +74,16 @@ def digest_file(path: Path) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
+def start_over(work: Path) -> str:
+    """The advice when an earlier run's work directory cannot be resumed: a run without --resume refuses it too
+    (`TokenStore`: it holds what that run kept), so it is removed first."""
+    return f"remove the work directory {work} (or give another --work-dir) and start again without --resume"
+
+
 def stored_file_error(path: Path, what: str, work: Path) -> InputError:
     """The error for a file of work directory ``work`` that is not what the run that wrote it recorded
     (``what`` says how)."""
-    return InputError(
-        f"{path}: {what}; the work directory {work} cannot be reused: run again without --resume (it starts over)"
-    )
+    return InputError(f"{path}: {what}; the work directory {work} cannot be reused: {start_over(work)}")
 
 
 def _check_digest(path: Path, now: str, entry: dict[str, Any], work: Path) -> None:
@@ -297,9 +301,7 @@ def load_chunk(
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, OSError) as exc:
-        raise InputError(
-            f"{path}: damaged ({exc}); remove the work directory {path.parent} or run again without --resume"
-        ) from None
+        raise InputError(f"{path}: damaged ({exc}); {start_over(path.parent)}") from None
 
 
 class TokenStore:
@@ -333,8 +335,8 @@ class TokenStore:
                 raise InputError(
                     f"--resume: {manifest} was written by another uatlab version (work directory format "
                     f"{self.m.get('version')!r}; this one reads {STORE_VERSION}, which records the size and digest "
-                    "of every stored file: older ones did not, so their files cannot be verified); start again "
-                    "without --resume"
+                    f"of every stored file: older ones did not, so their files cannot be verified); "
+                    f"{start_over(self.dir)}"
                 )
             if self.m.get("context") != context:
                 raise InputError(
@@ -345,26 +347,27 @@ class TokenStore:
             self._check_same_input()
             self._load_vocabulary()
         else:
-            # clearing an old run and writing the new marker and manifest is one step for Ctrl-C: a folder
-            # left between them would hold files no manifest proves to be uatlab's
+            # creating the folder and writing the new marker and manifest is one step for Ctrl-C: a folder left
+            # between them would hold files no manifest proves to be uatlab's
             with interrupts_deferred():
                 self._start_fresh(context, source)
 
     def _start_fresh(self, context: str, source: str) -> None:
-        """Create (or reclaim, if uatlab made it) the work directory and write a new marker and manifest."""
+        """Create the work directory (or use an existing empty folder) and write a new marker and manifest."""
         created = not self.dir.exists()
         if not created:
-            # a work directory is reused (its own files deleted) only if uatlab made it and can prove it;
-            # an existing empty folder is used as it is and kept afterwards; anything else is refused
+            # an existing empty folder is used as it is and kept afterwards; an earlier run's work directory, or
+            # anything else, is refused (never cleared)
             if not self.dir.is_dir():
                 raise InputError(f"work directory {self.dir} is an existing file, not a folder")
             old = self._owned_manifest()
             if old is not None:  # an earlier run's data, kept for --resume or by --keep-work: the user's now
                 what = "all" if old.get("complete") else f"{old.get('sequences', 0)} sequences"
+                resumable = "add --resume to continue from it, or " if old.get("version") == STORE_VERSION else ""
                 raise InputError(
                     f"work directory {self.dir} holds {what} of {old.get('source', '?')} read by an earlier run "
-                    "(kept for --resume, or by --keep-work): add --resume to continue from it, or remove it "
-                    "yourself (or give another --work-dir) to start again"
+                    f"(kept for --resume, or by --keep-work): {resumable}remove it yourself (or give another "
+                    "--work-dir) to start again"
                 )
             if any(self.dir.iterdir()):
                 raise InputError(
@@ -416,7 +419,7 @@ class TokenStore:
         path = self.dir / MANIFEST
 
         def bad(what: str) -> InputError:
-            return InputError(f"--resume: {path}: {what}; start again without --resume")
+            return InputError(f"--resume: {path}: {what}; {start_over(self.dir)}")
 
         chunks = self.m.get("chunks")
         if not isinstance(chunks, list):
@@ -451,7 +454,7 @@ class TokenStore:
             raise InputError(
                 f"--resume: {self.source} is not a regular file now (missing, or a pipe or device), so it cannot be "
                 f"checked to be the data this work directory was made from ({self.m.get('source')!r}, "
-                f"{ident['bytes']} bytes); give that file again, or start again without --resume"
+                f"{ident['bytes']} bytes); give that file again, or {start_over(self.dir)}"
             )
         now = prefix_identity(self.source, ident["lines"])
         if now["sha256"] != ident["sha256"] or now["bytes"] != ident["bytes"]:
@@ -459,7 +462,7 @@ class TokenStore:
             raise InputError(
                 f"--resume: {self.source} is not the data this work directory was made from ({what} from "
                 f"{self.m.get('source')!r} as read: {ident['bytes']} bytes, sha256 {ident['sha256'][:12]}…); "
-                "start again without --resume"
+                f"{start_over(self.dir)}"
             )
 
     def _record_input(self, lines: int | None) -> None:
@@ -510,8 +513,7 @@ class TokenStore:
             if count != recorded[what]:
                 raise InputError(
                     f"{self.dir / MANIFEST}: chunk {path} holds {count} {what}, the manifest records "
-                    f"{recorded[what]}; the work directory {self.dir} cannot be reused: run again without --resume "
-                    "(it starts over)"
+                    f"{recorded[what]}; the work directory {self.dir} cannot be reused: {start_over(self.dir)}"
                 )
         return z
 
@@ -534,7 +536,7 @@ class TokenStore:
         if longest != self.max_len:
             raise InputError(
                 f"--resume: {self.dir / MANIFEST}: it records max_len = {self.max_len}, the longest stored sequence "
-                f"has {longest} tokens; start again without --resume"
+                f"has {longest} tokens; {start_over(self.dir)}"
             )
 
     # ------------------------------------------------------------------ encode pass
@@ -640,7 +642,7 @@ class TokenStore:
                 if rec is None:
                     raise InputError(
                         f"--resume: {self.source} now holds {seen} sequences, {count} are stored in {self.dir}: the "
-                        "data changed since the work directory was made; start again without --resume"
+                        f"data changed since the work directory was made; {start_over(self.dir)}"
                     )
                 tokens, labels, line = rec
                 seen += 1
@@ -658,8 +660,8 @@ class TokenStore:
                     raise InputError(
                         f"--resume: {self.source}:{line}: sequence {seen} is not the one stored in "
                         f"{self.dir / c['file']} (its {' and '.join(differs)} differ: stored from line "
-                        f"{int(z['lines'][i])}); the data changed since the work directory was made: start again "
-                        "without --resume"
+                        f"{int(z['lines'][i])}); the data changed since the work directory was made: "
+                        f"{start_over(self.dir)}"
                     )
 
     def _write_chunk(self, w, lab, k, lines, vocab_mark: int, label_mark: int) -> None:
@@ -800,7 +802,7 @@ class TokenStore:
         ):
             raise InputError(
                 f"{self.dir / MANIFEST}: its bucket pass records no size and digest of each of its "
-                f"{info.get('count')} files; run again without --resume (it starts over)"
+                f"{info.get('count')} files; {start_over(self.dir)}"
             )
         return files, record_dtype(int(info["columns"])).itemsize
 
