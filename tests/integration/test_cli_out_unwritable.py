@@ -1,4 +1,4 @@
-"""``uatlab approx ... --out``: a folder no file can be made in is refused before the sweep runs."""
+"""``--out``: a folder no file can be made in, or an empty path, is refused before any work."""
 
 from __future__ import annotations
 
@@ -25,3 +25,23 @@ def test_approx_refuses_such_an_out_before_its_sweep(capsys, argv):
     captured = capsys.readouterr()
     assert "cannot write there: no file can be made in /proc" in captured.err
     assert captured.out == ""  # no sweep ran, nothing printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["train", "d.jsonl", "--epochs", "1", "--dim", "8", "--out", ""], "--out"),
+        (["reproduce", "--quick", "--only", "A.thm2.causal-exact", "--out="], "--out"),
+        (["approx", "heads", "--quick", "--out", ""], "--out"),
+        (["compile", "d.jsonl", "--work-dir", ""], "--work-dir"),
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monkeypatch, capsys, argv, option):
+    """``--out ""`` (an unset shell variable) reached the command as the path "." and wrote into the current
+    folder: refused before any work, naming the option."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.jsonl").write_text('{"tokens": ["a", "b"], "labels": ["X", "Y"]}\n')
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert f"error: {option} '': an empty path" in captured.err and captured.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]  # nothing written here
