@@ -202,6 +202,28 @@ def test_an_interrupted_run_ends_with_a_line_naming_its_checkpoint(tmp_path, cap
     assert (out / "checkpoint.pt").is_file()
 
 
+def test_a_checkpoint_path_that_is_no_checkpoint_is_named_with_a_way_out(tmp_path, capsys, conll_file):
+    """A folder where the checkpoint goes: no --resume advice that cannot work; an unreadable checkpoint (it may
+    be the user's file): moved away, never "delete it"."""
+    out = tmp_path / "run"
+    (out / "checkpoint.pt").mkdir(parents=True)
+    argv = ["train", str(conll_file), "--epochs", "1", "--dim", "8", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{out / 'checkpoint.pt'} is a directory" in err and "move it away, or choose another --out" in err
+    assert "--resume" not in err
+    assert main([*argv, "--resume"]) == 2
+    assert f"checkpoint {out / 'checkpoint.pt'} is a directory, not a regular file (nothing to resume)" in (
+        capsys.readouterr().err
+    )
+    (out / "checkpoint.pt").rmdir()
+    (out / "checkpoint.pt").write_bytes(b"the user's bytes")
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "is unreadable" in err and "move it away to start again" in err and "delete" not in err
+    assert (out / "checkpoint.pt").read_bytes() == b"the user's bytes"
+
+
 def test_resume_refuses_another_label_scheme(tmp_path, capsys):
     """IOB1 labels whose IOB2 conversion keeps the label set: only the recorded scheme tells the runs apart."""
     path = tmp_path / "iob1.conll"

@@ -369,10 +369,11 @@ def in_flags(message: str) -> str:
     options."""
     import re
 
-    from uatlab.training.trainer import ADVICE_NEW_RUN, ADVICE_NON_FINITE, ADVICE_RESUME
+    from uatlab.training.trainer import ADVICE_MOVE, ADVICE_NEW_RUN, ADVICE_NON_FINITE, ADVICE_RESUME
 
     for words, flags in (
         (ADVICE_RESUME, "pass --resume to continue it, or choose another --out"),
+        (ADVICE_MOVE, "move it away, or choose another --out"),
         (ADVICE_NEW_RUN, "use another --out or drop --resume"),
         (ADVICE_NON_FINITE, "Lower --lr or keep --clip on."),
     ):

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from uatlab.errors import ModelFileError
-from uatlab.io_safety import atomic_path
+from uatlab.io_safety import atomic_path, not_a_regular_file
 from uatlab.models.io import check_finite
 
 CHECKPOINT_FORMAT = "uatlab-train-checkpoint-v1"
@@ -44,8 +44,9 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             of its model is NaN or ±inf (naming the tensor, as `uatlab.models.io.check_finite` does for models).
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist (nothing to resume)")
+    why = not_a_regular_file(path)
+    if why is not None:
+        raise CheckpointError(f"checkpoint {path} {why} (nothing to resume)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises RuntimeError/EOFError/UnpicklingError for damaged files
@@ -54,7 +55,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         detail = "" if "weights_only" in str(exc) else f": {type(exc).__name__}: {first[:160]}"
         raise CheckpointError(
             f"checkpoint {path} is unreadable (truncated, corrupt, or not a uatlab checkpoint){detail}; "
-            "delete it to start again, or restore a good copy"
+            "move it away to start again, or restore a good copy"
         ) from None
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a uatlab training checkpoint (no '{CHECKPOINT_FORMAT}' tag)")

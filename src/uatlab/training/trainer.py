@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
-from uatlab.io_safety import OutputFolder, write_text_atomic
+from uatlab.io_safety import OutputFolder, not_a_regular_file, write_text_atomic
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
@@ -75,6 +75,7 @@ class TrainingError(UatlabError):
 # the advice of the trainer's errors, in the library's words (arguments); `uatlab train` words them as its options
 ADVICE_RESUME = "resume it (resume=True), or train into another out_dir"
 ADVICE_NEW_RUN = "train into another out_dir, or without resume"
+ADVICE_MOVE = "move it away, or train into another out_dir"
 ADVICE_NON_FINITE = "Lower the learning rate (lr) or clip the gradient norm (clip > 0)."
 
 
@@ -755,7 +756,10 @@ def _train_in(
                 f"{torch.get_num_threads()}; call torch.set_num_threads({saved_threads}) for a bit-identical "
                 "continuation"
             )
-    elif ckpt_path.exists():
+    elif ckpt_path.exists() or ckpt_path.is_symlink():
+        why = not_a_regular_file(ckpt_path)
+        if why is not None:  # no checkpoint to resume, and nothing training may replace
+            raise CheckpointError(f"{ckpt_path} {why}, where training writes its checkpoint: {ADVICE_MOVE}")
         raise CheckpointError(f"{ckpt_path} already exists: {ADVICE_RESUME}")
 
     def checkpoint(ep: int, bi: int, st: int, secs: float) -> None:
