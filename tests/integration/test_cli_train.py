@@ -151,10 +151,26 @@ def test_resume_of_a_checkpoint_without_data_hashes_warns_and_goes_on(tmp_path, 
     assert data["data"]["train_sha256"] == hashlib.sha256(conll_file.read_bytes()).hexdigest()
 
 
-def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypatch):
-    import re
-
+@pytest.fixture
+def interrupt_the_loop(monkeypatch):
+    """Calling it makes the next training loop see a Ctrl-C at once (it checkpoints and returns 'interrupted')."""
     from uatlab.training import trainer
+
+    def arm():
+        real_enter = trainer._StopFlag.__enter__
+
+        def interrupted_at_once(self):
+            real_enter(self)
+            self.signal = "SIGINT"
+            return self
+
+        monkeypatch.setattr(trainer._StopFlag, "__enter__", interrupted_at_once)
+
+    return arm
+
+
+def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, interrupt_the_loop):
+    import re
 
     argv = ["train", str(conll_file), "--epochs", "1", "--dim", "8", "--batch-size", "8", "--warmup-steps", "1"]
     argv += ["--no-f1", "--json"]
@@ -163,14 +179,7 @@ def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypat
         main([*argv, "--out", str(tmp_path / "bad"), "--lr", "-1"]),
         main([*argv, "--out", str(tmp_path / "budget"), "--max-minutes", "1e-9"]),
     }
-    real_enter = trainer._StopFlag.__enter__
-
-    def interrupted_at_once(self):
-        real_enter(self)
-        self.signal = "SIGINT"
-        return self
-
-    monkeypatch.setattr(trainer._StopFlag, "__enter__", interrupted_at_once)
+    interrupt_the_loop()
     returned.add(main([*argv, "--out", str(tmp_path / "stopped")]))
     capsys.readouterr()
     assert main(["train", "--help"]) == 0
@@ -181,19 +190,12 @@ def test_train_help_names_its_exit_codes(tmp_path, capsys, conll_file, monkeypat
 
 
 @pytest.mark.parametrize("json_out", [False, True])
-def test_an_interrupted_run_ends_with_a_line_naming_its_checkpoint(tmp_path, capsys, conll_file, monkeypatch, json_out):
+def test_an_interrupted_run_ends_with_a_line_naming_its_checkpoint(
+    tmp_path, capsys, conll_file, interrupt_the_loop, json_out
+):
     """Ctrl-C or SIGTERM in the training loop: the loop checkpoints and returns; the process's last line (after the
     summary) names the checkpoint to resume, not the generic "partial results, if any" line."""
-    from uatlab.training import trainer
-
-    real_enter = trainer._StopFlag.__enter__
-
-    def interrupted_at_once(self):
-        real_enter(self)
-        self.signal = "SIGINT"
-        return self
-
-    monkeypatch.setattr(trainer._StopFlag, "__enter__", interrupted_at_once)
+    interrupt_the_loop()
     out = tmp_path / "stopped"
     argv = ["train", str(conll_file), "--epochs", "1", "--dim", "8", "--batch-size", "8", "--no-f1", "--out", str(out)]
     assert main([*argv, *(["--json"] if json_out else [])]) == 130
