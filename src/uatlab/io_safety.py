@@ -279,6 +279,21 @@ def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
 
 
+def leftover_temps(path: str | os.PathLike) -> list[Path]:
+    """The temporary files `atomic_path` and `atomic_write` made beside ``path`` (``.NAME.<8 hex digits>.tmp``)
+    that a run killed before its clean-up could run (SIGKILL, a power cut) left there. Called while holding the
+    `OutputLock` of ``path``, each is stale: a run writing ``path`` holds that lock while its file exists."""
+    import re
+
+    p = Path(path)
+    name = re.compile(rf"\.{re.escape(p.name)}\.[0-9a-f]{{8}}\.tmp")
+    try:
+        entries = sorted(p.parent.iterdir() if str(p.parent) else Path(".").iterdir())
+    except OSError:
+        return []
+    return [e for e in entries if name.fullmatch(e.name) and e.is_file() and not e.is_symlink()]
+
+
 def _mode_for(path: Path, tmp: Path) -> int:
     """The permission bits the replacement gets: those of the file it replaces, else those of a new file
     (0666 less the umask, read from ``tmp`` created empty: reading the umask itself would change it)."""

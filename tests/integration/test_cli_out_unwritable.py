@@ -45,3 +45,19 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     captured = capsys.readouterr()
     assert f"error: {option} '': an empty path" in captured.err and captured.out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]  # nothing written here
+
+
+def test_a_killed_runs_temporary_file_is_named_and_kept(tmp_path, monkeypatch, capsys):
+    """SIGKILL leaves the temporary file of an atomic write beside the output (no clean-up can run): the next run
+    of synth or compile on that output names it and its size, and deletes nothing."""
+    monkeypatch.chdir(tmp_path)
+    left = tmp_path / ".sy.jsonl.0123abcd.tmp"
+    left.write_bytes(b"x" * 3000)
+    assert main(["synth", "-N", "4", "sy.jsonl"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 temporary file(s) of an earlier run killed before it could clean up are beside sy.jsonl" in err
+    assert ".sy.jsonl.0123abcd.tmp (2.9 KB)" in err
+    assert left.read_bytes() == b"x" * 3000
+    (tmp_path / ".m.safetensors.0123abcd.tmp").write_bytes(b"y")
+    assert main(["compile", "sy.jsonl", "--out", "m.safetensors", "--json"]) == 0
+    assert ".m.safetensors.0123abcd.tmp (1 B)" in capsys.readouterr().err

@@ -70,3 +70,17 @@ def test_a_writable_folder_passes_and_keeps_nothing_of_the_check(tmp_path):
 def test_proc_is_refused_for_root():
     with pytest.raises(InputError, match=r"--out /proc/uatlab-out: cannot write there: no file can be made in /proc"):
         check_output_dir(Path("/proc/uatlab-out"))
+
+
+def test_leftover_temps_are_the_temporary_files_of_atomic_writes_only(tmp_path):
+    from uatlab.io_safety import atomic_write, leftover_temps
+
+    out = tmp_path / "d.jsonl"
+    killed = tmp_path / ".d.jsonl.0badc0de.tmp"  # what a writer killed by SIGKILL leaves
+    killed.write_text("partial")
+    for other in (".d.jsonl.lock", ".d.jsonl.zzzzzzzz.tmp", ".e.jsonl.0badc0de.tmp", "d.jsonl.0badc0de.tmp"):
+        (tmp_path / other).write_text("not ours")
+    assert leftover_temps(out) == [killed]
+    with atomic_write(out) as fh:  # a write that completes leaves none of its own
+        fh.write("x\n")
+    assert leftover_temps(out) == [killed]

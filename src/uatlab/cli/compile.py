@@ -25,6 +25,7 @@ from uatlab.cli.options import (
     file_path,
     long_outlier_hint,
     no_data_error,
+    note_leftover_temps,
     one_of,
     refuse_given,
     say_reading,
@@ -288,6 +289,7 @@ def compile_cmd(
         check_output_file(out, [data])
         _check_existing_out(ctx, out)
         with OutputLock(out, replace_check=_out_check_at_save(ctx, out)), _say_what_is_kept(out):
+            note_leftover_temps(out)
             thread_settings = _threads(threads)
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
             return print_next_token_compile(fig, json_out, thread_settings)
@@ -311,6 +313,7 @@ def compile_cmd(
         check_output_file(out, [data])
         _check_existing_out(ctx, out)
         with OutputLock(out, replace_check=_out_check_at_save(ctx, out)), _say_what_is_kept(out):
+            note_leftover_temps(out)
             _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
         return
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
@@ -335,6 +338,7 @@ def compile_cmd(
         OutputLock(work, hint="choose another --work-dir"),
     ):
         run: dict[str, Any] = {}  # the run's TokenStore, once it exists
+        note_leftover_temps(out)
         with _say_what_is_kept(out, run, keep_work):
             _compile(
                 data,
@@ -956,6 +960,7 @@ def synth_cmd(
     check_output_file(out, option="OUT")  # synth names its file as an argument, not with --out
     t0 = time.perf_counter()
     with OutputLock(out):
+        note_leftover_temps(out)
         # refuses an existing file unless it is synth's output unedited (or empty): check_synthetic_target
         write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
     fig = {

@@ -237,6 +237,26 @@ def say_reading(path: Path, fmt: str, reading: str) -> None:
         err_console.print(format_note(path, "conll-columns"), highlight=False, soft_wrap=True)
 
 
+def note_leftover_temps(path: Path) -> None:
+    """One note on stderr naming the temporary files a killed earlier run left beside ``path``
+    (`uatlab.io_safety.leftover_temps`; call it holding ``path``'s `OutputLock`), with their size: they are never
+    deleted by uatlab, and a large output leaves large ones."""
+    from uatlab.cli.app import err_console
+    from uatlab.io_safety import leftover_temps
+    from uatlab.memory_guard import human
+
+    left = leftover_temps(path)
+    if left:
+        size = sum(p.stat().st_size for p in left)
+        names = ", ".join(p.name for p in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        err_console.print(
+            f"note: {len(left)} temporary file(s) of an earlier run killed before it could clean up are beside "
+            f"{path}: {names} ({human(size)}); uatlab does not delete them: remove them to free the space",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
 def long_outlier_hint(token_lines: bool) -> str:
     """The likely cause of one sequence far longer than the rest: lost blank lines in a one-token-per-line (CoNLL)
     file, several sentences in one record otherwise (JSONL, one sequence per line)."""
