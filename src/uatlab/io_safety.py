@@ -191,21 +191,21 @@ def _check_parent(path: Path, option: str) -> None:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise InputError(f"{option} {path}: {probe} is a file, not a folder")
-    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {path}: folder {probe} is not writable")
-    why = _cannot_create_in(probe) if probe.is_dir() else None
+    why = _unwritable(probe) if probe.is_dir() else None
     if why is not None:
-        raise InputError(f"{option} {path}: cannot write there: no file can be made in {probe} ({why})")
+        raise InputError(f"{option} {path}: {why}")
 
 
-def _cannot_create_in(folder: Path) -> str | None:
-    """Why no file can be made in the existing ``folder`` (None if one can), where permission bits do not tell:
-    ``os.access`` says yes to root for /proc or /sys, pseudo file systems that report no storage (no blocks) and
-    refuse new files, and the run would fail only when it writes, after the work. On such a file system the
-    answer is tried, with an empty hidden file removed at once; on any other nothing is touched (permission bits
-    and read-only mounts, which ``os.access`` reports, are checked by the caller)."""
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in the existing ``folder`` ("folder F is not writable", "cannot write there: no
+    file can be made in F (…)"), or None if one can. Permission bits and read-only mounts are what ``os.access``
+    reports; it says yes to root for /proc or /sys, pseudo file systems that report no storage (no blocks) and
+    refuse new files, where the run would fail only when it writes, after the work. On such a file system the
+    answer is tried, with an empty hidden file removed at once; on any other nothing is touched."""
     import tempfile
 
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} is not writable"
     try:
         if os.statvfs(folder).f_blocks > 0:
             return None
@@ -214,7 +214,7 @@ def _cannot_create_in(folder: Path) -> str | None:
     try:
         fd, name = tempfile.mkstemp(prefix=".uatlab-probe-", dir=folder)
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return f"cannot write there: no file can be made in {folder} ({exc.strerror or exc})"
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(name)
@@ -265,11 +265,9 @@ def check_output_dir(
             raise InputError(f"{option} {p} is the input file {src}: choose another output folder")
     if p.exists() and not p.is_dir():
         raise InputError(f"{option} {p} is an existing file, not a folder")
-    if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {p}: folder is not writable")
-    why = _cannot_create_in(p) if p.is_dir() else None
+    why = _unwritable(p) if p.is_dir() else None
     if why is not None:
-        raise InputError(f"{option} {p}: cannot write there: no file can be made in it ({why})")
+        raise InputError(f"{option} {p}: {why}")
     if not p.exists():
         _check_parent(p, option)
     return p

@@ -43,7 +43,7 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(tmp_path, monke
     (tmp_path / "d.jsonl").write_text('{"tokens": ["a", "b"], "labels": ["X", "Y"]}\n')
     assert main(argv) == 2
     captured = capsys.readouterr()
-    assert f"error: {option} '': an empty path" in captured.err and captured.out == ""
+    assert f"Invalid value for '{option}': an empty path" in captured.err and captured.out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.jsonl"]  # nothing written here
 
 

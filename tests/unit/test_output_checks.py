@@ -36,7 +36,9 @@ def test_where_no_file_can_be_made_the_output_is_refused(no_storage, monkeypatch
     with pytest.raises(InputError, match=rf"--out {no_storage / 'out'}: cannot write there: no file can be made in"):
         check(no_storage / "out")
     if check is check_output_dir:  # the folder itself
-        with pytest.raises(InputError, match=rf"--out {no_storage}: cannot write there: no file can be made in it"):
+        with pytest.raises(
+            InputError, match=rf"--out {no_storage}: cannot write there: no file can be made in {no_storage} \("
+        ):
             check(no_storage)
 
 

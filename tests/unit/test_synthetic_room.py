@@ -9,6 +9,7 @@ import pytest
 
 from uatlab.data.synthetic import _LINE_BYTES, _TOKEN_BYTES, write_synthetic
 from uatlab.errors import InputError
+from uatlab.memory_guard import human
 
 Usage = namedtuple("Usage", "total used free")
 
@@ -19,8 +20,9 @@ def test_a_file_larger_than_the_free_space_is_refused_before_writing(tmp_path, m
     size = real.stat().st_size  # 200 lines of 30 tokens: what the bound must not exceed
     assert 200 * (_LINE_BYTES + _TOKEN_BYTES * 30) <= size
     monkeypatch.setattr(shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 1000, 1000))
+    need = human(200 * (_LINE_BYTES + _TOKEN_BYTES * 30))
     with pytest.raises(
-        InputError, match=r"s.jsonl: 200 sequences of 30 tokens take at least 75.2 KB, and .* has 1000 B free"
+        InputError, match=rf"s.jsonl: 200 sequences of 30 tokens take at least {need}, and .* has 1000 B free"
     ):
         write_synthetic(out, 200, 30, 50, 3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["real.jsonl"]  # nothing written, no temporary left

@@ -129,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
         set_memory_limit(None)  # each invocation starts from the default limit (or UATLAB_MAX_MEMORY)
         _interrupted_line()  # and says only what it kept itself when interrupted
         _load_commands()
-        _refuse_empty_paths(sys.argv[1:] if argv is None else argv)
         code = app(args=argv, prog_name="uatlab", standalone_mode=False)
         if code == 130:  # typer turns Ctrl-C inside a command into a silent exit code 130
             sys.stderr.write(f"{_interrupted_line()}\n")
@@ -167,21 +166,6 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:
             _quiet_after_main()
     return code if isinstance(code, int) else 0
-
-
-#: the options whose value is a path, in every command that has them
-PATH_OPTIONS = ("--out", "--work-dir", "--data", "--data-dir", "--valid", "--init")
-
-
-def _refuse_empty_paths(argv: list[str]) -> None:
-    """InputError naming a path option given an empty value (``--out ""``, ``--out=``: an unset shell variable):
-    the command would see the path "." and write into, or read from, the current folder."""
-    from uatlab.errors import InputError
-
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if name in PATH_OPTIONS and (value == "" if eq else i + 1 < len(argv) and argv[i + 1] == ""):
-            raise InputError(f"{name} '': an empty path; give a name ('.' for the current folder)")
 
 
 def _interrupted_line() -> str:

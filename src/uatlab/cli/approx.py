@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
-from uatlab.cli.options import SEED_MAX, finite, list_items, one_of, refuse_given, reject_overridden
+from uatlab.cli.options import SEED_MAX, finite, list_items, one_of, path_value, refuse_given, reject_overridden
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -26,7 +26,7 @@ approx = command_group(
 )
 
 LIST_MAX = 100_000  # largest anchor count, grid, head count or context length accepted in a sweep list
-OUT = typer.Option(Path("approx-out"), "--out", help="Folder for the CSV and the figure.")
+OUT = typer.Option(Path("approx-out"), "--out", parser=path_value, help="Folder for the CSV and the figure.")
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
 

@@ -27,6 +27,7 @@ from uatlab.cli.options import (
     no_data_error,
     note_leftover_temps,
     one_of,
+    path_value,
     refuse_given,
     say_reading,
     thread_count,
@@ -245,7 +246,9 @@ def compile_cmd(
         min=1,
         help="Tokens per on-disk chunk and bucket: bounds the memory of large data sets.",
     ),
-    work_dir: Path | None = typer.Option(None, "--work-dir", help="On-disk work directory (default: OUT.work)."),
+    work_dir: Path | None = typer.Option(
+        None, "--work-dir", parser=path_value, help="On-disk work directory (default: OUT.work)."
+    ),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep the work directory after success."),
     threads: str = THREADS_OPTION,
     executor: str = typer.Option(

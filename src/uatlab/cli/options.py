@@ -136,12 +136,22 @@ def file_path(what: str = "file") -> Callable[[Any], Path]:
         if isinstance(value, Path):  # a default, already a Path
             return value
         text = str(value)
-        why = folder_spelling(text)
+        why = "an empty path" if text == "" else folder_spelling(text)
         if why is not None:
             raise typer.BadParameter(f"{why}: give a {what} path")
         return Path(text)
 
     return parse
+
+
+def path_value(value: Any) -> Path:
+    """Parser for an option that names a file or folder: the text as a Path, refusing an empty one (``--out ""``,
+    an unset shell variable), which Path would read as "." and the command as the current folder."""
+    if isinstance(value, Path):  # a default, already a Path
+        return value
+    if str(value) == "":
+        raise typer.BadParameter("an empty path; give a name ('.' for the current folder)")
+    return Path(str(value))
 
 
 def reject_overridden(ctx: typer.Context, quick: bool, *names: str) -> None:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
-from uatlab.cli.options import check_workers, finite, one_of
+from uatlab.cli.options import check_workers, finite, one_of, path_value
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
@@ -116,7 +116,9 @@ def _register_sweep(sweep: str, doc: str) -> None:
         quick: bool = QUICK,
         full: bool = FULL,
         mode: str = MODE,
-        out: Path = typer.Option(None, "--out", help=f"Output folder (default uatlab-runs/attention-{sweep})."),
+        out: Path = typer.Option(
+            None, "--out", parser=path_value, help=f"Output folder (default uatlab-runs/attention-{sweep})."
+        ),
         executor: str = EXECUTOR,
         workers: int = WORKERS,
         json_out: bool = JSON,
@@ -141,7 +143,7 @@ for _sweep, _doc in (
 def attention_heatmap(
     quick: bool = QUICK,
     full: bool = FULL,
-    out: Path = typer.Option(Path("uatlab-runs/attention-heatmap"), "--out", help="Output folder."),
+    out: Path = typer.Option(Path("uatlab-runs/attention-heatmap"), "--out", parser=path_value, help="Output folder."),
     executor: str = EXECUTOR,
     workers: int = WORKERS,
     json_out: bool = JSON,
@@ -195,7 +197,7 @@ def attention_seq2seq(
     quick: bool = QUICK,
     full: bool = FULL,
     mode: str = typer.Option("all", "--mode", help="'parity', 'attention', 'feedforward' or 'all'."),
-    out: Path = typer.Option(Path("uatlab-runs/attention-seq2seq"), "--out", help="Output folder."),
+    out: Path = typer.Option(Path("uatlab-runs/attention-seq2seq"), "--out", parser=path_value, help="Output folder."),
     executor: str = EXECUTOR,
     workers: int = WORKERS,
     json_out: bool = JSON,

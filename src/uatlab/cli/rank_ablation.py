@@ -8,7 +8,7 @@ import typer
 
 from uatlab.cli.app import console, print_json, rows_table
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
-from uatlab.cli.options import SEED_MAX, finite, list_items, reject_overridden, thread_count
+from uatlab.cli.options import SEED_MAX, finite, list_items, path_value, reject_overridden, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
 
@@ -34,7 +34,9 @@ def parse_ranks(text: str) -> tuple[int | None, ...]:
 def rank_ablation_command(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
-    out: Path = typer.Option(Path("uatlab-runs/rank-ablation"), "--out", help="Output folder (resumable)."),
+    out: Path = typer.Option(
+        Path("uatlab-runs/rank-ablation"), "--out", parser=path_value, help="Output folder (resumable)."
+    ),
     ranks: str = typer.Option("1,2,4,full", "--ranks", help="Attention ranks, comma-separated ('full' = head size d)."),
     epochs: int = typer.Option(800, "--epochs", min=1, max=10**6, help="Epoch cap per rank (stops at the ceiling)."),
     sentences: int | None = typer.Option(None, "--sentences", min=1, help="Use only the first N sentences."),

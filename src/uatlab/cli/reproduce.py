@@ -11,7 +11,7 @@ from rich.table import Table
 
 from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claims
 from uatlab.cli.app import app, console, err_console, format_value, print_json, say_on_interrupt
-from uatlab.cli.options import SEED_MAX, list_items
+from uatlab.cli.options import SEED_MAX, list_items, path_value
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, OutputLock, check_output_dir
 
@@ -22,7 +22,9 @@ REPRODUCE_OUTPUTS = ("claims.json", "report.md", "report.html", "figures/*__*")
 @app.command()
 def reproduce(
     quick: bool = typer.Option(False, "--quick", help="CI-sized version of every check (minutes)."),
-    out: Path = typer.Option(Path("uatlab-report"), "--out", help="Folder for claims.json, report and figures."),
+    out: Path = typer.Option(
+        Path("uatlab-report"), "--out", parser=path_value, help="Folder for claims.json, report and figures."
+    ),
     only: list[str] = typer.Option(
         [],
         "--only",
@@ -32,6 +34,7 @@ def reproduce(
     data_dir: Path | None = typer.Option(
         None,
         "--data-dir",
+        parser=path_value,
         help="Folder with CoNLL-2003 train.txt (default: $UATLAB_CONLL_DIR; else synthetic). Refused when no "
         "selected claim reads it (some read it in full mode only, not with --quick).",
     ),

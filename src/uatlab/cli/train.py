@@ -20,6 +20,7 @@ from uatlab.cli.options import (
     list_items,
     long_outlier_hint,
     one_of,
+    path_value,
     real_range,
     refuse_given,
     reject_overridden,
@@ -165,8 +166,12 @@ def refuse_init_conflicts(ctx: typer.Context, init: Path, asked: dict[str, objec
 def train_command(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data: CoNLL columns (word first, tag last) or JSONL."),
-    valid: Path | None = typer.Option(None, "--valid", help="Held-out data evaluated after every epoch."),
-    out: Path = typer.Option(Path("uatlab-runs/train"), "--out", help="Folder for checkpoint, metrics, model."),
+    valid: Path | None = typer.Option(
+        None, "--valid", parser=path_value, help="Held-out data evaluated after every epoch."
+    ),
+    out: Path = typer.Option(
+        Path("uatlab-runs/train"), "--out", parser=path_value, help="Folder for checkpoint, metrics, model."
+    ),
     layers: int = typer.Option(1, "--layers", **int_range("layers"), help="Number of blocks L."),
     rank: str = typer.Option(
         "1", "--rank", help="Rank of W_Q, W_K, W_V, W_O ('full' for none).", callback=_rank_option
@@ -228,6 +233,7 @@ def train_command(
     init: Path | None = typer.Option(
         None,
         "--init",
+        parser=path_value,
         help="Start from a uatlab model file (e.g. uatlab compile); the model options then come from it "
         "(leave them out, or give the model's values).",
     ),
@@ -464,7 +470,9 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 def depth_ablation_command(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
-    out: Path = typer.Option(Path("uatlab-runs/depth-ablation"), "--out", help="Output folder (resumable)."),
+    out: Path = typer.Option(
+        Path("uatlab-runs/depth-ablation"), "--out", parser=path_value, help="Output folder (resumable)."
+    ),
     layers: str = typer.Option(
         "1,3,6", "--layers", help="Depths to train, comma-separated.", callback=int_list(1, 256, "depth")
     ),
@@ -573,14 +581,16 @@ def capacity_command(
         help="'synthetic' (random labels) or 'conll' (subsets of --data).",
         callback=one_of("synthetic", "conll"),
     ),
-    data: Path | None = typer.Option(None, "--data", help="CoNLL/JSONL file for --kind conll."),
+    data: Path | None = typer.Option(None, "--data", parser=path_value, help="CoNLL/JSONL file for --kind conll."),
     fmt: str = typer.Option(
         "auto",
         "--format",
         help="How --data is read: 'auto', 'conll' or 'jsonl'. " + AUTO_FORMAT_HELP,
         callback=one_of("auto", "conll", "jsonl"),
     ),
-    out: Path = typer.Option(Path("uatlab-runs/capacity"), "--out", help="Output folder (finished trials reused)."),
+    out: Path = typer.Option(
+        Path("uatlab-runs/capacity"), "--out", parser=path_value, help="Output folder (finished trials reused)."
+    ),
     ns: str = typer.Option(
         "16,32,64,128,256",
         "--ns",

@@ -302,8 +302,9 @@ def _new_pool(workers: int) -> cf.ProcessPoolExecutor:
 def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
     """Stop a pool after Ctrl-C, or at exit (nobody will read its results): its queued tasks are cancelled (those
     already handed to a worker's queue return at once, `_started`), and the running ones get `STOP_GRACE_SECONDS`
-    to end (a chunk takes seconds; a training trial stops at its next batch on SIGINT, with a checkpoint). Workers still running then are terminated, and killed if they outlive
-    that: what they write is atomic, so what they leave is whole or absent. Letting a worker finish first
+    to end (a chunk takes seconds; a training trial stops at its next batch on SIGINT, with a checkpoint).
+    Workers still running then are terminated, and killed if they outlive that: what they write is atomic, so
+    what they leave is whole or absent. Letting a worker finish first
     matters: one killed while it sends a result leaves a partial message that the pool's thread waits on
     forever, and the interpreter waits for that thread at exit."""
     procs = list((getattr(pool, "_processes", None) or {}).values())

@@ -222,9 +222,8 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
         )
     if dtype is not None and dtype != config.dtype:
         config = dataclasses.replace(config, dtype=dtype)
-    # the file's tensors (copied: the model must not depend on the file staying as it is), no random
-    # initialisation of weights that are overwritten at once
-    # (in their own dtype: nothing is cast, and `_read` checked them finite)
+    # the file's tensors, in their own dtype (nothing is cast; `_read` checked them finite) and copied (the model
+    # must not depend on the file staying as it is); no random initialisation of weights overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
     model.eval()
     return model, header_object(path, meta, "uatlab_extra")
