@@ -25,6 +25,22 @@ class UnknownTokenError(InputError):
         self.sentence, self.position = sentence, position
 
 
+class DimensionTooSmallError(InputError):
+    """A model dimension below the smallest one the data needs. The message names the Python parameter
+    (``d_model``); `named` gives the same error naming another spelling of it (the command line's ``--dim``)."""
+
+    def __init__(self, given: int, needed: int, detail: str, name: str = "d_model") -> None:
+        super().__init__(f"{name} {given} is too small: this data needs d ≥ {needed} ({detail})")
+        self.given, self.needed, self.detail, self.name = given, needed, detail, name
+
+    def __reduce__(self):  # the arguments, not the message: the error crosses process pools as it was raised
+        return type(self), (self.given, self.needed, self.detail, self.name)
+
+    def named(self, name: str) -> DimensionTooSmallError:
+        """The same error, its message naming the dimension ``name``."""
+        return DimensionTooSmallError(self.given, self.needed, self.detail, name)
+
+
 class PrecisionError(UatlabError, ArithmeticError):
     """A request that the chosen number format cannot honour (overflow, too few digits)."""
 

@@ -74,3 +74,23 @@ def test_compile_next_token_refuses_fractional_ids_and_pads_after_a_token():
 def test_certify_refuses_an_exp_ulps_that_is_not_a_real_number(compiled, bad):
     with pytest.raises(TypeError, match=r"exp_ulps .*must be a real number, got .*\(" + type(bad).__name__):
         uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), exp_ulps=bad)
+
+
+@pytest.mark.parametrize("ff", ["knots", "ramps"])
+def test_a_too_small_d_model_is_named_as_the_python_parameter(ff):
+    """The library's error names ``d_model`` (what the caller wrote), not the command line's ``--dim``; it
+    survives a process pool's pickling with its figures."""
+    import pickle
+
+    from uatlab.errors import DimensionTooSmallError
+
+    data = SequenceDataset(TOKENS, LABELS)
+    needed = uatlab.compile_memorizer(data, ff=ff, certify=False).model.config.d_model
+    with pytest.raises(DimensionTooSmallError) as info:
+        uatlab.compile_memorizer(data, ff=ff, d_model=needed - 1, certify=False)
+    err = info.value
+    assert str(err).startswith(f"d_model {needed - 1} is too small: this data needs d ≥ ")
+    assert "--dim" not in str(err) and err.given == needed - 1 and err.needed <= needed
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.needed == err.needed
+    assert str(err.named("--dim")).startswith(f"--dim {needed - 1} is too small")

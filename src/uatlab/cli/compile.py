@@ -32,7 +32,7 @@ from uatlab.cli.options import (
     say_reading,
     thread_count,
 )
-from uatlab.errors import InputError, UatlabError
+from uatlab.errors import DimensionTooSmallError, InputError, UatlabError
 from uatlab.io_safety import (
     OutputLock,
     check_input_file,
@@ -763,6 +763,8 @@ def _compile(
             _check_unchanged(data, fingerprint, out)
         except UatlabError as exc:
             bars.close()  # the error line starts a line of its own
+            if isinstance(exc, DimensionTooSmallError):  # the library names its parameter d_model
+                exc = exc.named("--dim")
             raise _refused_after_read(exc, store, resume, keep_work) from None
     say_reading(data, fmt, reading)
     cert = con.certificate

@@ -35,7 +35,7 @@ import torch
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import Occurrences, label_boundaries
 from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, Layout, resolve_auto, word_codes
 from uatlab.data.dataset import Encoding
-from uatlab.errors import InputError
+from uatlab.errors import DimensionTooSmallError
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 CONSTRUCTION = "uatlab.memorizer.v1"
@@ -70,9 +70,11 @@ def assemble_ramp_model(
     pcodes = word_codes(max_len, POSITION_CODE)[0] if by_pos else np.zeros((max_len, 0))
     lay = Layout(k, C, pcodes.shape[1])
     if d_model is not None and d_model < lay.d_model:
-        raise InputError(
-            f"--dim {d_model} is too small: this data needs d ≥ {lay.d_model} ({k} code coordinates + 3 attention "
-            f"coordinates + {C} labels" + (f" + {lay.kp} position code coordinates)" if lay.kp else ")")
+        raise DimensionTooSmallError(
+            d_model,
+            lay.d_model,
+            f"{k} code coordinates + 3 attention coordinates + {C} labels"
+            + (f" + {lay.kp} position code coordinates" if lay.kp else ""),
         )
     d = max(lay.d_model, d_model or 0)
     np_dt = np.float32 if dtype == "float32" else np.float64

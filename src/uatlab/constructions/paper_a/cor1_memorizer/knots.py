@@ -94,7 +94,7 @@ import torch
 
 from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, rank1_memorizer_base
 from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, resolve_auto, word_codes
-from uatlab.errors import InputError
+from uatlab.errors import DimensionTooSmallError, InputError
 
 VIRTUAL_BELOW = 0.25  # (word, position) groups: virtual point at a_min − 1/4 below every h
 OFF_MARGIN = 0.125  # every other group's unit has pre-activation ≤ −OFF_MARGIN
@@ -320,10 +320,11 @@ def assemble_knot_model(
     pcodes = word_codes(max_len, POSITION_CODE)[0] if by_pos else np.zeros((max_len, 0))
     lay = KnotLayout(k, lab_codes.shape[1], pcodes.shape[1])
     if d_model is not None and d_model < lay.d_model:
-        raise InputError(
-            f"--dim {d_model} is too small: this data needs d ≥ {lay.d_model} ({k} code coordinates + 4 attention/"
-            f"constant coordinates + {lay.label_dims} label coordinates"
-            + (f" + {lay.kp} position code coordinates)" if lay.kp else ")")
+        raise DimensionTooSmallError(
+            d_model,
+            lay.d_model,
+            f"{k} code coordinates + 4 attention/constant coordinates + {lay.label_dims} label coordinates"
+            + (f" + {lay.kp} position code coordinates" if lay.kp else ""),
         )
     d = max(lay.d_model, d_model or 0)
     d_budget = paper_a_budget_dim(d, q, C, max_len, sequences)
