@@ -529,3 +529,38 @@ def test_load_and_the_out_check_accept_the_same_model_tags(compiled, tmp_path, m
         io.check_replaceable_model(path)
     with pytest.raises(ModelFileError, match="not a uatlab model"):
         uatlab.load(path)
+
+
+@pytest.fixture
+def memory_limit_of():
+    """Set the process's memory limit for one test, back to the default afterwards."""
+    from uatlab.memory_guard import set_memory_limit
+
+    yield set_memory_limit
+    set_memory_limit(None)
+
+
+def _one_long_sequence(n: int) -> uatlab.SequenceDataset:
+    short = [["a", "b"], ["b", "a"]]
+    return uatlab.SequenceDataset([*short, [f"w{i % 40}" for i in range(n)]], [["X", "Y"], ["Y", "X"], ["X"] * n])
+
+
+def test_the_python_api_refuses_a_certificate_or_training_beyond_the_memory_limit(memory_limit_of, tmp_path):
+    """compile_memorizer, certify and train state the quadratic memory of the longest sequence and refuse it
+    above the limit (as the commands do), naming that sequence; compile_memorizer refuses before compiling."""
+    data = _one_long_sequence(300)
+    built = uatlab.compile_memorizer(data)  # the default limit: fits
+    assert built.certificate.certified
+    memory_limit_of("1M")  # 80 bytes × 300² = 6.9 MB for the certificate; training: 48 bytes × 3 per batch × 300²
+    with pytest.raises(InputError, match=r"certifying the sequence of 300 tokens at .*:3 would need about 6\.9 MB"):
+        uatlab.compile_memorizer(data)
+    assert uatlab.compile_memorizer(data, certify=False).certificate is None  # no certificate, nothing refused
+    with pytest.raises(InputError, match=r"certifying the sequence of 300 tokens at sequence 2 .*above the limit"):
+        uatlab.certify(built.model, data)
+    cfg = uatlab.TrainConfig(epochs=1, dim=8, layers=1, heads=1, batch_size=4)
+    with pytest.raises(InputError, match=r"training would need about 12\.4 MB .*300 tokens, 3 per batch"):
+        uatlab.train(data, cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # refused before the folder was made
+    memory_limit_of("64M")  # raised: both run
+    assert uatlab.certify(built.model, data).certified
+    assert uatlab.train(data, cfg, tmp_path / "run").summary()["status"]

@@ -42,7 +42,7 @@ from uatlab.io_safety import (
     owns,
     same_file,
 )
-from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
+from uatlab.memory_guard import MAX_MEMORY_HELP, set_memory_limit
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
 EXP_ULP_HELP = (
@@ -536,16 +536,11 @@ def _compile_deep(
     )
 
 
-CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured
-
-
 def check_certify_memory(n: int, where: str) -> None:
     """Refuse to certify a sequence of ``n`` tokens whose all-pairs attention bounds would not fit in memory."""
-    check_memory(
-        CERTIFY_BYTES_PER_PAIR * float(n) * n,
-        f"certifying the sequence of {n} tokens at {where}",
-        "attention bounds over all pairs of its tokens; --no-certify skips the certificate",
-    )
+    from uatlab.verify.certificate import check_certify_memory as check
+
+    check(n, where, "--no-certify skips the certificate")
 
 
 def _refuse_unk(unknown: str, model_path: Path, what: str) -> None:

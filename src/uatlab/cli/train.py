@@ -29,7 +29,7 @@ from uatlab.cli.options import (
 )
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir, file_identity
-from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
+from uatlab.memory_guard import MAX_MEMORY_HELP, set_memory_limit
 from uatlab.training.limits import CHOICES, RANGES
 
 if TYPE_CHECKING:
@@ -98,14 +98,6 @@ def _parse_rank(rank: str) -> int | None:
 def _rank_option(value: str) -> str:
     _parse_rank(value)
     return value
-
-
-def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> float:
-    """Rough peak bytes of the attention matrices in training: the longest sentence's batch (padded to its
-    length), float32, 12 n × n copies per layer and head (scores, mask, probabilities and their gradients;
-    40 bytes per pair measured for one head at n = 5000)."""
-    n = max(len(t) for t in data.tokens)
-    return 4.0 * 12 * layers * heads * min(batch_size, len(data)) * n * n
 
 
 # where an experiment's trials run (depth ablation, capacity sweep): one declaration of the three options
@@ -275,7 +267,14 @@ def train_command(
     import torch
 
     from uatlab.training.checkpoint import CheckpointError
-    from uatlab.training.trainer import DEFAULT_TARGETS, TrainConfig, TrainingError, train, train_output_folder
+    from uatlab.training.trainer import (
+        DEFAULT_TARGETS,
+        TrainConfig,
+        TrainingError,
+        check_train_memory,
+        train,
+        train_output_folder,
+    )
 
     if ff_width is not None:  # the width is given: the multiple of dim would be recorded but never used
         refuse_given(ctx, "--ff-width (it sets the feed-forward width itself; leave one of them out)", ("ff_mult",))
@@ -333,10 +332,7 @@ def train_command(
     if valid is not None:
         say_reading(valid, fmt, valid_reading)
     hashes = {"train": file_identity(data)["sha256"], "valid": file_identity(valid)["sha256"] if valid else None}
-    need = train_attention_bytes(train_data, layers, heads, batch_size)
-    n_max = max(len(t) for t in train_data.tokens)
-    per_batch = min(batch_size, len(train_data))
-    check_memory(need, "training", f"attention over the longest sentence, {n_max} tokens, {per_batch} per batch")
+    check_train_memory(train_data, layers, heads, batch_size)
     try:
         with OutputLock(out):
             result = train(

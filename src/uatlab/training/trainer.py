@@ -45,6 +45,7 @@ from uatlab.data import SequenceDataset, ceiling_report
 from uatlab.data.dataset import UNK, Encoding
 from uatlab.errors import InputError, UatlabError
 from uatlab.io_safety import OutputFolder, not_a_regular_file, write_text_atomic
+from uatlab.memory_guard import check_memory
 from uatlab.models import Transformer, TransformerConfig
 from uatlab.models.io import load, save
 from uatlab.training.batching import IGNORE, collate, encode, epoch_batches, fit_encoding, with_replay
@@ -61,6 +62,25 @@ PAPER_ACCURACY = 0.9872  # paper A, Section 5: training accuracy after 800 epoch
 DEFAULT_TARGETS = (PAPER_ACCURACY, 0.999, 0.9995)
 # the files a run writes into its folder besides checkpoint.pt (which only --resume continues)
 TRAIN_OUTPUTS = ("model.safetensors", "summary.json", "metrics.csv", "metrics.jsonl")
+
+
+def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> float:
+    """Rough peak bytes of the attention matrices in training: the longest sentence's batch (padded to its
+    length), float32, 12 n × n copies per layer and head (scores, mask, probabilities and their gradients;
+    40 bytes per pair measured for one head at n = 5000)."""
+    n = max(len(t) for t in data.tokens)
+    return 4.0 * 12 * layers * heads * min(batch_size, len(data)) * n * n
+
+
+def check_train_memory(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> None:
+    """Refuse (InputError, `uatlab.memory_guard`) training whose attention matrices over the longest sentence's
+    batch (`train_attention_bytes`) would exceed the memory limit."""
+    n_max = max(len(t) for t in data.tokens)
+    check_memory(
+        train_attention_bytes(data, layers, heads, batch_size),
+        "training",
+        f"attention over the longest sentence, {n_max} tokens, {min(batch_size, len(data))} per batch",
+    )
 
 
 def train_output_folder(out_dir: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> OutputFolder:
@@ -651,6 +671,7 @@ def _train_in(
         vocab = fit_encoding(train_data)
         max_len = max(train_data.max_len, valid_data.max_len if valid_data is not None else 0)
         model = init_model(cfg, vocab, max_len)
+    check_train_memory(train_data, model.config.n_layers, model.config.n_heads, cfg.batch_size)
     enc_train = encode(train_data, vocab, role="training")
     enc_valid = encode(valid_data, vocab, role="validation") if valid_data is not None else None
     label_names = tuple(vocab.id_to_label)

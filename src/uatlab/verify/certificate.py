@@ -115,6 +115,7 @@ from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
+from uatlab.memory_guard import check_memory
 from uatlab.models.io import one_float_dtype
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.exp_accuracy import measured_exp_ulps
@@ -2244,13 +2245,34 @@ def spot_check_cost_per_token(model: Transformer) -> int:
     return max(1, sum(m.numel() for m in model.parameters() if m.dim() == 2) - embedding)
 
 
+CERTIFY_BYTES_PER_PAIR = 80  # peak of the certificate per (query, key) pair of one long sequence: 68 measured
+
+
+def check_certify_memory(n: int, where: str, skip: str = "") -> None:
+    """Refuse (InputError, `uatlab.memory_guard`) to certify a sequence of ``n`` tokens whose all-pairs attention
+    bounds would exceed the memory limit; ``where`` names the sequence, ``skip`` says how to do without the
+    certificate (e.g. a command's option)."""
+    check_memory(
+        CERTIFY_BYTES_PER_PAIR * float(n) * n,
+        f"certifying the sequence of {n} tokens at {where}",
+        "attention bounds over all pairs of its tokens" + (f"; {skip}" if skip else ""),
+    )
+
+
 def _spot_budgets(
     chunks: Iterable[tuple[int, SequenceDataset]], budget: int, cost_per_token: int
 ) -> Iterator[tuple[int, SequenceDataset, int]]:
-    """Each chunk with the spot-check budget left when it starts (as if the chunks ran one after another)."""
+    """Each chunk with the spot-check budget left when it starts (as if the chunks ran one after another),
+    after checking in this process, before the chunk is certified anywhere, that its longest sequence's
+    attention bounds fit in memory (`check_certify_memory`)."""
     for start, chunk in chunks:
+        chunk_lengths = _lengths(chunk)
+        if len(chunk_lengths):
+            si = int(np.argmax(chunk_lengths))
+            line = f" (line {int(chunk.lines[si])})" if si < len(chunk.lines) else ""
+            check_certify_memory(int(chunk_lengths[si]), f"sequence {start + si}{line}")
         yield start, chunk, budget
-        lengths, counts = np.unique(_lengths(chunk), return_counts=True)
+        lengths, counts = np.unique(chunk_lengths, return_counts=True)
         _, budget = _spot_takes(lengths.tolist(), counts.tolist(), budget, cost_per_token)
 
 

@@ -522,6 +522,20 @@ def _check_width_memory(data: SequenceDataset | TokenStore, d_model: int, dtype:
     )
 
 
+def _check_certificate_memory(data: SequenceDataset | TokenStore) -> None:
+    """Refuse (InputError) a data set whose longest sequence's certificate would not fit in memory
+    (`uatlab.verify.certificate.check_certify_memory`), naming that sequence."""
+    from uatlab.verify.certificate import check_certify_memory
+
+    if isinstance(data, TokenStore):
+        n, where = data.max_len, f"{data.source}:{data.m.get('max_len_line', '?')}"
+    else:
+        lengths = [len(t) for t in data.tokens]
+        i = max(range(len(lengths)), key=lengths.__getitem__, default=0)
+        n, where = (lengths[i] if lengths else 0), data.where(i)
+    check_certify_memory(n, where, "certify=False skips the certificate")
+
+
 def compile_memorizer(
     data: SequenceDataset | TokenStore,
     dtype: str = "float64",
@@ -605,6 +619,8 @@ def compile_memorizer(
     if d_model is not None:
         check_integer(d_model, "d_model", 1, None, "compile_memorizer()")
         _check_width_memory(data, int(d_model), dtype)
+    if certify:  # refused now, before compiling, rather than after
+        _check_certificate_memory(data)
     if isinstance(data, TokenStore):
         want = "prefix" if causal else "sequence"
         if data.context != want:
