@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -59,6 +60,22 @@ def test_config_refuses_a_flag_that_is_not_a_boolean(name):
 def test_compile_memorizer_names_beta_when_it_is_not_a_number(small, beta):
     with pytest.raises(InputError, match="beta must be 'auto' or a positive power of two"):
         uatlab.compile_memorizer(small, beta=beta, certify=False)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "beta", "exponent"),
+    [("float32", 2.0**200, 200), ("float32", 2.0**-150, -150), ("float64", 2.0**1023, 1023)],
+)
+def test_compile_memorizer_refuses_a_beta_whose_query_scale_leaves_the_dtype(small, dtype, beta, exponent):
+    """β whose query scale 2β overflows (or β underflows) in the model's dtype is refused naming it, as `uatlab
+    compile --beta` refuses it; the largest power of two allowed compiles to a finite model."""
+    with pytest.raises(
+        InputError, match=rf"beta {re.escape(f'{beta:g}')}: out of range for {dtype} \(2\^{exponent}; use a power"
+    ):
+        uatlab.compile_memorizer(small, dtype=dtype, beta=beta, certify=False)
+    largest = 2.0 ** (127 if dtype == "float32" else 1023) / 2
+    model = uatlab.compile_memorizer(small, dtype=dtype, beta=largest, certify=False).model
+    assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def test_an_exp_error_out_of_range_is_an_input_error(small, compiled):

@@ -601,7 +601,9 @@ def _parse_beta(beta: str, dtype: str) -> float | str:
         raise InputError(f"--beta must be 'auto' or a positive power of two, got {beta!r}") from None
     if not (value > 0 and value < float("inf") and math.frexp(value)[0] == 0.5):
         raise InputError(f"--beta must be 'auto' or a positive power of two (exact query codes), got {beta!r}")
-    low, high = (-149, 126) if dtype == "float32" else (-1074, 1022)
+    from uatlab.constructions.paper_a.cor1_memorizer.select import BETA_EXPONENTS
+
+    low, high = BETA_EXPONENTS.get(dtype, BETA_EXPONENTS["float64"])  # (a bad dtype is refused by its own check)
     if not (2.0**low <= value <= 2.0**high):
         raise InputError(
             f"--beta {beta}: out of range for {dtype} (2^{math.frexp(value)[1] - 1}; use a power of two from "

@@ -30,6 +30,11 @@ BETA_CANDIDATES = (0.5, 1.0, 2.0, 4.0, 8.0)
 RISKY_RELATIVE_GAP = 6.0  # a boundary gap below 6 r_h (rough h error) is likely too small to certify
 
 
+# the powers of two β may be in each dtype: the query scale of a position is below 2β, so it stays finite
+# (2β ≤ the largest power of two) and non-zero (β at least the smallest subnormal)
+BETA_EXPONENTS = {"float32": (-149, 126), "float64": (-1074, 1022)}
+
+
 def check_request(
     dtype: str, beta: float | str, group: str, ff: str = "knots", labels: str = "auto"
 ) -> tuple[str, list[tuple[float, int]]]:
@@ -56,6 +61,12 @@ def check_request(
         raise InputError(f"beta must be 'auto' or a positive power of two, got {beta!r}") from None
     if not (beta > 0 and math.frexp(beta)[0] == 0.5):
         raise InputError(f"beta must be a positive power of two (exact codes), got {beta}")
+    low, high = BETA_EXPONENTS[dtype]
+    if not (2.0**low <= beta <= 2.0**high):
+        raise InputError(
+            f"beta {beta:g}: out of range for {dtype} (2^{math.frexp(beta)[1] - 1}; use a power of two from "
+            f"2^{low} to 2^{high}, so that the query scale 2β is finite and non-zero)"
+        )
     return group, [(beta, 0)]
 
 
