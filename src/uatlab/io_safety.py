@@ -569,6 +569,8 @@ class OutputFolder:
         option: str = "--out",
         folders: Iterable[str] = (),
     ) -> None:
+        if os.fspath(folder) == "":  # Path("") is the current folder: never what an empty name meant
+            raise InputError(f"{option}: the path is empty; give a folder's name ('.' for the current folder)")
         self.folder = Path(folder)
         self.kind = kind
         self.names = tuple(names)

@@ -119,6 +119,25 @@ def test_train_refuses_an_empty_set_and_an_output_that_is_a_file(tmp_path):
         uatlab.train(TOKENS, cfg, tmp_path / "y", progress=False)
 
 
+def test_train_refuses_an_empty_out_dir_and_an_empty_validation_set(tmp_path, monkeypatch):
+    """An empty out_dir is not the current folder, and an empty validation set has no accuracy (it read 0.0):
+    both are refused before any file is written."""
+    from uatlab.io_safety import OutputFolder
+    from uatlab.training.trainer import TrainConfig
+
+    monkeypatch.chdir(tmp_path)
+    cfg, data = TrainConfig(epochs=1, dim=8), SequenceDataset(TOKENS, LABELS)
+    with pytest.raises(InputError, match="out_dir is empty; give a folder's name"):
+        uatlab.train(data, cfg, "", progress=False)
+    with pytest.raises(TypeError, match="out_dir must be a path, not a NoneType"):
+        uatlab.train(data, cfg, None, progress=False)
+    with pytest.raises(InputError, match=r"no sequences to validate on \(valid_data; None for no validation\)"):
+        uatlab.train(data, cfg, "run", valid_data=from_lists([], []), progress=False)
+    with pytest.raises(InputError, match="--out: the path is empty"):
+        OutputFolder("", "reproduce", ["claims.json"])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_compile_memorizer_names_bad_seed_and_width():
     ds = SequenceDataset(TOKENS, LABELS)
     with pytest.raises(InputError, match=r"seed must be an integer in \[0, 4294967295\], got -1"):

@@ -591,6 +591,14 @@ def train(
         hint = " (TrainConfig(**d) builds one from a dict)" if isinstance(cfg, dict) else ""
         raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}{hint}")
     max_minutes = check_value("max_minutes", max_minutes, "train()")
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"train(): out_dir must be a path, not a {type(out_dir).__name__}")
+    if os.fspath(out_dir) == "":
+        raise InputError("train(): out_dir is empty; give a folder's name ('.' for the current folder)")
+    if len(train_data) == 0:
+        raise InputError(f"{train_data.source}: no sequences to train on")
+    if valid_data is not None and len(valid_data) == 0:  # its accuracy would read 0 of 0 as 0.0
+        raise InputError(f"{valid_data.source}: no sequences to validate on (valid_data; None for no validation)")
     with train_output_folder(out_dir, (cfg.init,)):
         return _train_in(
             train_data,
@@ -632,8 +640,6 @@ def _train_in(
 ) -> TrainResult:
     """`train` once its folder is checked and open (every write into it is checked and recorded)."""
     say = log or (lambda _msg: None)
-    if len(train_data) == 0:
-        raise InputError(f"{train_data.source}: no sequences to train on")
     out = Path(out_dir)  # created only once the init model and the data have been checked
     existing = next((p for p in (out, *out.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
