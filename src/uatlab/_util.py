@@ -50,3 +50,18 @@ def check_integer(value: Any, name: str, low: int, high: int | None, where: str 
         span = f"≥ {low}" if high is None else f"in [{low}, {high}]"
         raise InputError(f"{prefix}{name} must be an integer {span}, got {value}")
     return int(value)
+
+
+def check_positive(value: Any, name: str, where: str = "") -> float:
+    """``value`` as a float once it is a real number (numpy's included; bool and str not) that is finite and
+    > 0: TypeError for another type, InputError otherwise, both naming ``name`` after ``where: ``."""
+    import numpy as np
+
+    from uatlab.errors import InputError
+
+    prefix = f"{where}: " if where else ""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{prefix}{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{prefix}{name} must be a positive finite number, got {value}")
+    return float(value)

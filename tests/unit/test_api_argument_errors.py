@@ -94,3 +94,81 @@ def test_a_too_small_d_model_is_named_as_the_python_parameter(ff):
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) and back.needed == err.needed
     assert str(err.named("--dim")).startswith(f"--dim {needed - 1} is too small")
+
+
+def _theorem2(**kw):
+    from uatlab.constructions.paper_a.thm2_contextual_mapping import build_theorem2_layer
+
+    args = {"vocabulary": np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]), "n": 2, "eps": 0.5, "r_min": 0.5}
+    return build_theorem2_layer(**(args | {"r_max": 2.0} | kw))
+
+
+def _truncated(**kw):
+    from uatlab.constructions.paper_b.thm3_truncated_linear import build_truncated_linear_attention
+
+    return build_truncated_linear_attention(np.array([1.0]), 0.0, **({"a": -1.0, "b": 1.0, "anchors": 9} | kw))
+
+
+def _incontext(*args):
+    from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
+
+    return build_incontext_gd(*args)
+
+
+def _universal(**kw):
+    from uatlab.constructions.paper_a.prop1_universal_approximator import build_universal_approximator
+
+    return build_universal_approximator(lambda x: x, (0.0, 1.0), **({"grid": 2, "n": 2, "d": 1} | kw))
+
+
+def _relu(**kw):
+    from uatlab.constructions.paper_b.lem3_11_relu_network import ReluNetwork, compile_relu_network
+
+    net = ReluNetwork(W1=np.array([[1.0]]), b1=np.array([0.0]), W2=np.array([[1.0]]), b2=np.array([0.0]), n=1, d=1)
+    return compile_relu_network(net, domain=(0.0, 1.0), **kw)
+
+
+def _from_lists(tokens, labels):
+    from uatlab.data.dataset import from_lists
+
+    return from_lists(tokens, labels)
+
+
+def _next_token(V, C):
+    return uatlab.compile_next_token(np.array([[0, 1]]), np.array([0]), V=V, C=C)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: _theorem2(seed=-1), InputError, r"build_theorem2_layer\(\): seed must be an integer ≥ 0, got -1"),
+        (lambda: _theorem2(max_tries=0), InputError, r"max_tries must be an integer ≥ 1, got 0"),
+        (lambda: _theorem2(eps="0.5"), TypeError, r"eps must be a number, got '0.5' \(str\)"),
+        (lambda: _theorem2(n=2.5), TypeError, r"sequence length n must be an integer, got 2.5 \(float\)"),
+        (lambda: _truncated(anchors=2.5), TypeError, r"anchors per head must be an integer, got 2.5"),
+        (lambda: _truncated(heads=1.5), TypeError, r"heads must be an integer, got 1.5"),
+        (lambda: _truncated(n_tokens=9.5), TypeError, r"n_tokens must be an integer, got 9.5"),
+        (lambda: _incontext(2.5, 5), TypeError, r"build_incontext_gd\(\): d must be an integer, got 2.5"),
+        (lambda: _incontext(2, 2.5), TypeError, r"build_incontext_gd\(\): context must be an integer, got 2.5"),
+        (lambda: _universal(grid=2.5), TypeError, r"grid must be an integer, got 2.5"),
+        (lambda: _relu(anchors=2.5), TypeError, r"anchors must be an integer, got 2.5"),
+        (lambda: _relu(anchors="9"), TypeError, r"anchors must be an integer, got '9'"),
+        (lambda: _next_token(0, 2), InputError, r"V \(the vocabulary size, also the pad id\) must be an integer ≥ 1"),
+        (lambda: _next_token(2, 0), InputError, r"C \(the number of labels\) must be an integer ≥ 1, got 0"),
+        (lambda: _from_lists(None, None), TypeError, r"tokens must be a list of sequences, not a NoneType"),
+        (lambda: _from_lists([None], [["X"]]), InputError, r"sequence 0: tokens must be a list of items"),
+    ],
+)
+def test_builders_name_a_bad_argument_and_never_truncate_a_fraction(call, error, message):
+    """Each builder refuses a fractional count, a string for a number or an out-of-range value naming the
+    parameter (before, some were truncated silently or failed deep inside numpy or torch)."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_certify_and_save_name_a_wrong_progress_or_encoding(compiled, tmp_path):
+    with pytest.raises(TypeError, match=r"progress must be a callable \(done, total\) or None, not a int"):
+        uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), progress=5)
+    with pytest.raises(TypeError, match=r"save\(\): encoding must be a uatlab.data.Encoding \(or None\), not a str"):
+        uatlab.save(compiled.model, tmp_path / "m.safetensors", encoding="x")
+    assert not (tmp_path / "m.safetensors").exists()

@@ -47,7 +47,7 @@ from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, check_exp_ulps
 
 EXP_ULP_HELP = (
     "Assumed error of the evaluator's exp in ulps (normal range), recorded in the certificate. The default 5 "
-    "covers torch.exp (0.52 measured), torch.softmax (0.96), numpy float32 exp (2.54), CUDA expf (2). Checked in "
+    "covers torch.exp (0.52 measured), torch.softmax (0.96), numpy float32 exp (2.43–2.54), CUDA expf (2). Checked in "
     "this process on samples of torch.exp and torch.softmax: a value below their measured error voids the proof."
 )
 

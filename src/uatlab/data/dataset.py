@@ -357,7 +357,11 @@ def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[obj
     Any other item (None, a float, a bool, an object) is an InputError naming the sequence and position, as is
     an empty item or one with white space."""
     for what, rows in (("token", tokens), ("label", labels)):
+        if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+            raise TypeError(f"from_lists(): {what}s must be a list of sequences, not a {type(rows).__name__}")
         for i, seq in enumerate(rows):
+            if not isinstance(seq, str) and not isinstance(seq, Iterable):
+                raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not a {type(seq).__name__}")
             if isinstance(seq, str):
                 raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not the string {seq!r}")
             for k, item in enumerate(seq):

@@ -2021,6 +2021,8 @@ def certify_chunks(
     is reduced in data order, and the spot check's budget is split over the chunks in advance, so the
     certificate does not depend on where the chunks ran."""
     t0 = time.perf_counter()
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable (done, total) or None, not a {type(progress).__name__}")
     if isinstance(max_examples, bool) or not isinstance(max_examples, numbers.Integral) or max_examples < 0:
         raise InputError(f"max_examples must be an integer ≥ 0, got {max_examples!r} ({type(max_examples).__name__})")
     bm = _BoundedModel(model, exp_ulps)  # validates exp_ulps and the model before any data is read

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab._util import check_integer
 from uatlab.constructions.contract import PAPER_A, Construction, count_parameters
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.transformer import Transformer, TransformerConfig
@@ -250,10 +251,13 @@ def build_universal_approximator(
         raise InputError(f"domain must be a pair (lo, hi), got {domain!r}") from exc
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
         raise InputError(f"domain [{lo}, {hi}] is not a compact box: need finite lo < hi")
-    if n < 1 or d < 1:
-        raise InputError(f"n and d must be positive, got n={n}, d={d}")
+    check_integer(n, "n", 1, None, "build_universal_approximator()")
+    check_integer(d, "d", 1, None, "build_universal_approximator()")
     if (eps is None) == (grid is None):
         raise InputError("give exactly one of eps (target accuracy) or grid (cells per coordinate)")
+    if grid is not None:  # a fraction is refused, not truncated
+        check_integer(grid, "grid", 1, None, "build_universal_approximator()")
+    check_integer(seed, "seed", 0, None, "build_universal_approximator()")
     if eps is not None and not (eps > 0 and math.isfinite(eps)):
         raise InputError(f"eps must be a positive number, got {eps}")
     if check_equivariance:

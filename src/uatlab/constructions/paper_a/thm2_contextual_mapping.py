@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ import numpy as np
 import torch
 from flint import arb
 
+from uatlab._util import check_integer, check_positive
 from uatlab.constructions.contract import PAPER_A, Construction, count_parameters
 from uatlab.errors import InputError
 from uatlab.models.attention import MultiHeadSelfAttention
@@ -77,11 +79,15 @@ def _round_bits(x: float, bits: int, mode: str) -> float:
 
 
 def validate_parameters(n: int, eps: float, r_min: float, r_max: float) -> None:
-    if int(n) != n or n < 2:
+    """Theorem 2's hypotheses on its constants: n ≥ 2 (log n > 0), ε, r_min, r_max positive and finite, r_min <
+    r_max, and tokens of norm up to r_max + ε whose squares stay finite in float64 (TypeError for a value that is
+    not a number, InputError naming the constant otherwise)."""
+    if isinstance(n, bool) or not isinstance(n, (numbers.Integral, np.integer)):
+        raise TypeError(f"sequence length n must be an integer, got {n!r} ({type(n).__name__})")
+    if n < 2:
         raise InputError(f"sequence length n must be an integer ≥ 2 (log n > 0), got {n}")
     for name, v in (("eps", eps), ("r_min", r_min), ("r_max", r_max)):
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise InputError(f"{name} must be a positive finite number, got {v}")
+        check_positive(v, name)
     if not r_min < r_max:
         raise InputError(f"need r_min < r_max, got r_min = {r_min}, r_max = {r_max}")
     if r_max + eps > FLOAT64_NORM_LIMIT:
@@ -233,8 +239,9 @@ def build_theorem2_layer(
         raise InputError(f"vocabulary must be a (|V|, d) array, got shape {V.shape}")
     if n > V.shape[0]:
         raise InputError(f"n = {n} exceeds |V| = {V.shape[0]}: a sequence of n distinct tokens is impossible")
-    if not (math.isfinite(c_scale) and c_scale > 0):
-        raise InputError(f"c_scale must be positive, got {c_scale}")
+    check_positive(c_scale, "c_scale")
+    check_integer(seed, "seed", 0, None, "build_theorem2_layer()")
+    check_integer(max_tries, "max_tries", 1, None, "build_theorem2_layer()")
     sep = tokenwise_separatedness(V[None], r_min=r_min, r_max=r_max, eps=eps, allow_duplicates=False)
     K, d = V.shape
     del sep

@@ -86,6 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from uatlab._util import check_integer
 from uatlab.constructions.contract import PAPER_B, Construction, count_parameters
 from uatlab.constructions.paper_b.thm3_truncated_linear import DEAD_SCORE
 from uatlab.errors import InputError, PrecisionError
@@ -311,8 +312,10 @@ def build_incontext_gd(
         InputError: non-positive sizes, eps or lr.
         PrecisionError: ln M + scores overflow, or float32 with a small ε.
     """
-    if d < 1 or context < 1 or steps < 1:
-        raise InputError(f"d, context and steps must be positive, got d={d}, context={context}, steps={steps}")
+    for name, value in (("d", d), ("context", context), ("steps", steps)):
+        check_integer(value, name, 1, None, "build_incontext_gd()")
+    if dtype not in ("float32", "float64"):
+        raise InputError(f"build_incontext_gd(): dtype must be 'float32' or 'float64', got {dtype!r}")
     if not (eps > 0 and math.isfinite(eps)) or not (lr > 0 and math.isfinite(lr)):
         raise InputError(f"eps and lr must be positive numbers, got eps={eps}, lr={lr}")
     M = float(sink) if sink is not None else 1e8 * context

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from uatlab._util import check_integer
 from uatlab.constructions.contract import PAPER_B, Construction
 from uatlab.constructions.paper_b.thm3_truncated_linear import (
     DEAD_SCORE,
@@ -232,15 +233,20 @@ class CompiledReluNetwork(CompiledModelCalls):
     nonstandard: list[str] = field(default_factory=list)
 
 
-def check_compile_request(domain: tuple[float, float], eps: float | None, anchors: int | None) -> tuple[float, float]:
-    """Validate a compile request shared by both ReLU compilers; return the box (lo, hi)."""
+def check_compile_request(
+    domain: tuple[float, float], eps: float | None, anchors: int | None, name: str = "anchors", least: int = 2
+) -> tuple[float, float]:
+    """Validate a compile request shared by the ReLU compilers; return the box (lo, hi). ``anchors`` is the count
+    the compiler takes instead of ``eps``, named ``name``, an integer ≥ ``least``."""
     lo, hi = (float(v) for v in domain)
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
         raise InputError(f"domain [{lo}, {hi}] is not a compact box: need finite lo < hi")
     if (eps is None) == (anchors is None):
-        raise InputError("give exactly one of eps (target accuracy) or anchors")
+        raise InputError(f"give exactly one of eps (target accuracy) or {name}")
     if eps is not None and not (eps > 0 and math.isfinite(eps)):
         raise InputError(f"eps must be a positive number, got {eps}")
+    if anchors is not None:  # a fraction or a string is refused, not truncated or parsed
+        check_integer(anchors, name, least, None)
     return lo, hi
 
 

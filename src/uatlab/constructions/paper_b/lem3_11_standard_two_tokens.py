@@ -105,14 +105,12 @@ def compile_relu_network_one_standard_layer_two_tokens(
         InputError: a module that is not Linear → ReLU → Linear, n/d that differ from the network's, n ≠ 2, bad domain / eps / sigmoids, neither or both of sigmoids and eps, no active unit.
     """
     net = as_relu_network(net, n, d)
-    lo, hi = check_compile_request(domain, eps, sigmoids)
+    lo, hi = check_compile_request(domain, eps, sigmoids, "sigmoids", 1)
     n, d, J = net.n, net.d, net.hidden
     if n != 2:
         raise InputError(
             f"this one-layer form is for n = 2 tokens (for n ≥ 3, d ≥ 2 one layer is not universal), got n = {n}"
         )
-    if sigmoids is not None and (int(sigmoids) != sigmoids or sigmoids < 1):
-        raise InputError(f"sigmoids must be a positive integer, got {sigmoids}")
     L, U, units = live_hidden_units(net, lo, hi)
     W1 = net.W1.reshape(J, n, d)  # (J, n, d)
     W2 = net.W2.reshape(n, d, J)  # (n, d, J)

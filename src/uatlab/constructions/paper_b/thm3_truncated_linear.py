@@ -85,6 +85,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from uatlab._util import check_integer
 from uatlab.constructions.contract import PAPER_B, Construction
 from uatlab.errors import InputError, PrecisionError
 from uatlab.models.attention_only import AttentionOnlyConfig, AttentionOnlyLayer
@@ -233,11 +234,11 @@ def plan_interpolation(
         raise InputError(f"need finite a < b, got a={a}, b={b}")
     if (eps is None) == (anchors is None):
         raise InputError("give exactly one of eps (target accuracy) or anchors (anchors per head)")
-    if int(heads) < 1:
-        raise InputError(f"heads must be ≥ 1, got {heads}")
+    heads = check_integer(heads, "heads", 1, None)  # a fraction is refused, not truncated
+    if anchors is not None:
+        check_integer(anchors, "anchors per head", 2, None)
     if dtype not in ("float32", "float64"):
         raise InputError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
-    heads = int(heads)
     if eps is not None:
         if not (eps > 0) or not math.isfinite(eps):
             raise InputError(f"eps must be a positive number, got {eps}")
@@ -426,6 +427,10 @@ def build_truncated_linear_attention(
         raise InputError(f"t has {t_arr.shape[0]} entries for a sequence of {n} tokens")
     if not torch.isfinite(t_arr).all():
         raise InputError("t contains NaN or infinite entries")
+    check_integer(d_out, "d_out", 1, None)
+    check_integer(out_channel, "out_channel", 0, None)
+    if n_tokens is not None:
+        check_integer(n_tokens, "n_tokens", 1, None)
     if not (0 <= out_channel < d_out):
         raise InputError(f"out_channel {out_channel} is outside [0, {d_out})")
     n_dead = (n - m) if mode == "token" else n

@@ -261,15 +261,18 @@ def compile_memorizer(
     """
     t0 = time.perf_counter()
     seed = check_integer(seed, "seed", 0, 2**32 - 1)
+    V = check_integer(V, "V (the vocabulary size, also the pad id)", 1, None)
+    C = check_integer(C, "C (the number of labels)", 1, None)
+    check_integer(max_tries, "max_tries", 1, None)
     tokens = integer_ids(tokens, "token")
     labels = integer_ids(labels, "label")
     if tokens.ndim != 2 or len(tokens) != len(labels) or len(tokens) == 0:
         raise InputError(f"tokens must be (N, n) with N = len(labels) ≥ 1, got {tokens.shape} and {labels.shape}")
     if tokens.min() < 0 or tokens.max() > V:
-        raise InputError(f"token ids must lie in [0, {V}] ({V} is the pad id)")
+        raise InputError(f"token ids must lie in [0, {V}] ({V} is the pad id, V={V})")
     check_left_padding(tokens, V)
     if labels.min() < 0 or labels.max() >= C:
-        raise InputError(f"labels must lie in [0, {C})")
+        raise InputError(f"labels must lie in [0, {C}) (C={C})")
     uniq, maj, _, ceiling = dedupe(tokens, labels)
     N, n = uniq.shape
     slack = None
