@@ -83,5 +83,6 @@ for name, model in (("compiled", built.model), ("trained", trained)):
     )
 
 # %% [markdown]
-# The compiled model is certified at the ceiling by construction, with margin ≈ 1. The trained model may
+# The compiled model is certified at the ceiling by construction, with a margin just under 1/2 (ordinal labels: 1/2
+# in exact arithmetic, less the float64 error bounds). The trained model may
 # be correct on the same tokens with much smaller margins, and its certificate can prove fewer of them.
