@@ -68,11 +68,26 @@ def _noop(_: str) -> None:
 
 
 # ---------------------------------------------------------------------------- paper B: truncated linear
+GOLDEN_FRACTION = (math.sqrt(5.0) - 1.0) / 2.0  # 1/φ: badly approximable, so k/φ mod 1 never lines up with a grid
+
+
 def _probe_grid(a: float, b: float, points: int) -> np.ndarray:
-    """``points`` equally spaced y in [a − (b − a), b + (b − a)]: the interval of Range_[a,b] and as much again on
-    each side, where the truncation acts (Hu et al. 2025, Definition 3.1)."""
+    """``points`` y in [a − (b − a), b + (b − a)] (the interval of Range_[a,b] and as much again on each side,
+    where the truncation acts; Hu et al. 2025, Definition 3.1), in increasing order: both ends and the
+    golden-ratio sequence lo + (hi − lo)·frac(k/φ), k = 1 … points − 2.
+
+    Why not equally spaced points: the anchors are equally spaced too (a + jΔ), and where the two spacings are
+    commensurate every y falls on an anchor or halfway between two, where the interpolation error vanishes by
+    symmetry: 20,001 equally spaced points against 1,000 heads of 11 anchors measured 1.6e-14 where the error
+    reaches 7e-5. The golden-ratio sequence is equidistributed modulo any spacing Δ (1/φ is irrational), so its
+    points fall at every phase between anchors, and its largest gap is below 3/points of the range (the
+    three-gap theorem). The largest error over these points is still a sampled value: a lower estimate of the
+    sup, never above it."""
     span = b - a
-    return np.linspace(a - span, b + span, points)  # (points,)
+    lo, hi = a - span, b + span
+    k = np.arange(1, max(points - 1, 1), dtype=np.float64)
+    u = np.sort(np.concatenate([[0.0, 1.0], np.mod(k * GOLDEN_FRACTION, 1.0)]))[:points]  # (points,)
+    return lo + (hi - lo) * u
 
 
 def _truncated_linear_row(c: Any, r: dict[str, float], *, anchors: int, heads: int) -> dict[str, Any]:
