@@ -118,7 +118,7 @@ def test_an_interrupted_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path
 @pytest.mark.parametrize(
     ("argv", "text"),
     [
-        (["approx", "truncated-linear", "--help"], "y values on [a−(b−a), b+(b−a)]."),
+        (["approx", "truncated-linear", "--help"], "y values sampled on [a−(b−a), b+(b−a)]:"),
         (["experiment", "attention-range", "--help"], "(needs uatlab[ray])"),
         (
             ["certify", "--help"],
