@@ -202,6 +202,31 @@ def test_format_detection_ends_a_sentence_at_a_document_marker_as_the_readers_do
     assert conll_or_text(marked) == conll_or_text(blank) == "conll-tokens"  # unlabelled CoNLL
 
 
+@pytest.mark.parametrize(
+    ("text", "reading"),
+    [
+        ("t1 t2 t3\n\nt4\n", "text"),  # a paragraph, a blank line, a one-word line
+        ("t1 t2 t3 t4 t5 t6 t7 t8\n\nt1 t2\n", "text"),  # the second paragraph of another width
+        ("EU rejects German call\n\nBRUSSELS\n", "text"),
+        ("EU B-ORG\nrejects O\n\nGerman B-MISC\n", "conll"),  # the second sentence of the same width
+        ("a b c\n\nd e f\n", "conll"),
+    ],
+)
+def test_format_detection_reads_the_first_line_of_the_second_sentence_before_deciding(tmp_path, text, reading):
+    """Two blank-line-separated blocks are CoNLL only when the second has the first's width: plain text with a
+    blank line before a shorter line was taken for CoNLL and refused by its reader (`uatlab predict`)."""
+    from uatlab.cli.predict import read_input
+    from uatlab.data.jsonl import conll_or_text
+
+    path = tmp_path / "in.txt"
+    path.write_text(text)
+    assert conll_or_text(path) == reading
+    sentences, _, how = read_input(path, "auto")
+    assert how == reading and sum(len(s) for s in sentences) == (
+        len(text.split()) if reading == "text" else len(text.split()) // len(text.split("\n")[0].split())
+    )
+
+
 @pytest.mark.parametrize("end", ["\r", "\r\n", "mixed"])
 def test_every_line_end_splits_lines_in_conll_and_jsonl(tmp_path, end):
     """A file saved with classic Mac OS line ends (a lone \\r) is as many lines as with \\n, not one line of every

@@ -285,9 +285,10 @@ def conll_or_text(path: str | os.PathLike) -> str:
     """``'conll'``, ``'conll-tokens'`` or ``'text'`` for a file that is not JSONL, by its shape (lines split at white space, blank
     lines and ``-DOCSTART-`` lines aside):
 
-    - CoNLL when its first two blank-line-separated blocks have lines of one width of ≥ 2 columns (what the
-      CoNLL reader reads, whatever the labels), or when it is one such block of two or more lines each ending
-      in an IOB tag (O, B-X, I-X, E-X, S-X);
+    - CoNLL when its first blank-line-separated block has lines of one width of ≥ 2 columns and the second
+      block's first line has that width too (what the CoNLL reader reads, whatever the labels; it names any
+      later bad line), or when it is one such block of two or more lines each ending in an IOB tag (O, B-X,
+      I-X, E-X, S-X);
     - unlabelled CoNLL (``'conll-tokens'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
       line has one word and blank lines separate at least two sentences, one of several lines;
     - plain text when the widths differ or every line has one word otherwise, or when it is
@@ -327,8 +328,10 @@ def _conll_or_text_by_shape(path: str | os.PathLike) -> str:
                 in_block = False
                 continue
             if not in_block:
-                if wide_blocks == 1 and not narrow and len(widths) == 1:
-                    return "conll"  # a second sentence after one of the same shape: the reader names any bad line
+                # a second sentence after one of a single width ≥ 2 whose first line has that width: CoNLL (the
+                # reader names any later bad line); another width or one word: read on (plain text, rules below)
+                if wide_blocks == 1 and not narrow and len(widths) == 1 and len(cols) in widths:
+                    return "conll"
                 blocks += 1
                 in_block, block_wide = True, False
                 block_rows = 0
