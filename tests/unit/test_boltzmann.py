@@ -179,3 +179,20 @@ def test_lemma1_sampler_meets_hypotheses_and_check_can_fail():
     # outside the hypotheses the exact check refuses instead of certifying
     with pytest.raises(InputError, match="hypotheses"):
         lemma1_exact_check([0.0, 1.0], [0.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("vector", "repeats"),
+    [([0.0, 0.0, 0.0], 2), ([0.0, 0.0, 0.0, 0.0], 3), ([0.0, 0.0, 10.0], 1), ([3.0, 1.0, 3.0], 1)],
+)
+def test_a_repeated_component_is_a_gap_of_zero_and_counted_once_per_repeat(vector, repeats):
+    """A vector that repeats a component has a smallest gap of 0 (it read inf, or the gap to another value),
+    and the count is of components equal to an earlier one (k equal values: k − 1)."""
+    from uatlab.theory.boltzmann import lemma1_hypotheses
+
+    h = lemma1_hypotheses(vector)
+    expected = len(vector) - len(set(vector))
+    assert h.min_gap == 0.0 and len(h.duplicates) == expected == repeats and not h.holds
+    assert f"({expected} repeated component(s) in all)" in h.violations[0] and len(h.violations) == 1
+    two = lemma1_hypotheses([[0.0, 20.0], [20.0, 40.0]])  # a value shared by two vectors is no repeat
+    assert two.duplicates == [] and two.min_gap == 20.0

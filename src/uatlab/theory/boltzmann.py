@@ -167,8 +167,8 @@ class Lemma1Hypotheses:
     Attributes:
         n: vector length.
         r: max |component| (the smallest r the family satisfies) or the claimed r.
-        min_gap: smallest difference between two distinct components anywhere in the family
-            (inf when the family has a single distinct value).
+        min_gap: smallest difference between two components: 0 when a vector repeats a component, else
+            between two distinct values anywhere in the family (inf when it has a single distinct value).
         required_gap: 2 log n + 3.
         duplicates: (vector, position, position) triples of repeated components within a vector.
         violations: human-readable reasons the hypotheses fail (empty when they hold).
@@ -224,7 +224,7 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
         i, k, l = duplicates[0]
         violations.append(
             f"vector {i} repeats the component {arr[i, k]} at positions {k} and {l} "
-            f"({len(duplicates)} duplicate pair(s) in all); Lemma 1 needs distinct components"
+            f"({len(duplicates)} repeated component(s) in all); Lemma 1 needs distinct components"
         )
     measured_r = float(np.abs(arr).max())
     r_value = measured_r if r is None else float(r)
@@ -232,9 +232,11 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
         i, k = np.unravel_index(int(np.abs(arr).argmax()), arr.shape)
         violations.append(f"vector {i}, component {k} has |{arr[i, k]}| > r = {r_value}")
     distinct = np.unique(arr)
-    min_gap = float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
+    # the smallest gap between two components: 0 where a vector repeats one (reported above), else between the
+    # family's distinct values (two vectors may share a value: a repeat is only within a vector)
+    min_gap = 0.0 if duplicates else float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
     required = lemma1_required_gap(n)
-    if not min_gap > required:
+    if not duplicates and not min_gap > required:
         j = int(np.diff(distinct).argmin())
         violations.append(
             f"components {distinct[j]} and {distinct[j + 1]} differ by {min_gap:.6g}, "
