@@ -128,6 +128,13 @@ def test_incontext_command_rows_and_errors(capsys, tmp_path):
     assert (tmp_path / "incontext.csv").is_file()
     assert main(["approx", "incontext", "--task", "lasso", "--out", str(tmp_path)]) == 2
     assert "lasso" in capsys.readouterr().err
+    out = tmp_path / "ridge"
+    for flags, named in (
+        (["--anchors", "5"], "--anchors has"),
+        (["--anchors", "5", "--heads", "2"], "--anchors, --heads"),
+    ):
+        assert main(["approx", "incontext", "--quick", "--task", "ridge", *flags, "--out", str(out)]) == 2
+        assert f"{named}" in capsys.readouterr().err and not out.exists()  # refused before any work, not ignored
 
 
 @pytest.mark.parametrize(
