@@ -172,3 +172,20 @@ def test_certify_and_save_name_a_wrong_progress_or_encoding(compiled, tmp_path):
     with pytest.raises(TypeError, match=r"save\(\): encoding must be a uatlab.data.Encoding \(or None\), not a str"):
         uatlab.save(compiled.model, tmp_path / "m.safetensors", encoding="x")
     assert not (tmp_path / "m.safetensors").exists()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "advice"), [("float64", "use a larger eps"), ("float32", "use float64 or a larger eps")]
+)
+def test_a_too_small_eps_of_the_in_context_construction_gets_advice_that_applies(dtype, advice):
+    """float64 runs are told the smallest eps they accept (advice to use float64 fit only float32), and that eps
+    is accepted."""
+    import re
+
+    from uatlab.constructions.paper_b.appB_incontext_gd import build_incontext_gd
+    from uatlab.errors import PrecisionError
+
+    with pytest.raises(PrecisionError, match=rf"; {advice} \(at least ([0-9.e+-]+) in {dtype}\)$") as info:
+        build_incontext_gd(2, 4, eps=1e-30, dtype=dtype)
+    least = float(re.search(r"at least ([0-9.e+-]+) in", str(info.value)).group(1))
+    assert build_incontext_gd(2, 4, eps=least * 1.01, dtype=dtype).model is not None
