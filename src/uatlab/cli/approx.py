@@ -527,7 +527,9 @@ def incontext_cmd(
 
     reject_overridden(ctx, quick, "steps", "train_steps", "test_tasks")
     if task == "ridge":  # the interpolation of ReLU(x) is the relu-features task's only
-        refuse_given(ctx, "--task ridge (they set the ReLU interpolation of --task relu-features)", ("anchors", "heads"))
+        refuse_given(
+            ctx, "--task ridge (they set the ReLU interpolation of --task relu-features)", ("anchors", "heads")
+        )
     ks = _ints(steps, "steps")
     _open_out(ctx, out, "incontext", figure=False)  # a table only
     if quick:

@@ -325,7 +325,13 @@ def compile_cmd(
     _check_group(group)
     _check_code(code)
     if dim:  # the smallest d any data set needs with these options (the exact minimum is checked after reading)
-        check_dim(dim, dim_floor(ff, dtype, code, labels, group, vocab=1, classes=1, max_len=1, exact=False))
+        check_dim(
+            dim,
+            dim_floor(ff, dtype, code, labels, group, vocab=1, classes=1, max_len=1, exact=False),
+            "these options",
+            "; the data may need more (its vocabulary, labels and groups widen the code and label coordinates): "
+            "its smallest d is known once it is read, and leaving --dim out uses it",
+        )
     check_input_file(data)
     check_output_file(out, [data])
     work = work_dir or out.with_name(out.name + ".work")
@@ -439,9 +445,11 @@ def dim_floor(
     return floor, detail
 
 
-def check_dim(dim: int, floor: tuple[int, str], where: str = "these options") -> None:
+def check_dim(dim: int, floor: tuple[int, str], where: str = "these options", more: str = "") -> None:
+    """InputError when ``dim`` is below ``floor`` (`dim_floor`: the smallest d and how it is made up) for
+    ``where``; ``more`` is added to the message (what else may raise the floor)."""
     if dim < floor[0]:
-        raise InputError(f"--dim {dim} is too small: {where} need d ≥ {floor[0]} ({floor[1]})")
+        raise InputError(f"--dim {dim} is too small: {where} need d ≥ {floor[0]} ({floor[1]}){more}")
 
 
 def _check_after_read(store, data: Path, dim: int, ff: str, dtype: str, code: str, labels: str, group: str) -> None:
