@@ -161,3 +161,18 @@ def test_small_case_float64_and_sets_mode():
     con = build_theorem2_layer(V, 2, 0.5, 1.0, 2.0, seed=2).detail
     f = float64_collapse(con, all_sequences(3, 2))
     assert f["exact_distinct_ids"] == 6 and f["float64_collapsed_ids"] == r["float64_collapsed_ids"]
+
+
+@pytest.mark.parametrize(("eps", "feasible"), [(0.5, True), (1e-300, False)])
+def test_the_digit_cap_error_advises_raising_it_only_when_the_estimate_is_feasible(eps, feasible):
+    """At the cap, the error suggests --max-digits only when the logit range's digit estimate could be reached;
+    an estimate of ~1e303 digits (eps = 1e-300) says no exact check can reach it and to enlarge eps."""
+    from uatlab.errors import PrecisionError
+    from uatlab.experiments.thm2_precision import FEASIBLE_DIGITS, theorem2_literal
+
+    with pytest.raises(PrecisionError) as info:
+        theorem2_literal(eps=eps, max_digits=16)
+    text = str(info.value)
+    estimate = float(text.split("suggests up to about ")[1].split(" digits")[0])
+    assert (estimate <= FEASIBLE_DIGITS) == feasible
+    assert ("Raise --max-digits" in text) == feasible and ("Use a larger eps" in text) == (not feasible)

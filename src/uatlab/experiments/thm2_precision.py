@@ -30,6 +30,10 @@ from uatlab.theory.contextual import contextual_margin_of_outputs
 from uatlab.theory.separatedness import tokenwise_separatedness
 from uatlab.verify.theorem2 import Theorem2Certificate, certify_theorem2
 
+# decimal digits past which raising the cap is no advice: one product of two arb numbers this long takes seconds,
+# and the certificate takes many per sequence
+FEASIBLE_DIGITS = 10**7
+
 
 def count_merged(items: list[Any], close_pairs: Iterable[tuple[Any, Any]]) -> int:
     """How many classes ``items`` form when every pair in ``close_pairs`` is merged (transitively, union-find)."""
@@ -162,10 +166,20 @@ def theorem2_literal(
             break
         lo = digits
         if digits >= max_digits:
+            if estimate > FEASIBLE_DIGITS:
+                advice = (
+                    f"up to about {float(estimate):.3g} digits, beyond any feasible exact check (arb numbers of "
+                    f"{FEASIBLE_DIGITS:.0e} digits already take seconds per operation). Use a larger eps, or smaller "
+                    "|V|, d or n."
+                )
+            else:
+                advice = (
+                    f"up to about {estimate} digits. Raise --max-digits (the cost grows faster than linearly with "
+                    "it) or use smaller |V|, d or n."
+                )
             raise PrecisionError(
                 f"the exact certificate did not pass at the cap of {max_digits} decimal digits; the largest "
-                f"logit range here is {spread:.4g}, which suggests up to about {estimate} digits. "
-                "Raise --max-digits (the cost grows faster than linearly with it) or use smaller |V|, d or n."
+                f"logit range here is {spread:.4g}, which suggests {advice}"
             )
         digits = min(2 * digits, max_digits)
     hi = digits
