@@ -58,6 +58,17 @@ def test_data_report_json(capsys, conll_file):
     assert data["baseline_all_majority_label"] <= data["baseline_per_word_majority"] <= data["ceiling_accuracy"]
 
 
+def test_scheme_iob2_says_when_there_is_nothing_to_convert(tmp_path, capsys, conll_file):
+    """--scheme iob2 on labels without B-/I- tags converts nothing: a note says so (it was silent); on IOB labels
+    there is no note."""
+    plain = tmp_path / "pos.conll"
+    write_conll(from_lists([["a", "b"], ["b", "a"]], [["DT", "NN"], ["NN", "DT"]], source=str(plain)), plain)
+    for path, noted in ((plain, True), (conll_file, False)):
+        code, data, err = run_json(capsys, ["data-report", str(path), "--scheme", "iob2", "--json"])
+        assert code == 0 and data["sequences"] > 0
+        assert ("--scheme iob2: " + str(path) + " has no B- or I- tags" in " ".join(err.split())) == noted
+
+
 def test_malformed_file_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.conll"
     bad.write_text("a O\nb\n")

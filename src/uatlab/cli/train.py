@@ -51,6 +51,14 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> tuple[Sequ
     data = read_sequences(path, reading)
     warn_long_outlier(data)
     if scheme == "iob2":
+        from uatlab.data.conll import detect_scheme
+
+        if detect_scheme(data.labels) == "none":  # nothing to convert: said, not done silently
+            err_console.print(
+                f"note: --scheme iob2: {path} has no B- or I- tags (scheme none); its labels are kept as they are",
+                highlight=False,
+                soft_wrap=True,
+            )
         data = SequenceDataset(
             data.tokens,
             [iob1_to_iob2(y) for y in data.labels],
