@@ -25,3 +25,12 @@ def test_a_few_points_measure_the_error_a_dense_grid_measures(anchors):
     dense = sweep_truncated_linear([anchors], points=20001).rows[0]
     assert 0.6 * dense["sup_error"] <= sparse["sup_error"] <= dense["bound"]
     assert dense["sup_error"] <= dense["bound"]
+
+
+def test_a_sweep_of_one_size_has_no_slope_in_either_sweep():
+    """One head count (or one anchor count) fits no slope: the slope table is empty in both sweeps (the head
+    sweep gave NaN, the anchor sweep nothing)."""
+    from uatlab.experiments.approximation_sweeps import sweep_heads
+
+    assert sweep_heads([3], points=61).slopes == {} == sweep_truncated_linear([11], points=61).slopes
+    assert set(sweep_heads([1, 2], points=61).slopes) == {"sup_error_vs_heads"}

@@ -174,7 +174,9 @@ def sweep_heads(
         r = measure_sup_error(c, ys)
         rows.append(_truncated_linear_row(c, r, anchors=anchors, heads=H))
         progress(f"heads H={H}: sup error {r['sup_error']:.4g} (bound {c.plan.bound:.4g})")
-    slopes = {"sup_error_vs_heads": fit_loglog_slope([r["heads"] for r in rows], [r["sup_error"] for r in rows])}
+    slopes = {}
+    if len(rows) > 1:  # a slope needs two sizes (one gives no slope, not NaN), as in the anchor sweep
+        slopes["sup_error_vs_heads"] = fit_loglog_slope([r["heads"] for r in rows], [r["sup_error"] for r in rows])
     return Sweep("heads", "heads", rows, slopes, seconds=time.perf_counter() - t0)
 
 
