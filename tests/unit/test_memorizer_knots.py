@@ -156,3 +156,37 @@ def test_knot_units_all_groups_at_once_equal_the_point_by_point_recursion(dtype,
     assert np.array_equal(units.word, word[idx])
     assert (units.pos is None) if not by_pos else np.array_equal(units.pos, pos[idx])
     assert (units.unresolved, units.virtual_points) == (unresolved, virtual)
+
+
+def test_the_knot_assembler_needs_memory_linear_in_a_long_sequence(monkeypatch):
+    """The extremes of a = α_w + π_k are taken from the extremes of α and π (float64 addition is monotone in each
+    argument): a V × max_len table of every sum made the assembler quadratic in the length of one long sequence
+    (CoNLL-2003 without its blank lines: 580 MB for a 16,000-token sentence)."""
+    import tracemalloc
+
+    import uatlab
+    import uatlab.constructions.paper_a.cor1_memorizer.api as api
+
+    n, V = 3000, 1500  # the table: V × n × 8 bytes = 36 MB
+    data = uatlab.SequenceDataset(
+        [[f"w{i % V}" for i in range(n)], ["a", "b"]], [["XY"[(i * 7919) % 3 == 0] for i in range(n)], ["X", "Y"]]
+    )
+    peaks, real = [], api.assemble_knot_model
+
+    def measured(*args, **kwargs):
+        tracemalloc.start()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+
+    monkeypatch.setattr(api, "assemble_knot_model", measured)
+    con = uatlab.compile_memorizer(data, certify=False, beta=1.0)
+    assert len(peaks) == 1 and peaks[0] < V * n * 8 / 8  # linear: well under the table
+    assert con.model is not None
+    # the extremes of the sums are the sums of the extremes, exactly (monotone rounding), for any α and π
+    rng = np.random.default_rng(0)
+    alpha, pi = rng.standard_normal(500) * 1e3, rng.standard_normal(300) * 1e-3
+    table = alpha[:, None] + pi[None, :]
+    assert table.min() == alpha.min() + pi.min() and table.max() == alpha.max() + pi.max()

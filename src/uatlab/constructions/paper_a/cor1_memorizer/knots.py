@@ -293,8 +293,9 @@ def assemble_knot_model(
     code, labels, _ = resolve_auto(dtype, code, labels)
     np_dt = np.float32 if dtype == "float32" else np.float64
     by_pos = occ.pos is not None
-    a_all = (alpha[:, None] + pi[None, :max_len]).ravel()
-    a_min, a_max = float(a_all.min()), float(a_all.max())
+    # extremes of a = α_w + π_k over all (word, position): float64 addition is monotone in each argument, so they
+    # are the sums of the extremes, exactly (O(V + n), not a V × n table: quadratic in a long sequence's length)
+    a_min, a_max = float(alpha.min() + pi[:max_len].min()), float(alpha.max() + pi[:max_len].max())
     h_v = a_min - VIRTUAL_BELOW if by_pos else a_min
     z_min = h_v
     lab_codes = label_code_matrix(C, labels)
