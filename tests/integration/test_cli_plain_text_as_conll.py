@@ -198,3 +198,19 @@ def test_capacity_refuses_the_paragraph_and_reads_it_with_format_conll(folder: P
     cap = capsys.readouterr()
     assert json.loads(cap.out)["format"] == "conll"
     assert "note: ner.txt read as CoNLL columns" in " ".join(cap.err.split()), cap.err
+
+
+def test_format_conll_reads_one_untagged_sentence_of_several_columns(folder: Path, capsys) -> None:
+    """One sentence of 4 columns whose last is a POS tag (no IOB tag, no blank line) is refused under auto as
+    plain text, and read as the columns it asks for under --format conll, by every command (it was refused
+    with no way through)."""
+    (folder / "pos.conll").write_text("The the x DT\ncat cat x NN\nsat sit x VBD\n")
+    assert main(["data-report", "pos.conll", "--json"]) == 2
+    assert "give --format conll" in " ".join(capsys.readouterr().err.split())
+    assert main(["data-report", "pos.conll", "--format", "conll", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sequences"] == 1 and report["tokens"] == 3
+    assert main(["compile", "pos.conll", "--format", "conll", "--out", "pos.safetensors", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certified_tokens"] == 3
+    assert main(["certify", "pos.safetensors", "pos.conll", "--format", "conll", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certified_tokens"] == 3

@@ -13,7 +13,7 @@ import pytest
 from conll_fixture import CONLL
 
 from uatlab.data.conll import read_conll
-from uatlab.data.jsonl import LABEL_SAMPLE_LINES, conll_or_text, sequence_format, words_as_labels
+from uatlab.data.jsonl import LABEL_SAMPLE_LINES, conll_or_text, read_sequences, sequence_format, words_as_labels
 from uatlab.errors import InputError
 
 PARA = "the cat sat\non the mat\n\nand it was\nvery happy now\n"
@@ -186,16 +186,27 @@ def test_many_lines_of_prose_of_one_length_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_refusal_offers_format_conll_only_when_that_reads_the_file(tmp_path: Path) -> None:
-    """Prose with no blank line is one sentence of three columns without an IOB tag, which the CoNLL reader
-    refuses as well: the refusal says so instead of offering a format that fails too."""
+    """Prose with no blank line is one sentence of three columns without an IOB tag: ``auto`` refuses it, and
+    format 'conll' (asked for by name) reads it as the columns it asks for, so the refusal offers it; prose
+    whose lines differ in width is refused by the CoNLL reader as well, and the refusal says so instead of
+    offering a format that fails too."""
     one = tmp_path / "one.txt"
     one.write_text("the cat sat\na dog ran\nmy friend likes\nhis sister reads\nour teacher speaks\n")
     with pytest.raises(InputError) as err:
         sequence_format(one, "auto")
-    msg = str(err.value)
-    assert "refuses it too" in msg and "the whole file is one sentence" in msg and "anyway" not in msg, msg
+    assert "to take it as word ... label columns anyway" in str(err.value) and "refuses it too" not in str(err.value)
     with pytest.raises(InputError, match="the whole file is one sentence"):
-        read_conll(one)
+        read_conll(one)  # the reader's own check, for a caller that did not choose the format
+    assert read_conll(one, plain_text_check=False).tokens == [["the", "a", "my", "his", "our"]]
+    assert read_sequences(one, "conll").labels == [["sat", "ran", "likes", "reads", "speaks"]]  # by name
+    with pytest.raises(InputError, match="does not look like CoNLL"):
+        read_sequences(one)  # auto
+    ragged = tmp_path / "ragged.txt"
+    ragged.write_text("the cat sat\na dog ran\nmy friend likes\nhis sister reads\nour teacher speaks slowly\n")
+    with pytest.raises(InputError) as err:
+        sequence_format(ragged, "auto")
+    msg = str(err.value)
+    assert "refuses it too" in msg and "expected 3 columns like the lines before, got 4" in msg and "anyway" not in msg
     para = tmp_path / "para.txt"
     para.write_text(PARA)
     with pytest.raises(InputError) as err:

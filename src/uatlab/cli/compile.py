@@ -75,17 +75,18 @@ WORKERS_OPTION = typer.Option(
 )
 
 
-def _records(path: Path, reading: str):
+def _records(path: Path, reading: str, fmt: str = "auto"):
     """The records of ``path`` for ``reading``, the format the command decided once, before anything is made
     (``'conll'`` or ``'jsonl'``: `uatlab.data.jsonl.sequence_format`, which refuses under ``--format auto`` a
     file of prose; once the file is read the command calls `say_reading`): taken as decided, never decided
-    again."""
+    again. ``fmt``: the --format given; CoNLL given by name is read as the columns it asks for (a file of one
+    untagged sentence too, which ``auto`` refuses as plain text)."""
     from uatlab.data.conll import iter_conll
     from uatlab.data.jsonl import iter_jsonl
 
     if reading not in ("conll", "jsonl"):
         raise ValueError(f"_records: reading must be 'conll' or 'jsonl' (decided by sequence_format), got {reading!r}")
-    return iter_jsonl(path) if reading == "jsonl" else iter_conll(path)
+    return iter_jsonl(path) if reading == "jsonl" else iter_conll(path, plain_text_check=fmt != "conll")
 
 
 def _threads(option: str) -> dict[str, Any]:
@@ -528,7 +529,9 @@ def _compile_deep(
     thread_settings = _threads(threads)
     reading = sequence_format(data, fmt)
     with StageBars(not json_out, units=STAGE_UNITS) as bars:
-        fig = compile_deep_file(_records(data, reading), data, dtype, out, seed, certify=not no_certify, progress=bars)
+        fig = compile_deep_file(
+            _records(data, reading, fmt), data, dtype, out, seed, certify=not no_certify, progress=bars
+        )
     say_reading(data, fmt, reading)
     fig["threads"] = thread_settings
     fig["format"] = reading
@@ -725,7 +728,7 @@ def _compile(
 
     t0 = time.perf_counter()
     reading = sequence_format(data, fmt)  # before the work directory is made: a refused format touches nothing
-    records = _records(data, reading)
+    records = _records(data, reading, fmt)
     store = TokenStore(
         work,
         str(data),
@@ -880,7 +883,7 @@ def certify_cmd(
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         _refuse_unk(unknown, model_path, "a --ff deep model")
         reading = sequence_format(data, fmt)
-        certify_deep_command(model_path, data, _records(data, reading), json_out, reading == "conll", reading)
+        certify_deep_command(model_path, data, _records(data, reading, fmt), json_out, reading == "conll", reading)
         return say_reading(data, fmt, reading)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
@@ -894,7 +897,7 @@ def certify_cmd(
 
     warn_exp_ulp_below_measured(exp_ulp, parameter_dtype(model))
     reading = sequence_format(data, fmt)
-    records = _length_checked(_records(data, reading), data, getattr(model.config, "max_len", None))
+    records = _length_checked(_records(data, reading, fmt), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(
             model,

@@ -48,7 +48,7 @@ def load_data(path: Path, fmt: str = "auto", scheme: str = "keep") -> tuple[Sequ
 
     check_input_file(path)
     reading = sequence_format(path, fmt)
-    data = read_sequences(path, reading)
+    data = read_sequences(path, reading, chosen=fmt)
     warn_long_outlier(data)
     if scheme == "iob2":
         from uatlab.data.conll import detect_scheme

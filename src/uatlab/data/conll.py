@@ -42,12 +42,14 @@ def _jsonl_hint(first_line: str | None) -> str:
     return "; its first line is a JSON object: if the file is JSONL, give --format jsonl or name the file .jsonl"
 
 
-def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], int]]:
+def iter_conll(path: str | os.PathLike, *, plain_text_check: bool = True) -> Iterator[tuple[list[str], list[str], int]]:
     """Yield (tokens, labels, first_line) per sentence, streaming (constant memory per sentence).
 
     Plain text is refused (`check_not_plain_text`): the first sentence is held back until a second one
     starts, so a file that is one sentence with ≥ 3 columns and no IOB tag in its last column (a text file,
     one sentence per line) is an error naming line 1, not a one-sentence data set of first word → last word.
+    ``plain_text_check=False`` (the format chosen explicitly: ``--format conll``) reads such a file as the
+    columns it asks for (e.g. one POS-tagged sentence: word, lemma, ..., tag).
     """
     path = check_input_file(path)
     tokens: list[str] = []
@@ -94,7 +96,7 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
                 tagged = True  # only the single-sentence case (the first sentence) needs it
             tokens.append(cols[0])
             labels.append(cols[-1])
-    if first is not None:
+    if first is not None and plain_text_check:
         try:
             check_not_plain_text(path, first, ncols or 0, tagged)
         except InputError as exc:
@@ -102,6 +104,7 @@ def iter_conll(path: str | os.PathLike) -> Iterator[tuple[list[str], list[str], 
             if hint:  # not plain text: JSONL read as CoNLL
                 raise InputError(f"{path}:{first[2]}: read as CoNLL, the whole file is one sentence{hint}") from None
             raise exc from None
+    if first is not None:
         yield first
 
 
@@ -117,16 +120,18 @@ def check_not_plain_text(path: Path, sentence: tuple[list[str], list[str], int],
         raise InputError(
             f"{path}:{start}: read as CoNLL, the whole file is one sentence of {len(tokens)} line{'s' if len(tokens) != 1 else ''} with {ncols} "
             "columns and no IOB tag (O, B-X, I-X) in the last column: this looks like plain text. CoNLL has one "
-            "token per line (word ... label) and a blank line between sentences"
+            "token per line (word ... label) and a blank line between sentences; to read it as such columns "
+            "anyway, give --format conll (from Python: format 'conll', or plain_text_check=False)"
         )
 
 
-def read_conll(path: str | os.PathLike, scheme: str = "keep") -> SequenceDataset:
-    """Read a whole CoNLL file. ``scheme='iob2'`` converts IOB1 labels to IOB2; ``'keep'`` leaves them."""
+def read_conll(path: str | os.PathLike, scheme: str = "keep", *, plain_text_check: bool = True) -> SequenceDataset:
+    """Read a whole CoNLL file. ``scheme='iob2'`` converts IOB1 labels to IOB2; ``'keep'`` leaves them.
+    ``plain_text_check``: as in `iter_conll`."""
     if scheme not in ("keep", "iob2"):
         raise InputError(f"scheme must be 'keep' or 'iob2', got {scheme!r}")
     toks, labs, lines = [], [], []
-    for t, y, line in iter_conll(path):
+    for t, y, line in iter_conll(path, plain_text_check=plain_text_check):
         toks.append(t)
         labs.append(iob1_to_iob2(y) if scheme == "iob2" else y)
         lines.append(line)

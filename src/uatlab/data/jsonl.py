@@ -269,7 +269,7 @@ def refuse_words_as_labels(path: str | os.PathLike) -> None:
         from uatlab.data.conll import iter_conll
 
         try:
-            for _ in iter_conll(path):
+            for _ in iter_conll(path, plain_text_check=False):  # what format 'conll' does
                 pass
         except InputError as exc:
             advice = f", and format 'conll' (--format conll) refuses it too: {exc}"
@@ -432,8 +432,13 @@ def format_note(path: str | os.PathLike, reading: str) -> str:
     return f"note: {path} read as {what}" + (f"; {hint}" if hint else "")
 
 
-def read_sequences(path: str | os.PathLike, fmt: str = "auto") -> SequenceDataset:
-    """Read CoNLL or JSONL; ``fmt='auto'`` picks JSONL for .jsonl/.json files, CoNLL otherwise."""
+def read_sequences(path: str | os.PathLike, fmt: str = "auto", *, chosen: str | None = None) -> SequenceDataset:
+    """Read CoNLL or JSONL; ``fmt='auto'`` picks JSONL for .jsonl/.json files, CoNLL otherwise. ``chosen``: the
+    format the user asked for when ``fmt`` is the reading already decided from it (default: ``fmt``). CoNLL asked
+    for by name is read as the columns it asks for; under ``auto`` a file that is one sentence of ≥ 3 untagged
+    columns is refused as plain text (`uatlab.data.conll.iter_conll`)."""
     from uatlab.data.conll import read_conll
 
-    return read_jsonl(path) if sequence_format(path, fmt) == "jsonl" else read_conll(path)
+    if sequence_format(path, fmt) == "jsonl":
+        return read_jsonl(path)
+    return read_conll(path, plain_text_check=(chosen or fmt) != "conll")

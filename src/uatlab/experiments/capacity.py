@@ -230,7 +230,7 @@ def run_capacity(
         data_fp = {"kind": kind, "sha256": prefix_identity(data, None)["sha256"], "seed": seed}
         if reading != format_by_name(data):  # read other than its name implies: other data than earlier versions
             data_fp["format"] = reading
-        parsed = read_sequences(data, reading)
+        parsed = read_sequences(data, reading, chosen=fmt)
         if max(ns) > len(parsed):  # every trial's data, before any is trained
             raise InputError(f"--ns {max(ns)} is larger than the {len(parsed)} sequences of {data}")
     recipe = {"layers": 1, "rank": 1, "warmup_steps": 50, "embed_std": 0.1}
