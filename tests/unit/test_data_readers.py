@@ -227,6 +227,19 @@ def test_format_detection_reads_the_first_line_of_the_second_sentence_before_dec
     )
 
 
+def test_tagged_conll_with_a_bad_line_in_its_second_sentence_is_named_not_read_as_text(tmp_path):
+    """A first sentence whose lines end in IOB tags is CoNLL even when the second sentence starts with another
+    width: the reader names the bad line (reading it as text would predict on the tags as words)."""
+    from uatlab.cli.predict import read_input
+    from uatlab.data.jsonl import conll_or_text
+
+    bad = tmp_path / "bad.conll"
+    bad.write_text("EU B-ORG\nrejects O\n\nGerman call B-MISC\nfoo O\n\nbar O\n")
+    assert conll_or_text(bad) == "conll"
+    with pytest.raises(InputError, match=r"bad.conll:4: expected 2 columns like the lines before, got 3"):
+        read_input(bad, "auto")
+
+
 @pytest.mark.parametrize("end", ["\r", "\r\n", "mixed"])
 def test_every_line_end_splits_lines_in_conll_and_jsonl(tmp_path, end):
     """A file saved with classic Mac OS line ends (a lone \\r) is as many lines as with \\n, not one line of every
