@@ -73,8 +73,9 @@ GOLDEN_FRACTION = (math.sqrt(5.0) - 1.0) / 2.0  # 1/φ: badly approximable, so k
 
 def _probe_grid(a: float, b: float, points: int) -> np.ndarray:
     """``points`` y in [a − (b − a), b + (b − a)] (the interval of Range_[a,b] and as much again on each side,
-    where the truncation acts; Hu et al. 2025, Definition 3.1), in increasing order: both ends and the
-    golden-ratio sequence lo + (hi − lo)·frac(k/φ), k = 1 … points − 2.
+    where the truncation acts; Hu et al. 2025, Definition 3.1), in increasing order: both ends; a and b and the
+    floats next to them outside [a, b] (the error outside [a, b] is largest as y approaches a or b; with
+    ``points`` ≥ 6); and the golden-ratio sequence lo + (hi − lo)·frac(k/φ), k = 1, 2, … for the rest.
 
     Why not equally spaced points: the anchors are equally spaced too (a + jΔ), and where the two spacings are
     commensurate every y falls on an anchor or halfway between two, where the interpolation error vanishes by
@@ -85,9 +86,10 @@ def _probe_grid(a: float, b: float, points: int) -> np.ndarray:
     sup, never above it."""
     span = b - a
     lo, hi = a - span, b + span
-    k = np.arange(1, max(points - 1, 1), dtype=np.float64)
-    u = np.sort(np.concatenate([[0.0, 1.0], np.mod(k * GOLDEN_FRACTION, 1.0)]))[:points]  # (points,)
-    return lo + (hi - lo) * u
+    below, above = float(np.nextafter(a, -np.inf)), float(np.nextafter(b, np.inf))  # the outside's sup: at a⁻, b⁺
+    fixed = [lo, below, a, b, above, hi] if points >= 6 else [lo, hi][:points]
+    k = np.arange(1, max(points - len(fixed), 0) + 1, dtype=np.float64)
+    return np.sort(np.concatenate([fixed, lo + (hi - lo) * np.mod(k * GOLDEN_FRACTION, 1.0)]))  # (points,)
 
 
 def _truncated_linear_row(c: Any, r: dict[str, float], *, anchors: int, heads: int) -> dict[str, Any]:
@@ -116,7 +118,7 @@ def sweep_truncated_linear(
     progress: Progress = _noop,
     stop_at_limit: bool = False,
 ) -> Sweep:
-    """Sup error of Range_[a,b] against the anchor count m (y on a dense grid of [a − (b−a), b + (b−a)]).
+    """Sup error of Range_[a,b] against the anchor count m (y at the points of `_probe_grid` in [a − (b−a), b + (b−a)]).
 
     ``stop_at_limit``: when the construction cannot keep its accuracy in ``dtype`` at some m (PrecisionError:
     the inverse temperature grows like m², and float32 rounding of the scores exceeds the promised accuracy
