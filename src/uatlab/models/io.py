@@ -307,10 +307,6 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
         )
     path = check_model_path(path)
     facts = check_facts(facts)
-    from uatlab.data.dataset import Encoding
-
-    if encoding is not None and not isinstance(encoding, Encoding):
-        raise TypeError(f"save(): encoding must be a uatlab.data.Encoding (or None), not a {type(encoding).__name__}")
     check_replaceable_model(path, "path")  # a file of the user's that is not a model is never replaced
     if not isinstance(model, Transformer):
         from uatlab.constructions.paper_c.model_file import save_next_token
@@ -330,6 +326,10 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
             {"facts_extra": facts} if facts else None,
         )
 
+    from uatlab.data.dataset import Encoding
+
+    if encoding is not None and not isinstance(encoding, Encoding):  # (a seq2seq deep model also takes its JSON)
+        raise TypeError(f"save(): encoding must be a uatlab.data.Encoding (or None), not a {type(encoding).__name__}")
     enc = encoding if encoding is not None else getattr(model, "encoding", None)
     extra: dict[str, Any] = {"uatlab_version": __version__}
     if enc is not None:
