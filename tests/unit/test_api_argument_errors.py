@@ -202,4 +202,4 @@ def test_a_too_small_eps_of_the_in_context_construction_gets_advice_that_applies
     with pytest.raises(PrecisionError, match=rf"; {advice} \(at least ([0-9.e+-]+) in {dtype}\)$") as info:
         build_incontext_gd(2, 4, eps=1e-30, dtype=dtype)
     least = float(re.search(r"at least ([0-9.e+-]+) in", str(info.value)).group(1))
-    assert build_incontext_gd(2, 4, eps=least * 1.01, dtype=dtype).model is not None
+    assert build_incontext_gd(2, 4, eps=least, dtype=dtype).model is not None  # the value printed is accepted

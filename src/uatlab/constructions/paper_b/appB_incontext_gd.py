@@ -323,7 +323,9 @@ def build_incontext_gd(
         raise InputError(f"sink weight must be positive and finite, got {sink}")
     u = 2.0**-53 if dtype == "float64" else 2.0**-24
     if u / eps > 1e-2:
-        larger = f"a larger eps (at least {100 * u:.3g} in {dtype})"
+        least = 100 * u  # u/eps ≤ 1e-2; printed rounded up to 3 digits, so the printed value is accepted
+        step = 10.0 ** (math.floor(math.log10(least)) - 2)
+        larger = f"a larger eps (at least {math.ceil(least / step) * step:.3g} in {dtype})"
         raise PrecisionError(
             f"eps={eps:g} is too small for {dtype}: the difference of the ± heads loses ~{u / eps:.2g} relative "
             f"accuracy; use {larger if dtype == 'float64' else 'float64 or ' + larger}"
