@@ -8,7 +8,9 @@ limit. The limit defaults to 80 % of the memory available when the command start
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from uatlab.errors import InputError
 
@@ -68,6 +70,19 @@ def set_memory_limit(limit: int | str | None) -> None:
     """Set the limit for this process (None: back to the environment / default)."""
     global _override
     _override = None if limit is None else (parse_size(limit) if isinstance(limit, str) else int(limit))
+
+
+@contextlib.contextmanager
+def limit_as_of_now() -> Iterator[None]:
+    """Hold the limit at its present value for the block (or the call it decorates): a call that checks several
+    requests compares each with the memory available when it began, not with what its own work has left."""
+    global _override
+    held = _override
+    _override = memory_limit()
+    try:
+        yield
+    finally:
+        _override = held
 
 
 def human(nbytes: float) -> str:

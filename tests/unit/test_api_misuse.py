@@ -574,7 +574,9 @@ def test_the_python_api_refuses_a_certificate_or_training_beyond_the_memory_limi
     with pytest.raises(InputError, match=r"certifying the sequence of 300 tokens at .*:3 would need about 6\.9 MB"):
         uatlab.compile_memorizer(data)
     assert uatlab.compile_memorizer(data, certify=False).certificate is None  # no certificate, nothing refused
-    with pytest.raises(InputError, match=r"certifying the sequence of 300 tokens at sequence 2 .*above the limit"):
+    with pytest.raises(
+        InputError, match=r"certifying the sequence of 300 tokens at <memory>:3 \(sequence 2\) .*above the limit"
+    ):
         uatlab.certify(built.model, data)
     cfg = uatlab.TrainConfig(epochs=1, dim=8, layers=1, heads=1, batch_size=4)
     with pytest.raises(InputError, match=r"training would need about 12\.4 MB .*300 tokens, 3 per batch"):
@@ -583,3 +585,19 @@ def test_the_python_api_refuses_a_certificate_or_training_beyond_the_memory_limi
     memory_limit_of("64M")  # raised: both run
     assert uatlab.certify(built.model, data).certified
     assert uatlab.train(data, cfg, tmp_path / "run").summary()["status"]
+
+
+def test_a_call_checks_every_request_against_the_memory_available_when_it_began(monkeypatch):
+    """The default limit is 80 % of the memory available; a call that checks several requests (the certificate,
+    chunk by chunk) holds the limit as it was when the call began, so its own allocations do not lower it."""
+    import uatlab.memory_guard as guard
+
+    free = iter([1 << 30] + [1 << 20] * 10)  # 1 GB available at the start, 1 MB once the work has begun
+    monkeypatch.delenv("UATLAB_MAX_MEMORY", raising=False)
+    monkeypatch.setattr(guard, "available_memory", lambda: next(free))
+    guard.set_memory_limit(None)
+    with guard.limit_as_of_now():
+        guard.check_memory(100 << 20, "a request", "a test")  # 100 MB < 0.8 GB: passes twice
+        guard.check_memory(100 << 20, "a request", "a test")
+    with pytest.raises(InputError, match="above the limit of 819.2 KB"):  # outside: the limit as it is now
+        guard.check_memory(100 << 20, "a request", "a test")

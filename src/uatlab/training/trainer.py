@@ -579,7 +579,9 @@ def train(
         CheckpointError: unreadable checkpoint, or one for another model/config/data (file contents included).
         TrainingError: non-finite loss (names epoch, batch and its first sentence).
         InputError: labels of ``valid_data`` unseen in training, bad init model, a file in ``out_dir`` that
-            the run would replace and that an earlier run did not write (or the init model itself).
+            the run would replace and that an earlier run did not write (or the init model itself); an empty
+            ``train_data`` or ``valid_data`` or ``out_dir``; attention over the longest sentence's batch that
+            would need more memory than the limit (`check_train_memory`), before any file is written.
         TypeError: ``train_data`` or ``valid_data`` not a `SequenceDataset`, or ``cfg`` not a `TrainConfig`
             (before any file).
         InputError: also ``max_minutes`` not a number or outside (0, 10^7] (before any file).

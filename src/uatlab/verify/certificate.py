@@ -115,7 +115,7 @@ from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
-from uatlab.memory_guard import check_memory
+from uatlab.memory_guard import check_memory, limit_as_of_now
 from uatlab.models.io import one_float_dtype
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.exp_accuracy import measured_exp_ulps
@@ -1924,7 +1924,8 @@ def certify(
 
     Raises:
         InputError: unknown tokens or labels (naming sequence, position and file line), sequences longer
-            than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes).
+            than the model's positional encoding, unsupported models (mixed or non-float32/64 dtypes), a
+            sequence whose all-pairs bounds would need more memory than the limit (`check_certify_memory`).
         ValueError: ``exp_ulps`` outside [0.5, 10^4].
         TypeError: ``model`` or ``data`` of another type (e.g. a list of token lists instead of a dataset), or an
             ``exp_ulps`` that is not a real number (a string, a bool).
@@ -1999,6 +2000,7 @@ def _check_dataset(data: object) -> None:
     data.validate()  # its lists may have been changed since it was made
 
 
+@limit_as_of_now()  # every chunk's request against the memory available when the certificate began
 def certify_chunks(
     model: Transformer,
     chunks: Iterable[tuple[int, SequenceDataset]],
@@ -2271,8 +2273,11 @@ def _spot_budgets(
         chunk_lengths = _lengths(chunk)
         if len(chunk_lengths):
             si = int(np.argmax(chunk_lengths))
-            line = f" (line {int(chunk.lines[si])})" if si < len(chunk.lines) else ""
-            check_certify_memory(int(chunk_lengths[si]), f"sequence {start + si}{line}")
+            if isinstance(chunk, SequenceDataset):
+                where = f"{chunk.where(si)} (sequence {start + si})"
+            else:
+                where = f"sequence {start + si}" + (f" (line {int(chunk.lines[si])})" if si < len(chunk.lines) else "")
+            check_certify_memory(int(chunk_lengths[si]), where)
         yield start, chunk, budget
         lengths, counts = np.unique(chunk_lengths, return_counts=True)
         _, budget = _spot_takes(lengths.tolist(), counts.tolist(), budget, cost_per_token)

@@ -44,6 +44,7 @@ from uatlab.data.information import label_information, merge_label_information
 from uatlab.data.keys import freshly_salted_input_keys, input_identity_assumption
 from uatlab.data.token_store import TokenStore, TokenTable
 from uatlab.errors import InputError
+from uatlab.memory_guard import limit_as_of_now
 from uatlab.models.io import load, save
 from uatlab.models.transformer import Transformer
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS
@@ -536,6 +537,7 @@ def _check_certificate_memory(data: SequenceDataset | TokenStore) -> None:
     check_certify_memory(n, where, "certify=False skips the certificate")
 
 
+@limit_as_of_now()  # the certificate's requests against the memory available when the call began
 def compile_memorizer(
     data: SequenceDataset | TokenStore,
     dtype: str = "float64",
@@ -594,7 +596,9 @@ def compile_memorizer(
         TypeError: ``data`` is neither a dataset, a token store nor a path (e.g. a bare list of token lists);
             ``seed`` or ``d_model`` is not an integer.
         InputError: bad data (naming the file line) or options; ``ff='deep'`` (that is
-            `uatlab.compile_seq2seq_deep`).
+            `uatlab.compile_seq2seq_deep`); with ``certify``, a longest sequence whose certificate would need
+            more memory than the limit (`uatlab.memory_guard`: the memory available when the call began),
+            before anything is compiled.
     """
     causal = check_flag(causal, "causal", TypeError, "compile_memorizer()")
     certify = check_flag(certify, "certify", TypeError, "compile_memorizer()")
