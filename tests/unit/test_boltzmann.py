@@ -193,6 +193,10 @@ def test_a_repeated_component_is_a_gap_of_zero_and_counted_once_per_repeat(vecto
     h = lemma1_hypotheses(vector)
     expected = len(vector) - len(set(vector))
     assert h.min_gap == 0.0 and len(h.duplicates) == expected == repeats and not h.holds
-    assert f"({expected} repeated component(s) in all)" in h.violations[0] and len(h.violations) == 1
+    values = sorted(set(vector))  # two different values closer than 2 log n + 3: a second violation
+    close = len(values) > 1 and min(np.diff(values)) <= 2 * np.log(len(vector)) + 3
+    assert f"({expected} repeated component(s) in all)" in h.violations[0] and len(h.violations) == 1 + close
     two = lemma1_hypotheses([[0.0, 20.0], [20.0, 40.0]])  # a value shared by two vectors is no repeat
     assert two.duplicates == [] and two.min_gap == 20.0
+    both = lemma1_hypotheses([0.0, 0.0, 0.1])  # a repeat and two values too close: both reported
+    assert both.min_gap == 0.0 and len(both.violations) == 2 and "differ by 0.1" in both.violations[1]

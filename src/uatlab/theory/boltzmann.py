@@ -234,12 +234,13 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
     distinct = np.unique(arr)
     # the smallest gap between two components: 0 where a vector repeats one (reported above), else between the
     # family's distinct values (two vectors may share a value: a repeat is only within a vector)
-    min_gap = 0.0 if duplicates else float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
+    distinct_gap = float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
+    min_gap = 0.0 if duplicates else distinct_gap
     required = lemma1_required_gap(n)
-    if not duplicates and not min_gap > required:
+    if not distinct_gap > required:  # two different values too close (a repeat is reported above)
         j = int(np.diff(distinct).argmin())
         violations.append(
-            f"components {distinct[j]} and {distinct[j + 1]} differ by {min_gap:.6g}, "
+            f"components {distinct[j]} and {distinct[j + 1]} differ by {distinct_gap:.6g}, "
             f"not more than 2 log n + 3 = {required:.6g} (n = {n})"
         )
     return Lemma1Hypotheses(n, r_value, min_gap, required, duplicates, violations)

@@ -399,6 +399,10 @@ def build_truncated_linear_attention(
     d = w_t.shape[1]
     shared_w = bool((w_t == w_t[0:1]).all())
     t_arr = torch.as_tensor(np.asarray(t, dtype=np.float64)).reshape(-1)
+    check_integer(d_out, "d_out", 1, None)
+    check_integer(out_channel, "out_channel", 0, None)
+    if n_tokens is not None:  # before it is used as a count
+        check_integer(n_tokens, "n_tokens", 1, None)
     # plan first (it validates a, b, eps/anchors, heads, dtype)
     m_probe = anchors
     n = n_tokens
@@ -427,10 +431,6 @@ def build_truncated_linear_attention(
         raise InputError(f"t has {t_arr.shape[0]} entries for a sequence of {n} tokens")
     if not torch.isfinite(t_arr).all():
         raise InputError("t contains NaN or infinite entries")
-    check_integer(d_out, "d_out", 1, None)
-    check_integer(out_channel, "out_channel", 0, None)
-    if n_tokens is not None:
-        check_integer(n_tokens, "n_tokens", 1, None)
     if not (0 <= out_channel < d_out):
         raise InputError(f"out_channel {out_channel} is outside [0, {d_out})")
     n_dead = (n - m) if mode == "token" else n
