@@ -324,3 +324,22 @@ def test_output_file_spelt_as_a_folder_is_refused(here: Path, capsys, argv: list
     assert f"'{option}'" in err and repr(argv[-1]) in err and "file path" in err, err
     after = {p.relative_to(here).as_posix(): p.stat().st_mtime_ns for p in here.rglob("*")}
     assert after == before
+
+
+def test_the_certificate_memory_refusal_suggests_no_certify_only_where_it_exists(tmp_path, monkeypatch, capsys):
+    """compile's refusal of a sequence too long to certify suggests --no-certify; certify has no such option, so
+    its refusal does not."""
+    monkeypatch.chdir(tmp_path)
+    n = 300  # 80 bytes × 300² = 6.9 MB of all-pairs bounds
+    line = {"tokens": [f"w{i % 30}" for i in range(n)], "labels": ["XY"[i % 7 == 0] for i in range(n)]}
+    Path("long.jsonl").write_text(json.dumps(line) + "\n")
+    assert main(["compile", "long.jsonl", "--out", "m.safetensors", "--max-memory", "1M"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "certifying the sequence of 300 tokens at long.jsonl:1 would need about 6.9 MB" in err
+    assert "--no-certify skips the certificate" in err
+    assert main(["compile", "long.jsonl", "--out", "m.safetensors", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["certify", "m.safetensors", "long.jsonl", "--max-memory", "1M"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "certifying the sequence of 300 tokens at long.jsonl:1 would need about 6.9 MB" in err
+    assert "--no-certify" not in err
