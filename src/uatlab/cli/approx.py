@@ -29,6 +29,16 @@ LIST_MAX = 100_000  # largest anchor count, grid, head count or context length a
 OUT = typer.Option(Path("approx-out"), "--out", parser=path_value, help="Folder for the CSV and the figure.")
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
+# the y values of the truncated-linear sweeps (`uatlab.experiments.approximation_sweeps._probe_grid`)
+POINTS = typer.Option(
+    20001,
+    "--points",
+    min=3,
+    max=10**7,
+    help="y values sampled on [a−(b−a), b+(b−a)]: both ends, a, b and their outside neighbours, and a "
+    "golden-ratio sequence (never in step with the anchors); sup_error is their largest error, a lower estimate "
+    "of the sup.",
+)
 
 if TYPE_CHECKING:
     from uatlab.experiments import approximation_sweeps as sw
@@ -114,13 +124,7 @@ def truncated_linear_cmd(
     ),
     a: float = typer.Option(-1.0, "--a", help="Lower clamp value.", callback=finite(-1e6, 1e6)),
     b: float = typer.Option(1.0, "--b", help="Upper clamp value.", callback=finite(-1e6, 1e6)),
-    points: int = typer.Option(
-        20001,
-        "--points",
-        min=3,
-        max=10**7,
-        help="y values sampled on [a−(b−a), b+(b−a)]: both ends, a, b and their outside neighbours, and a golden-ratio sequence (never in step with the anchors); sup_error is their largest error, a lower estimate of the sup.",
-    ),
+    points: int = POINTS,
     dtype: str = typer.Option("float64", "--dtype", help="float64 or float32.", callback=one_of("float64", "float32")),
     out: Path = OUT,
     quick: bool = QUICK,
@@ -180,13 +184,7 @@ def heads_cmd(
     ctx: typer.Context,
     heads: str = typer.Option("1,2,4,8,16", "--heads", help="Head counts H to sweep."),
     anchors: int = typer.Option(11, "--anchors", min=2, max=100_000, help="Anchors per head (= positions n)."),
-    points: int = typer.Option(
-        20001,
-        "--points",
-        min=3,
-        max=10**7,
-        help="y values sampled on [a−(b−a), b+(b−a)]: both ends, a, b and their outside neighbours, and a golden-ratio sequence (never in step with the anchors); sup_error is their largest error, a lower estimate of the sup.",
-    ),
+    points: int = POINTS,
     out: Path = OUT,
     quick: bool = QUICK,
     json_out: bool = JSON,
