@@ -210,6 +210,7 @@ def test_format_detection_ends_a_sentence_at_a_document_marker_as_the_readers_do
         ("EU rejects German call\n\nBRUSSELS\n", "text"),
         ("EU B-ORG\nrejects O\n\nGerman B-MISC\n", "conll"),  # the second sentence of the same width
         ("a b c\n\nd e f\n", "conll"),
+        ("Please send E-mail\n\nThe meeting moved to Friday afternoon\nBring the slides and the report\n", "text"),
     ],
 )
 def test_format_detection_reads_the_first_line_of_the_second_sentence_before_deciding(tmp_path, text, reading):

@@ -287,8 +287,9 @@ def conll_or_text(path: str | os.PathLike) -> str:
 
     - CoNLL when its first blank-line-separated block has lines of one width of ≥ 2 columns and the second
       block's first line has that width too (what the CoNLL reader reads, whatever the labels; it names any
-      later bad line) or the first block's lines all end in an IOB tag (O, B-X, I-X, E-X, S-X: the reader
-      names a second block of another width), or when it is one such block of two or more tagged lines;
+      later bad line) or the first block's two or more lines all end in an IOB tag (O, B-X, I-X, E-X, S-X:
+      the reader names a second block of another width), or when it is one such block of two or more tagged
+      lines;
     - unlabelled CoNLL (``'conll-tokens'``: one token per line, `uatlab.data.text_file.read_token_blocks`) when every
       line has one word and blank lines separate at least two sentences, one of several lines;
     - plain text when the widths differ or every line has one word otherwise, or when it is
@@ -328,10 +329,15 @@ def _conll_or_text_by_shape(path: str | os.PathLike) -> str:
                 in_block = False
                 continue
             if not in_block:
-                # a second sentence after one of a single width ≥ 2 whose lines all end in an IOB tag, or whose
-                # first line has that width: CoNLL (the reader names any bad line); else read on (an untagged
-                # paragraph, then a line of another width or one word: plain text by the rules below)
-                if wide_blocks == 1 and not narrow and len(widths) == 1 and (tagged or len(cols) in widths):
+                # a second sentence after one of a single width ≥ 2 whose two or more lines all end in an IOB tag
+                # (one line ending in "E-mail" is a sentence), or whose first line has that width: CoNLL (the
+                # reader names any bad line); else read on (plain text by the rules below)
+                if (
+                    wide_blocks == 1
+                    and not narrow
+                    and len(widths) == 1
+                    and ((tagged and rows >= 2) or len(cols) in widths)
+                ):
                     return "conll"
                 blocks += 1
                 in_block, block_wide = True, False
