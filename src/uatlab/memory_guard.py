@@ -9,6 +9,7 @@ limit. The limit defaults to 80 % of the memory available when the command start
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Iterator
 
@@ -19,6 +20,7 @@ MAX_MEMORY_HELP = (
     "Refuse to start above this much memory (e.g. 16G; default: 80% of available memory, or $UATLAB_MAX_MEMORY)."
 )
 _override: int | None = None
+_held: contextvars.ContextVar[int | None] = contextvars.ContextVar("uatlab_memory_limit_held", default=None)
 
 
 def parse_size(text: str) -> int:
@@ -55,10 +57,14 @@ def available_memory() -> int | None:
 
 
 def memory_limit() -> int:
-    """The current limit in bytes: ``set_memory_limit``, else ``UATLAB_MAX_MEMORY``, else 80 % of the memory
-    available now (75 % of physical memory where that is unknown)."""
+    """The current limit in bytes: ``set_memory_limit``, else the limit a `limit_as_of_now` block of this thread
+    holds, else ``UATLAB_MAX_MEMORY``, else 80 % of the memory available now (75 % of physical memory where that
+    is unknown)."""
     if _override is not None:
         return _override
+    held = _held.get()
+    if held is not None:
+        return held
     env = os.environ.get(ENV)
     if env:
         return parse_size(env)
@@ -75,14 +81,14 @@ def set_memory_limit(limit: int | str | None) -> None:
 @contextlib.contextmanager
 def limit_as_of_now() -> Iterator[None]:
     """Hold the limit at its present value for the block (or the call it decorates): a call that checks several
-    requests compares each with the memory available when it began, not with what its own work has left."""
-    global _override
-    held = _override
-    _override = memory_limit()
+    requests compares each with the memory available when it began, not with what its own work has left. The
+    value is held per thread (a context variable: overlapping calls in two threads each keep their own, and
+    nothing outlives the block); `set_memory_limit` still takes precedence."""
+    token = _held.set(memory_limit())
     try:
         yield
     finally:
-        _override = held
+        _held.reset(token)
 
 
 def human(nbytes: float) -> str:

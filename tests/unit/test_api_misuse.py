@@ -601,3 +601,48 @@ def test_a_call_checks_every_request_against_the_memory_available_when_it_began(
         guard.check_memory(100 << 20, "a request", "a test")
     with pytest.raises(InputError, match="above the limit of 819.2 KB"):  # outside: the limit as it is now
         guard.check_memory(100 << 20, "a request", "a test")
+
+
+def test_certify_and_compile_hold_the_limit_they_began_with(monkeypatch, memory_limit_of):
+    """uatlab.certify and compile_memorizer check each chunk against the limit of their start: memory that their
+    own work takes (here: the available memory falling to 1 KB after the first reading) does not refuse a
+    chunk. Two threads holding limits at once each keep their own, and none is left after."""
+    import threading
+
+    import uatlab.memory_guard as guard
+
+    data = _one_long_sequence(300)  # 6.9 MB of bounds
+    built = uatlab.compile_memorizer(data)
+    monkeypatch.delenv("UATLAB_MAX_MEMORY", raising=False)
+    memory_limit_of(None)
+    readings = []
+
+    def falling():
+        readings.append(1)
+        return (1 << 30) if len(readings) == 1 else (1 << 10)
+
+    monkeypatch.setattr(guard, "available_memory", falling)
+    # three chunks, three checks: the first reading (1 GB) is the one every check uses
+    assert uatlab.certify(built.model, data, chunk_tokens=2).certified  # held 0.8 GB, not 819 bytes
+    readings.clear()
+    assert uatlab.compile_memorizer(data).certificate.certified
+    readings[:] = [1, 1]  # the next reading is 1 KB: a call that holds nothing is refused
+    with pytest.raises(InputError, match="above the limit of 819 B"):
+        guard.check_memory(7 << 20, "a request", "a test")
+    free = {"a": 1 << 30, "b": 2 << 30}  # what each thread finds available
+    monkeypatch.setattr(guard, "available_memory", lambda: free[threading.current_thread().name])
+    seen, gate = {}, threading.Barrier(2)
+
+    def hold():
+        name = threading.current_thread().name
+        with guard.limit_as_of_now():
+            gate.wait()  # both blocks open at once
+            seen[name] = guard.memory_limit()
+
+    threads = [threading.Thread(target=hold, name=n) for n in free]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {n: int(0.8 * f) for n, f in free.items()}  # each its own
+    assert guard._held.get() is None and guard._override is None  # and nothing left after
