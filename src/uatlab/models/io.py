@@ -318,6 +318,8 @@ def save(model: Any, path: str | os.PathLike, *, encoding: Any = None, facts: di
             enc = encoding if encoding is not None else getattr(model, "encoding", None)
             return save_seq2seq_deep(model.memo, path, enc, {"facts_extra": facts} if facts else None)
 
+        if encoding is not None:  # its vocabularies are the module's token_vocab and label_vocab
+            raise TypeError("save(): a next-token memorizer stores token_vocab and label_vocab, not an encoding")
         return save_next_token(
             model.memo,
             path,

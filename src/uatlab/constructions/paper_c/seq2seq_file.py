@@ -61,7 +61,12 @@ def _checked_encoding(enc: Any, V: int, C: int, where: str) -> Any:
     from uatlab.data.dataset import Encoding
 
     if isinstance(enc, dict):
-        enc = Encoding.from_json(enc)
+        try:
+            enc = Encoding.from_json(enc)
+        except (KeyError, TypeError, ValueError) as exc:  # a dict of something else
+            raise InputError(
+                f"{where}: the encoding's JSON is not an Encoding's ({type(exc).__name__}: {exc})"
+            ) from None
     if not isinstance(enc, Encoding):
         raise InputError(f"{where}: the encoding must be a uatlab.Encoding, got {type(enc).__name__}")
     if enc.unknown_token is not None:
