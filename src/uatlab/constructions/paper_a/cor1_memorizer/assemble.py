@@ -33,7 +33,13 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_a.cor1_memorizer.contexts import Occurrences, label_boundaries
-from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, Layout, resolve_auto, word_codes
+from uatlab.constructions.paper_a.cor1_memorizer.layout import (
+    POSITION_CODE,
+    Layout,
+    key_extremes,
+    resolve_auto,
+    word_codes,
+)
 from uatlab.data.dataset import Encoding
 from uatlab.errors import DimensionTooSmallError
 from uatlab.models.transformer import Transformer, TransformerConfig
@@ -81,9 +87,7 @@ def assemble_ramp_model(
 
     # ---- boundaries: (group, h below, h above, label below, label above) ---------------------------
     bidx, gaps = label_boundaries(occ)
-    # extremes of a = α_w + π_k over all (word, position): rounding is monotone, so they are those of the sums of
-    # the extremes (O(V + n) instead of a V × n table)
-    a_min, a_max = float(alpha.min() + pi[:max_len].min()), float(alpha.max() + pi[:max_len].max())
+    a_min, a_max = key_extremes(alpha, pi, max_len)
     first_point = np.r_[0, np.flatnonzero(occ.group[1:] != occ.group[:-1]) + 1]
     base = np.zeros(V, dtype=np.int64)  # label of the embedding (coordinate L0 + base[w] is 1)
     if by_pos:

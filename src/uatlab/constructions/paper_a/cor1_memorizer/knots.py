@@ -93,7 +93,7 @@ import numpy as np
 import torch
 
 from uatlab.constructions.paper_a.cor1_memorizer.assemble import CONSTRUCTION, rank1_memorizer_base
-from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, resolve_auto, word_codes
+from uatlab.constructions.paper_a.cor1_memorizer.layout import POSITION_CODE, key_extremes, resolve_auto, word_codes
 from uatlab.errors import DimensionTooSmallError, InputError
 
 VIRTUAL_BELOW = 0.25  # (word, position) groups: virtual point at a_min − 1/4 below every h
@@ -293,9 +293,7 @@ def assemble_knot_model(
     code, labels, _ = resolve_auto(dtype, code, labels)
     np_dt = np.float32 if dtype == "float32" else np.float64
     by_pos = occ.pos is not None
-    # extremes of a = α_w + π_k over all (word, position): float64 addition is monotone in each argument, so they
-    # are the sums of the extremes, exactly (O(V + n), not a V × n table: quadratic in a long sequence's length)
-    a_min, a_max = float(alpha.min() + pi[:max_len].min()), float(alpha.max() + pi[:max_len].max())
+    a_min, a_max = key_extremes(alpha, pi, max_len)
     h_v = a_min - VIRTUAL_BELOW if by_pos else a_min
     z_min = h_v
     lab_codes = label_code_matrix(C, labels)

@@ -97,6 +97,14 @@ def positional_codes(max_len: int, beta: float, seed: int) -> tuple[np.ndarray, 
     return pi, b
 
 
+def key_extremes(alpha: np.ndarray, pi: np.ndarray, max_len: int) -> tuple[float, float]:
+    """(min, max) of the keys a = α_w + π_k over every word w and position k < ``max_len``, in float64.
+
+    float64 addition is monotone in each argument, so the extremes of the rounded sums are the rounded sums of
+    the extremes, exactly: O(V + n), not a V × n table (quadratic in the length of one long sequence)."""
+    return float(alpha.min() + pi[:max_len].min()), float(alpha.max() + pi[:max_len].max())
+
+
 def query_scales(max_len: int, beta: float, shift: int = 0) -> np.ndarray:
     """b_k = β(1 + ((k + shift·2^m/S) mod 2^m)/2^m), S = QUERY_SHIFTS, 2^m ≥ max_len: in [β, 2β) with m + 1
     significant bits (exact in float32); shift 0 is `positional_codes`' b."""
