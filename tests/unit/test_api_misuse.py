@@ -575,7 +575,7 @@ def test_the_python_api_refuses_a_certificate_or_training_beyond_the_memory_limi
         uatlab.compile_memorizer(data)
     assert uatlab.compile_memorizer(data, certify=False).certificate is None  # no certificate, nothing refused
     with pytest.raises(
-        InputError, match=r"certifying the sequence of 300 tokens at <memory>:3 \(sequence 2\) .*above the limit"
+        InputError, match=r"certifying the sequence of 300 tokens at <memory>:3 would need .*above the limit"
     ):
         uatlab.certify(built.model, data)
     cfg = uatlab.TrainConfig(epochs=1, dim=8, layers=1, heads=1, batch_size=4)

@@ -564,10 +564,9 @@ def _refuse_unk(unknown: str, model_path: Path, what: str) -> None:
 
 
 def _length_checked(records, data: Path, max_len: int | None = None):
-    """The records, refusing (file:line) a sequence longer than the model's ``max_len`` or too long to certify
-    (the memory is checked at each new longest sequence: a shorter one needs less), and a file holding none
-    (`no_data_error`, naming it: the certificate's own refusal of no tokens cannot)."""
-    longest = 0
+    """The records, refusing (file:line) a sequence longer than the model's ``max_len``, and a file holding none
+    (`no_data_error`, naming it: the certificate's own refusal of no tokens cannot). A sequence too long to
+    certify is refused by the certificate itself, chunk by chunk, naming its file:line."""
     empty = True
     for tokens, labels, line in records:
         empty = False
@@ -575,11 +574,6 @@ def _length_checked(records, data: Path, max_len: int | None = None):
             raise InputError(
                 f"{data}:{line}: a sequence of {len(tokens)} tokens is longer than the model's max_len {max_len}"
             )
-        if len(tokens) > longest:  # (certify has no --no-certify to suggest)
-            from uatlab.verify.certificate import check_certify_memory as check
-
-            check(len(tokens), f"{data}:{line}")
-            longest = len(tokens)
         yield tokens, labels, line
     if empty:
         raise no_data_error(data, "no tokens to certify")

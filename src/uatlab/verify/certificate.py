@@ -2273,8 +2273,8 @@ def _spot_budgets(
         chunk_lengths = _lengths(chunk)
         if len(chunk_lengths):
             si = int(np.argmax(chunk_lengths))
-            if isinstance(chunk, SequenceDataset):
-                where = f"{chunk.where(si)} (sequence {start + si})"
+            if isinstance(chunk, SequenceDataset):  # its source and line, as the readers name a sequence
+                where = chunk.where(si)
             else:
                 where = f"sequence {start + si}" + (f" (line {int(chunk.lines[si])})" if si < len(chunk.lines) else "")
             check_certify_memory(int(chunk_lengths[si]), where)
