@@ -279,7 +279,6 @@ def train_command(
         DEFAULT_TARGETS,
         TrainConfig,
         TrainingError,
-        check_train_memory,
         train,
         train_output_folder,
     )
@@ -340,7 +339,6 @@ def train_command(
     if valid is not None:
         say_reading(valid, fmt, valid_reading)
     hashes = {"train": file_identity(data)["sha256"], "valid": file_identity(valid)["sha256"] if valid else None}
-    check_train_memory(train_data, layers, heads, batch_size)
     try:
         with OutputLock(out):
             result = train(

@@ -64,22 +64,17 @@ DEFAULT_TARGETS = (PAPER_ACCURACY, 0.999, 0.9995)
 TRAIN_OUTPUTS = ("model.safetensors", "summary.json", "metrics.csv", "metrics.jsonl")
 
 
-def train_attention_bytes(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> float:
-    """Rough peak bytes of the attention matrices in training: the longest sentence's batch (padded to its
-    length), float32, 12 n × n copies per layer and head (scores, mask, probabilities and their gradients;
-    40 bytes per pair measured for one head at n = 5000)."""
-    n = max(len(t) for t in data.tokens)
-    return 4.0 * 12 * layers * heads * min(batch_size, len(data)) * n * n
-
-
 def check_train_memory(data: SequenceDataset, layers: int, heads: int, batch_size: int) -> None:
-    """Refuse (InputError, `uatlab.memory_guard`) training whose attention matrices over the longest sentence's
-    batch (`train_attention_bytes`) would exceed the memory limit."""
-    n_max = max(len(t) for t in data.tokens)
+    """Refuse (InputError, `uatlab.memory_guard`) training whose attention matrices would exceed the memory
+    limit: a rough peak for the longest sentence's batch (padded to its length), float32, 12 n × n copies per
+    layer and head (scores, mask, probabilities and their gradients; 40 bytes per pair measured for one head at
+    n = 5000, 48 assumed)."""
+    n = max(len(t) for t in data.tokens)
+    per_batch = min(batch_size, len(data))
     check_memory(
-        train_attention_bytes(data, layers, heads, batch_size),
+        4.0 * 12 * layers * heads * per_batch * n * n,
         "training",
-        f"attention over the longest sentence, {n_max} tokens, {min(batch_size, len(data))} per batch",
+        f"attention over the longest sentence, {n} tokens, {per_batch} per batch",
     )
 
 
