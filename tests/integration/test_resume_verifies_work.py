@@ -182,14 +182,23 @@ def test_undamaged_work_directory_resumes_to_the_same_model(here: Path, capsys) 
 
 
 def test_a_hand_edited_chunk_name_never_deletes_a_file_outside(here: Path, capsys) -> None:
-    """A work directory is cleared of its own files only: a chunk entry edited to name a file outside it (or
-    any name uatlab does not write) is not deleted, by a run that starts over or by one that resumes."""
+    """A chunk entry edited to name a file outside the work directory never gets it deleted: a run that starts
+    over refuses the kept directory and one that resumes refuses the entry, each naming why, before anything is
+    removed (`TokenStore.remove` deletes only the names it writes: tests/unit/test_out_of_core.py)."""
     victim = here / "victim.txt"
     victim.write_text("keep me")
     _edit_manifest(here, lambda m: m["chunks"][0].update(file="../victim.txt"))
-    for extra in ([], ["--resume"]):
-        assert main([*ARGV, *extra]) == 2
+    before = _snapshot(here / WORK)
+    capsys.readouterr()
+    why = {  # each run refuses the directory before touching it: the reason is what protects the file outside
+        "": f"error: work directory {WORK} holds all of s.jsonl read by an earlier run",
+        "--resume": f'{WORK}/manifest.json: chunk entry 0 is not one uatlab writes: {{"file": "../victim.txt"',
+    }
+    for extra, reason in why.items():
+        assert main([*ARGV, *([extra] if extra else [])]) == 2
+        assert reason in capsys.readouterr().err
         assert victim.read_text() == "keep me"
+    assert _snapshot(here / WORK) == before  # and the directory itself untouched
 
 
 def test_a_kept_work_directory_is_not_discarded_by_a_run_without_resume(here: Path, capsys) -> None:
