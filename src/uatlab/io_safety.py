@@ -273,8 +273,11 @@ def check_output_dir(
     return p
 
 
+TEMP_TOKEN_BYTES = 4  # random bytes in a temporary file's name: ``.NAME.<2 × this many hex digits>.tmp``
+
+
 def _temp_beside(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    return path.with_name(f".{path.name}.{secrets.token_hex(TEMP_TOKEN_BYTES)}.tmp")
 
 
 def leftover_temps(path: str | os.PathLike) -> list[Path]:
@@ -284,9 +287,9 @@ def leftover_temps(path: str | os.PathLike) -> list[Path]:
     import re
 
     p = Path(path)
-    name = re.compile(rf"\.{re.escape(p.name)}\.[0-9a-f]{{8}}\.tmp")
+    name = re.compile(rf"\.{re.escape(p.name)}\.[0-9a-f]{{{2 * TEMP_TOKEN_BYTES}}}\.tmp")  # `_temp_beside`'s names
     try:
-        entries = sorted(p.parent.iterdir() if str(p.parent) else Path(".").iterdir())
+        entries = sorted(p.parent.iterdir())  # (the parent of a bare name is ".")
     except OSError:
         return []
     return [e for e in entries if name.fullmatch(e.name) and e.is_file() and not e.is_symlink()]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from uatlab.cli import main
+from uatlab.memory_guard import human
 
 
 @pytest.mark.skipif(
@@ -56,8 +57,8 @@ def test_a_killed_runs_temporary_file_is_named_and_kept(tmp_path, monkeypatch, c
     assert main(["synth", "-N", "4", "sy.jsonl"]) == 0
     err = capsys.readouterr().err
     assert "note: 1 temporary file(s) of an earlier run killed before it could clean up are beside sy.jsonl" in err
-    assert ".sy.jsonl.0123abcd.tmp (2.9 KB)" in err
+    assert f".sy.jsonl.0123abcd.tmp ({human(3000)})" in err
     assert left.read_bytes() == b"x" * 3000
     (tmp_path / ".m.safetensors.0123abcd.tmp").write_bytes(b"y")
     assert main(["compile", "sy.jsonl", "--out", "m.safetensors", "--json"]) == 0
-    assert ".m.safetensors.0123abcd.tmp (1 B)" in capsys.readouterr().err
+    assert f".m.safetensors.0123abcd.tmp ({human(1)})" in capsys.readouterr().err

@@ -135,11 +135,11 @@ def file_path(what: str = "file") -> Callable[[Any], Path]:
     def parse(value: Any) -> Path:
         if isinstance(value, Path):  # a default, already a Path
             return value
-        text = str(value)
-        why = "an empty path" if text == "" else folder_spelling(text)
+        path = path_value(value)  # an empty text is refused there
+        why = folder_spelling(str(value))
         if why is not None:
             raise typer.BadParameter(f"{why}: give a {what} path")
-        return Path(text)
+        return path
 
     return parse
 
