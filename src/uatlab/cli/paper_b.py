@@ -71,42 +71,41 @@ def _sweep_command(
         )
     if json_out:
         print_json(data)
-        exit_if_all_failed(data["failed"], data["finished"])
-        return
-    table = Table(title=f"attention-{sweep} ({scale}): mean ± std over seeds", show_lines=False)
-    for col in (
-        "mode",
-        "value",
-        "seeds",
-        "params",
-        "MSE 32 ch (repo)",
-        "MSE target",
-        "sup target",
-        "sup @50 ep",
-        "closed-form sup",
-    ):
-        table.add_column(col)
-    for s in data["summary"]:
-        table.add_row(
-            s["mode"],
-            format_value(s["value"]),
-            str(s["seeds"]),
-            str(s["n_params"]),
-            _pm(s, "test_mse_all_channels"),
-            _pm(s, "test_mse"),
-            _pm(s, "test_sup"),
-            _pm(s, "at50_sup"),
-            _pm(s, "cf_sup"),
+    else:
+        table = Table(title=f"attention-{sweep} ({scale}): mean ± std over seeds", show_lines=False)
+        for col in (
+            "mode",
+            "value",
+            "seeds",
+            "params",
+            "MSE 32 ch (repo)",
+            "MSE target",
+            "sup target",
+            "sup @50 ep",
+            "closed-form sup",
+        ):
+            table.add_column(col)
+        for s in data["summary"]:
+            table.add_row(
+                s["mode"],
+                format_value(s["value"]),
+                str(s["seeds"]),
+                str(s["n_params"]),
+                _pm(s, "test_mse_all_channels"),
+                _pm(s, "test_mse"),
+                _pm(s, "test_sup"),
+                _pm(s, "at50_sup"),
+                _pm(s, "cf_sup"),
+            )
+        console.print(table)
+        for k, v in data["slopes"].items():
+            console.print(f"log-log slope {k}: {v:.3f}")
+        console.print(
+            f"CSV: {data['csv']}  figure: {data['figure']}  trials finished {data['trials_finished']}/{data['trials']}"
         )
-    console.print(table)
-    for k, v in data["slopes"].items():
-        console.print(f"log-log slope {k}: {v:.3f}")
-    console.print(
-        f"CSV: {data['csv']}  figure: {data['figure']}  trials finished {data['trials_finished']}/{data['trials']}"
-    )
-    if data["failed"]:
-        err_console.print(f"[red]failed trials:[/] {data['failed']}")
-    exit_if_all_failed(data["failed"], data["finished"])
+        if data["failed"]:
+            err_console.print(f"[red]failed trials:[/] {data['failed']}")
+    exit_if_all_failed(data["failed"], data["finished"])  # exit 1 when every trial failed, in either mode
 
 
 def _register_sweep(sweep: str, doc: str) -> None:
@@ -159,37 +158,36 @@ def attention_heatmap(
         data = run_heatmap(scale, out, executor, workers, stored_only=stored_only)
     if json_out:
         print_json(data)
-        exit_if_all_failed(data["failed"], data["finished"])
-        return
-    table = Table(title=f"attention-heatmap ({scale})")
-    for col in (
-        "|b−a|",
-        "clipped",
-        "trained MSE (all ch)",
-        "trained sup",
-        "trained max weight",
-        "closed sup",
-        "closed max weight",
-    ):
-        table.add_column(col)
-    for r in data["rows"]:
-        table.add_row(
-            *(
-                format_value(r[c])
-                for c in (
-                    "value",
-                    "clipped_fraction_test",
-                    "test_mse_all_channels",
-                    "test_sup",
-                    "trained_max_weight",
-                    "cf_sup",
-                    "cf_max_weight",
+    else:
+        table = Table(title=f"attention-heatmap ({scale})")
+        for col in (
+            "|b−a|",
+            "clipped",
+            "trained MSE (all ch)",
+            "trained sup",
+            "trained max weight",
+            "closed sup",
+            "closed max weight",
+        ):
+            table.add_column(col)
+        for r in data["rows"]:
+            table.add_row(
+                *(
+                    format_value(r[c])
+                    for c in (
+                        "value",
+                        "clipped_fraction_test",
+                        "test_mse_all_channels",
+                        "test_sup",
+                        "trained_max_weight",
+                        "cf_sup",
+                        "cf_max_weight",
+                    )
                 )
             )
-        )
-    console.print(table)
-    console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
-    exit_if_all_failed(data["failed"], data["finished"])
+        console.print(table)
+        console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
+    exit_if_all_failed(data["failed"], data["finished"])  # exit 1 when every trial failed, in either mode
 
 
 @experiment.command("attention-seq2seq")
@@ -234,27 +232,26 @@ def attention_seq2seq(
         )
     if json_out:
         print_json(data)
-        exit_if_all_failed(data["failed"], data["finished"])
-        return
-    table = Table(title=f"attention-seq2seq ({scale}): test MSE, unnormalised, mean ± std over seeds")
-    for col in ("model", "heads", "seeds", "params", "test MSE", "mean predictor", "least squares", "epochs"):
-        table.add_column(col)
-    for s in data["summary"]:
-        table.add_row(
-            s["mode"],
-            format_value(s["value"]),
-            str(s["seeds"]),
-            format_value(s["n_params_mean"]),
-            _pm(s, "test_mse"),
-            _pm(s, "mean_predictor_mse"),
-            _pm(s, "least_squares_mse"),
-            format_value(s["epochs_run_mean"]),
-        )
-    console.print(table)
-    if data["wall_cap_fired"]:
-        console.print(
-            f"note: the wall-time cap (--max-seconds) stopped {len(data['wall_cap_fired'])} trial(s) before their "
-            f"epochs or convergence: {', '.join(data['wall_cap_fired'])}; their results depend on the machine's load"
-        )
-    console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
-    exit_if_all_failed(data["failed"], data["finished"])
+    else:
+        table = Table(title=f"attention-seq2seq ({scale}): test MSE, unnormalised, mean ± std over seeds")
+        for col in ("model", "heads", "seeds", "params", "test MSE", "mean predictor", "least squares", "epochs"):
+            table.add_column(col)
+        for s in data["summary"]:
+            table.add_row(
+                s["mode"],
+                format_value(s["value"]),
+                str(s["seeds"]),
+                format_value(s["n_params_mean"]),
+                _pm(s, "test_mse"),
+                _pm(s, "mean_predictor_mse"),
+                _pm(s, "least_squares_mse"),
+                format_value(s["epochs_run_mean"]),
+            )
+        console.print(table)
+        if data["wall_cap_fired"]:
+            console.print(
+                f"note: the wall-time cap (--max-seconds) stopped {len(data['wall_cap_fired'])} trial(s) before their "
+                f"epochs or convergence: {', '.join(data['wall_cap_fired'])}; their results depend on the machine's load"
+            )
+        console.print(f"CSV: {data['csv']}  figure: {data['figure']}")
+    exit_if_all_failed(data["failed"], data["finished"])  # exit 1 when every trial failed, in either mode
