@@ -712,8 +712,11 @@ class OutputFolder:
         """Before any work: every output the run would replace is uatlab's for this kind of run, none is an input,
         and every sub-folder its files go into (``trials`` of ``trials/*.json``, and ``folders``) is a folder or
         absent."""
-        for name in (*self.names, *(f"{f}/-" for f in self.folders)):
-            self._check_subfolders(name)
+        for parts in (
+            *(PurePosixPath(n).parent.parts for n in self.names),
+            *(PurePosixPath(f).parts for f in self.folders),
+        ):
+            self._check_subfolders(parts)
         for name in self.names:
             if not any(c in name for c in "*?["):
                 self._check_inputs(self.folder / name)
@@ -723,16 +726,17 @@ class OutputFolder:
             self.check_file(path.relative_to(self.folder).as_posix())
         return self
 
-    def _check_subfolders(self, name: str) -> None:
-        """Refuse (InputError naming it) a file, FIFO, ... where the run makes a sub-folder for ``name``'s files:
-        found now, not after the work when the first file is written there."""
+    def _check_subfolders(self, parts: tuple[str, ...]) -> None:
+        """Refuse (InputError naming it) a file, FIFO, ... where the run makes the sub-folder ``parts`` (relative
+        to the folder) for its files: found now, not after the work when the first file is written there."""
         sub = self.folder
-        for part in PurePosixPath(name).parts[:-1]:
+        for part in parts:
             if any(c in part for c in "*?["):
                 return
             sub = sub / part
             if (sub.exists() or sub.is_symlink()) and not sub.is_dir():
-                what = (not_a_regular_file(sub) or "is a file").removesuffix(", not a regular file")
+                kind = describe_special(sub)  # a regular file: None; a dangling link: "missing"
+                what = {None: "is a file", "missing": "is a broken symbolic link"}.get(kind, f"is {kind}")
                 raise InputError(
                     f"{self.option} {self.folder}: {sub} {what}, where this run writes a folder of its files: "
                     f"move it away or choose another {self.option} folder"

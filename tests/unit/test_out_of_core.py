@@ -214,10 +214,13 @@ def test_remove_deletes_only_the_stores_own_files(tmp_path):
     with pytest.raises(InputError, match=r"holds all of data read by an earlier run[\s\S]*add --resume"):
         TokenStore(tmp_path / "w", "data", "sequence", chunk_tokens=50)
     store.m["chunks"][0]["file"] = "../victim.txt"
+    killed = tmp_path / "w" / ".manifest.json.0123abcd.tmp"  # a killed run's partial manifest: the store's
+    killed.write_text("{")
+    (tmp_path / "w" / ".manifest.json.bak.tmp").write_text("mine")  # a user's file the pattern must not match
     store.remove()
     assert victim.read_text() == "keep me"
     # the chunk the edited entry no longer names is not proved the store's: left, and so is its folder
-    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["chunk_00000.npz"]
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == [".manifest.json.bak.tmp", "chunk_00000.npz"]
 
 
 def test_store_compile_equals_in_memory_compile(tmp_path):

@@ -49,6 +49,7 @@ from uatlab.errors import InputError
 from uatlab.io_safety import (
     MARKER,
     interrupts_deferred,
+    leftover_temps,
     new_work_id,
     owns,
     prefix_identity,
@@ -862,7 +863,7 @@ class TokenStore:
         self._remove_buckets()
         (self.dir / MANIFEST).unlink(missing_ok=True)
         # a killed run's partial manifest (`write_text_atomic`'s temporary; an older version's name last)
-        for p in [*self.dir.glob(f".{MANIFEST}.*.tmp"), self.dir / (MANIFEST + ".tmp")]:
+        for p in [*leftover_temps(self.dir / MANIFEST), self.dir / (MANIFEST + ".tmp")]:
             p.unlink(missing_ok=True)
 
     def _remove_buckets(self) -> None:
