@@ -360,10 +360,9 @@ def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[obj
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
             raise TypeError(f"from_lists(): {what}s must be a list of sequences, not a {type(rows).__name__}")
         for i, seq in enumerate(rows):
-            if not isinstance(seq, str) and not isinstance(seq, Iterable):
-                raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not a {type(seq).__name__}")
-            if isinstance(seq, str):
-                raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not the string {seq!r}")
+            if isinstance(seq, str) or not isinstance(seq, Iterable):
+                got = f"the string {seq!r}" if isinstance(seq, str) else f"a {type(seq).__name__}"
+                raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not {got}")
             for k, item in enumerate(seq):
                 if item is None:
                     raise InputError(f"{source}: sequence {i}, position {k}: the {what} is None")
