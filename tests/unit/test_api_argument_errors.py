@@ -177,12 +177,11 @@ def test_certify_and_save_name_a_wrong_progress_or_encoding(compiled, tmp_path):
 def test_a_seq2seq_deep_model_is_saved_with_its_encoding_as_json(tmp_path):
     """The deep memorizer's file takes an Encoding or its JSON (the Transformer's check of the type applies to
     Transformers only)."""
-    from uatlab.constructions.paper_c.seq2seq_file import default_encoding
 
     built = uatlab.compile_seq2seq_deep(
         [np.array([1, 0]), np.array([0, 2])], [np.array([0, 1]), np.array([1, 1])], V=3, C=2
     )
-    enc = default_encoding(3, 2)
+    enc = uatlab.Encoding.of_ids(3, 2)
     for i, given in enumerate((enc, enc.to_json())):
         path = uatlab.save(built.model, tmp_path / f"d{i}.safetensors", encoding=given)
         assert uatlab.load(path).encoding.token_to_id == enc.token_to_id

@@ -20,7 +20,8 @@ from uatlab.data.synthetic import synthetic_dataset
 from uatlab.errors import InputError
 from uatlab.models.feedforward import FeedForward
 from uatlab.numerics.float_bounds import DEFAULT_EXP_ULPS, gamma, unit_roundoff
-from uatlab.verify.certificate import _BoundedModel, certify, environment_checks, logit_bounds
+from uatlab.verify.certificate import _BoundedModel, certify, logit_bounds
+from uatlab.verify.environment import environment_checks
 
 F32 = np.float32
 

@@ -1,8 +1,9 @@
-"""How every command prints a certificate's assumptions, run-time checks and a void proof (token, next-token and
---ff deep certificates alike)."""
+"""How every command prints a certificate's assumptions, run-time checks, a void proof and a model saved uncertified
+(token, next-token and --ff deep certificates alike)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from uatlab.cli.app import console, err_console
@@ -45,7 +46,7 @@ def warn_exp_ulp_below_measured(exp_ulp: float, dtype: str) -> None:
     this process for ``dtype`` (`uatlab.numerics.exp_accuracy.measured_exp_ulps`, as the certificate's own check
     measures it), so that the proof will be void; the run goes on (the bounds' figures are still reported)."""
     from uatlab.numerics.exp_accuracy import measured_exp_ulps
-    from uatlab.verify.certificate import EXP_CHECK_SAMPLES
+    from uatlab.verify.environment import EXP_CHECK_SAMPLES
 
     measured = measured_exp_ulps(dtype, EXP_CHECK_SAMPLES)
     if all(v is not None and v <= exp_ulp for v in measured.values()):
@@ -54,6 +55,19 @@ def warn_exp_ulp_below_measured(exp_ulp: float, dtype: str) -> None:
     err_console.print(
         f"warning: --exp-ulp {exp_ulp:g} is below the exp error measured in this process ({dtype}: {shown}): the "
         "certificate's proof will be void (its bounds are still computed: bound_certified_tokens)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def warn_not_certified(certified: int | None, ceiling: int, dtype: str, out: Path, unit: str = "tokens") -> None:
+    """One stderr line (in every output mode) when the saved model's certificate does not prove every ceiling
+    example (``certified``: how many it proves, None if it does not count them); exit status stays 0, as for
+    `uatlab certify`."""
+    count = f"{certified} of {ceiling}" if certified is not None else f"not all {ceiling}"
+    err_console.print(
+        f"warning: the model is not certified: its certificate does not prove every {unit[:-1]} that can be right "
+        f"correct in {dtype} ({count} ceiling {unit}); the model was saved to {out} anyway",
         highlight=False,
         soft_wrap=True,
     )

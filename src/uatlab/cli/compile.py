@@ -17,7 +17,12 @@ from typing import Any
 import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
-from uatlab.cli.certificate_output import print_certificate_assumptions, warn_exp_ulp_below_measured, warn_void_proof
+from uatlab.cli.certificate_output import (
+    print_certificate_assumptions,
+    warn_exp_ulp_below_measured,
+    warn_not_certified,
+    warn_void_proof,
+)
 from uatlab.cli.options import (
     AUTO_FORMAT_HELP,
     SEED_MAX,
@@ -463,19 +468,6 @@ def _check_after_read(store, data: Path, dim: int, ff: str, dtype: str, code: st
         check_dim(
             dim, dim_floor(ff, dtype, code, labels, group, V, C, store.max_len, exact=True), f"{data} and these options"
         )
-
-
-def warn_not_certified(certified: int | None, ceiling: int, dtype: str, out: Path, unit: str = "tokens") -> None:
-    """One stderr line (in every output mode) when the saved model's certificate does not prove every ceiling
-    example (``certified``: how many it proves, None if it does not count them); exit status stays 0, as for
-    `uatlab certify`."""
-    count = f"{certified} of {ceiling}" if certified is not None else f"not all {ceiling}"
-    err_console.print(
-        f"warning: the model is not certified: its certificate does not prove every {unit[:-1]} that can be right "
-        f"correct in {dtype} ({count} ceiling {unit}); the model was saved to {out} anyway",
-        highlight=False,
-        soft_wrap=True,
-    )
 
 
 def _check_out_and_work(out: Path, work: Path) -> None:

@@ -132,8 +132,12 @@ def compile_next_token_file(
 def print_next_token_compile(fig: dict[str, Any], json_out: bool, threads: dict[str, Any] | None = None) -> None:
     """Print the figures of `compile_next_token_file` (JSON or a table); a stderr warning if not certified."""
     from uatlab.cli.app import console, key_value_table, print_json
-    from uatlab.cli.certificate_output import print_certificate_assumptions, table_rows, warn_void_proof
-    from uatlab.cli.compile import warn_not_certified
+    from uatlab.cli.certificate_output import (
+        print_certificate_assumptions,
+        table_rows,
+        warn_not_certified,
+        warn_void_proof,
+    )
 
     if threads is not None:
         fig["threads"] = threads

@@ -242,6 +242,11 @@ class Encoding:
         """The encoding whose token i is ``tokens[i]`` and label i is ``labels[i]``."""
         return cls({str(t): i for i, t in enumerate(tokens)}, {str(y): i for i, y in enumerate(labels)}, unknown_token)
 
+    @classmethod
+    def of_ids(cls, V: int, C: int) -> Encoding:
+        """Token i is the string ``str(i)`` and label c is ``str(c)``: the encoding of a model compiled from ids."""
+        return cls.from_lists([str(i) for i in range(V)], [str(c) for c in range(C)])
+
     @property
     def id_to_token(self) -> list[str]:
         return list(self.token_to_id)

@@ -23,6 +23,7 @@ from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
 from uatlab.io_safety import atomic_path, folder_spelling, not_a_regular_file, require_path
+from uatlab.models.finite import check_finite
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -166,25 +167,6 @@ def _read(path: Path, tensors: bool, accept: tuple[str, ...] = (FORMAT_TAG,)) ->
             raise ModelFileError(f"{path}: cannot read tensors (truncated or corrupt?): {exc}") from None
     check_finite(path, read)
     return meta, read
-
-
-def check_finite(path: Path, tensors: dict[str, Any]) -> None:
-    """ModelFileError naming the first tensor (in name order) with a NaN or ±inf entry, and how many it has.
-
-    No construction or training run writes a non-finite weight; a model holding one computes NaN logits,
-    whose argmax is a constant label, so such a file is refused on load rather than predicted with."""
-    import torch
-
-    for name in sorted(tensors):
-        t = tensors[name]
-        if not (isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())):
-            continue
-        bad = int((~torch.isfinite(t)).sum())
-        if bad:
-            raise ModelFileError(
-                f"{path}: tensor {name} has {bad} non-finite entr{'y' if bad == 1 else 'ies'} (NaN or ±inf) of "
-                f"{t.numel()}; a uatlab model's weights are finite (the file is corrupt or was edited)"
-            )
 
 
 def load_model(path: str | os.PathLike) -> tuple[Transformer, dict[str, Any]]:

@@ -19,7 +19,7 @@ import torch
 
 from uatlab.errors import ModelFileError
 from uatlab.io_safety import atomic_path, not_a_regular_file
-from uatlab.models.io import check_finite
+from uatlab.models.finite import check_finite
 
 CHECKPOINT_FORMAT = "uatlab-train-checkpoint-v1"
 
@@ -41,7 +41,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 
     Raises:
         CheckpointError: if the file is missing, truncated or corrupt, or not a uatlab checkpoint, or if a weight
-            of its model is NaN or ±inf (naming the tensor, as `uatlab.models.io.check_finite` does for models).
+            of its model is NaN or ±inf (naming the tensor, as `uatlab.models.finite.check_finite` does for models).
     """
     path = Path(path)
     why = not_a_regular_file(path)

@@ -74,7 +74,7 @@ class NextTokenCertificate:
     seconds: float
     #: the assumptions the proof rests on, in words (`uatlab.verify.uniform_attention.assumptions`)
     assumptions: list[str] = field(default_factory=list)
-    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.certificate.environment_checks`
+    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.environment.environment_checks`
     #: and the uniform softmax check); ``environment["ok"]`` is False if one fails
     environment: dict[str, Any] = field(default_factory=dict)
     #: why the proof is void (a run-time check it rests on failed), empty if it stands
@@ -176,7 +176,7 @@ def certify_next_token(
         if 3 * C * C > 2**p:
             reasons.append("readout not exact in floating point")
     min_margin = int(margin[yy == labels].min()) if correct else 0
-    from uatlab.verify.certificate import void_reasons
+    from uatlab.verify.environment import void_reasons
     from uatlab.verify.uniform_attention import assumptions, certificate_environment
 
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
@@ -211,8 +211,12 @@ def check_module_matches(model: object) -> NextTokenMemorizer:
     module rebuilt from ``model.memo`` in the regime's dtype has the same dtype and bit-identical tensors
     (the rebuild converts integers of ≤ p bits, so equal floats mean equal integers). The exact-regime module
     evaluates ``model.memo`` itself. InputError names the first tensor that differs."""
-    from uatlab.constructions.paper_c.api import ExactNextTokenModule
-    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel, first_tensor_difference
+    from uatlab.constructions.paper_c.model import (
+        REGIME_DTYPES,
+        ExactNextTokenModule,
+        NextTokenModel,
+        first_tensor_difference,
+    )
 
     memo = getattr(model, "memo", None)
     if not isinstance(memo, NextTokenMemorizer):

@@ -58,7 +58,7 @@ class Seq2SeqCertificate:
     seconds: float
     #: the assumptions the proof rests on, in words (`uatlab.verify.uniform_attention.assumptions`)
     assumptions: list[str] = field(default_factory=list)
-    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.certificate.environment_checks`
+    #: run-time checks of the checkable ones in the certifying process (`uatlab.verify.environment.environment_checks`
     #: and the uniform softmax check); ``environment["ok"]`` is False if one fails
     environment: dict[str, Any] = field(default_factory=dict)
     #: why the proof is void (a run-time check it rests on failed), empty if it stands
@@ -156,7 +156,7 @@ def certify_seq2seq(
     if int(memo.v.max()) >= 2**p or (2 * (C - 1) * y_max + 2 * C + C * C) > 2**p:
         reasons.append("readout not exact in floating point")
     float_ok = not [r for r in reasons if "predicted wrong" not in r]
-    from uatlab.verify.certificate import void_reasons
+    from uatlab.verify.environment import void_reasons
     from uatlab.verify.uniform_attention import assumptions, certificate_environment
 
     env, failed = certificate_environment(regime, memo.context)
@@ -188,7 +188,6 @@ def certify_seq2seq_dataset(
     ``encoding``: default ``model.encoding``. Raises InputError naming file:line, sequence and position for an
     unknown word or label, and the sequence and its length when it is longer than the model's context n'.
     ``progress`` as for `certify_seq2seq`."""
-    from uatlab.constructions.paper_c.seq2seq_file import default_encoding
     from uatlab.data.dataset import Encoding
 
     memo: Seq2SeqMemorizer = model.memo
@@ -203,7 +202,7 @@ def certify_seq2seq_dataset(
     if isinstance(enc, dict):
         enc = Encoding.from_json(enc)
     if enc is None:
-        enc = default_encoding(memo.V, memo.C)
+        enc = Encoding.of_ids(memo.V, memo.C)
     if len(data) == 0:
         raise InputError(f"{data.source}: no sequences to certify")
     tokens = enc.encode_tokens(data, unknown="error")

@@ -6,7 +6,7 @@ their certificates (`uatlab.verify.next_token`, `uatlab.verify.seq2seq_deep`) pr
 passes: the attention weights are exactly 1/n' only if the softmax subtracts the row maximum and exp(0) = 1
 exactly (with exp(s)/Σ exp(s) unshifted, e/(n'·e) rounds), and every product and sum is exact only in IEEE
 round-to-nearest arithmetic with float32 products at full precision. `certificate_environment` records the
-run-time checks of `uatlab.verify.certificate.environment_checks` (called with the dtype alone: these proofs
+run-time checks of `uatlab.verify.environment.environment_checks` (called with the dtype alone: these proofs
 take no exp error bound) plus `uniform_softmax_check`, and names the failures that void a proof;
 `assumptions` states the assumptions in words.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from uatlab.verify.certificate import environment_checks, environment_failures
+from uatlab.verify.environment import environment_checks, environment_failures
 
 #: the equal logit every query gives every key in both constructions (W_Q = W_K = e_1 and coordinate 1 is 1)
 ATTENTION_LOGIT = 1.0

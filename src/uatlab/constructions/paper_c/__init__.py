@@ -6,7 +6,7 @@ sequence-to-sequence memorization.
 - `.layout`: sizes (digits per word, words per bank, tables) and the regime's bit budget.
 - `.circuit_stages`, `.relu_circuit`: the integer ReLU gadgets and their exact evaluation.
 - `.retrieval`: the three-table retrieval structure that stores the labels.
-- `.model`: the torch module (float regimes).
+- `.model`: the torch modules (`NextTokenModel` for the float regimes, `ExactNextTokenModule` for the exact one).
 - `.seq2seq_memorizer`, `.seq2seq_model`, `.seq2seq_api`: the sequence-to-sequence memorizer (a label
   per token; token ids from the averaging attention and the position, labels of the ambiguous words'
   tokens in packed words), its torch module and `compile_seq2seq_deep`.

@@ -8,28 +8,9 @@ memorization; the construction, its derivation and its bound are in
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import nn
 
 from uatlab.constructions.contract import Construction
-from uatlab.constructions.paper_c.next_token_memorizer import PAPER, THEOREM, NextTokenMemorizer, compile_memorizer
-
-
-class ExactNextTokenModule(nn.Module):
-    """The exact-regime memorizer as a module: integer evaluation on CPU, logits 2c·y − c² as float64.
-
-    Its words exceed what any float holds, so there is no floating-point forward pass; this module runs the
-    integer circuit exactly (Python integers) and returns exact logits (exactly representable: small integers).
-    """
-
-    def __init__(self, memo: NextTokenMemorizer) -> None:
-        super().__init__()
-        self.memo = memo
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        y = torch.tensor(self.memo.predict_exact(np.asarray(tokens.cpu(), dtype=np.int64)), dtype=torch.float64)
-        c = torch.arange(self.memo.C, dtype=torch.float64)
-        return y[:, None] * (2 * c)[None, :] - (c * c)[None, :]  # (B, C)
+from uatlab.constructions.paper_c.next_token_memorizer import PAPER, THEOREM, compile_memorizer
 
 
 def compile_next_token(

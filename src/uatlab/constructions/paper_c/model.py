@@ -1,6 +1,7 @@
-"""The compiled next-token memorizer as a torch module (float regimes only).
+"""The compiled next-token memorizer as a torch module: `NextTokenModel` for the float regimes, `ExactNextTokenModule`
+for the exact one.
 
-Forward pass, for token ids (B, n):
+Forward pass of `NextTokenModel`, for token ids (B, n):
 
 1. left-pad to n' with the pad id V; x_j = (ν[j, t_j], 1, 0)                               (B, n', 3)
 2. rank-1 single-head attention with skip (paper A's F^(SA)), softmax over keys:
@@ -119,3 +120,20 @@ class NextTokenModel(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         y = self.label_value(tokens)  # (B,)
         return y[:, None] * self.readout_w[None, :] + self.readout_b[None, :]  # (B, C)
+
+
+class ExactNextTokenModule(nn.Module):
+    """The exact-regime memorizer as a module: integer evaluation on CPU, logits 2c·y − c² as float64.
+
+    Its words exceed what any float holds, so there is no floating-point forward pass; this module runs the
+    integer circuit exactly (Python integers) and returns exact logits (exactly representable: small integers).
+    """
+
+    def __init__(self, memo: NextTokenMemorizer) -> None:
+        super().__init__()
+        self.memo = memo
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        y = torch.tensor(self.memo.predict_exact(np.asarray(tokens.cpu(), dtype=np.int64)), dtype=torch.float64)
+        c = torch.arange(self.memo.C, dtype=torch.float64)
+        return y[:, None] * (2 * c)[None, :] - (c * c)[None, :]  # (B, C)

@@ -36,6 +36,7 @@ from uatlab.constructions.paper_c.layout import REGIMES, Layout
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.data.dataset import first_repeated
 from uatlab.errors import InputError, ModelFileError
+from uatlab.models.finite import check_finite
 
 FORMAT_TAG = "uatlab-next-token-v1"
 _pack, _unpack = pack_ints, unpack_ints  # the names the next-token tests and callers use
@@ -97,8 +98,6 @@ def load_next_token(path: str | os.PathLike) -> tuple[NextTokenMemorizer, dict[s
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:
         raise ModelFileError(f"{path} is not a readable safetensors file (truncated or corrupt?): {exc}") from None
-    from uatlab.models.io import check_finite
-
     check_finite(path, tensors)
     return memo_from(path, meta, tensors)
 
@@ -204,8 +203,7 @@ def check_header_fields(path: Path, h: dict[str, Any]) -> None:
 
 def module_for(memo: NextTokenMemorizer) -> torch.nn.Module:
     """The torch module of ``memo`` in its regime: float64/float32 forward, or exact integer evaluation."""
-    from uatlab.constructions.paper_c.api import ExactNextTokenModule
-    from uatlab.constructions.paper_c.model import REGIME_DTYPES, NextTokenModel
+    from uatlab.constructions.paper_c.model import REGIME_DTYPES, ExactNextTokenModule, NextTokenModel
 
     regime = memo.layout.regime
     if regime == "exact":

@@ -43,23 +43,15 @@ from uatlab.constructions.paper_c.integer_tensors import (
 )
 from uatlab.constructions.paper_c.model import REGIME_DTYPES
 from uatlab.constructions.paper_c.seq2seq_memorizer import DeepLayout, Seq2SeqMemorizer
+from uatlab.data.dataset import Encoding
 from uatlab.errors import InputError, ModelFileError, PrecisionError
 
 FORMAT_TAG = "uatlab-seq2seq-deep-v1"
 HEADER_KEY = "uatlab_seq2seq_deep"
 
 
-def default_encoding(V: int, C: int) -> Any:
-    """Token i is the string ``str(i)`` and label c is ``str(c)`` (a model compiled from ids)."""
-    from uatlab.data.dataset import Encoding
-
-    return Encoding.from_lists([str(i) for i in range(V)], [str(c) for c in range(C)])
-
-
 def _checked_encoding(enc: Any, V: int, C: int, where: str) -> Any:
     """An `Encoding` (from an Encoding or its JSON) that names V tokens and at most C labels."""
-    from uatlab.data.dataset import Encoding
-
     if isinstance(enc, dict):
         try:
             enc = Encoding.from_json(enc)
@@ -87,7 +79,7 @@ def save_seq2seq_deep(
     Raises InputError (before touching ``path``) when the encoding does not match the memorizer."""
     from uatlab import __version__
 
-    enc = default_encoding(memo.V, memo.C) if encoding is None else encoding
+    enc = Encoding.of_ids(memo.V, memo.C) if encoding is None else encoding
     enc = _checked_encoding(enc, memo.V, memo.C, "save")
     tensors: dict[str, torch.Tensor] = {
         "nu": torch.from_numpy(np.ascontiguousarray(memo.nu, dtype=np.int64)),  # (n', V+1)
@@ -171,7 +163,7 @@ def model_from(path: Path, meta: dict[str, str], tensors: dict[str, torch.Tensor
 
     memo, header = memo_from(path, meta, tensors)
     try:
-        enc = _checked_encoding(header.get("encoding") or default_encoding(memo.V, memo.C), memo.V, memo.C, str(path))
+        enc = _checked_encoding(header.get("encoding") or Encoding.of_ids(memo.V, memo.C), memo.V, memo.C, str(path))
         model = Seq2SeqDeepModel(memo, REGIME_DTYPES[memo.layout.regime])
     except (InputError, PrecisionError, KeyError, TypeError) as exc:
         raise ModelFileError(f"{path}: {exc}") from None

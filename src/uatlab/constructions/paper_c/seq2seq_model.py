@@ -166,9 +166,9 @@ class Seq2SeqDeepModel(nn.Module):
         Raises:
             InputError: an unknown word; a sentence longer than the context n' (naming it and its length).
         """
-        from uatlab.constructions.paper_c.seq2seq_file import default_encoding
+        from uatlab.data.dataset import Encoding
 
-        enc = self.encoding if self.encoding is not None else default_encoding(self.V, self.C)
+        enc = self.encoding if self.encoding is not None else Encoding.of_ids(self.V, self.C)
         ids = enc.encode_sentences(sentences, unknown=unknown)
         for i, row in enumerate(ids):
             if len(row) > self.context:
