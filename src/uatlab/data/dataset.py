@@ -333,6 +333,36 @@ class Encoding:
         return cls.from_lists(obj["tokens"], obj["labels"], obj.get("unknown_token"))
 
 
+def encoding_difference(given: Encoding, own: Encoding) -> str | None:
+    """Where ``given`` first maps a token or a label to another id than ``own`` does, or names another unknown-word
+    token (e.g. ``"label 'B-PER' is id 5 in the encoding given, 3 in the model's"``); None when they are the same
+    encoding."""
+    for what, a, b in (("token", given.token_to_id, own.token_to_id), ("label", given.label_to_id, own.label_to_id)):
+        if a != b:
+            for name in [*a, *(n for n in b if n not in a)]:
+                i, j = a.get(name), b.get(name)
+                if i != j:
+                    shown = ["none" if v is None else str(v) for v in (i, j)]
+                    return f"{what} {name!r} is id {shown[0]} in the encoding given, {shown[1]} in the model's"
+    if given.unknown_token != own.unknown_token:
+        return f"the unknown-word token is {given.unknown_token!r} in the encoding given, {own.unknown_token!r} in the model's"
+    return None
+
+
+def check_own_encoding(given: Encoding, own: object) -> None:
+    """InputError when a model that carries its own encoding (``own``: ``model.encoding``) is given another one to
+    certify under: the certificate would prove labels under ids that the model's ``predict`` and every reader of its
+    file do not use (a model without one, e.g. a bare Transformer, takes any encoding)."""
+    if not isinstance(own, Encoding) or given is own:
+        return
+    diff = encoding_difference(given, own)
+    if diff is not None:
+        raise InputError(
+            f"encoding: not the model's own encoding ({diff}): a certificate under it would not be about the labels "
+            "the model predicts; pass no encoding to certify under the model's"
+        )
+
+
 def _encode(
     data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int, fallback: int | None = None
 ) -> list[np.ndarray]:

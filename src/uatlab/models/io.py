@@ -202,12 +202,15 @@ def _transformer_from(path: Path, meta: dict[str, str], tensors: dict[str, Any])
             f"{path}: the file {why}; a uatlab model has one dtype, float32 or float64: re-save it from a model of "
             "one such dtype"
         )
+    file_dtype = config.dtype
     if dtype is not None and dtype != config.dtype:
         config = dataclasses.replace(config, dtype=dtype)
     # the file's tensors, in their own dtype (nothing is cast; `_read` checked them finite) and copied (the model
     # must not depend on the file staying as it is); no random initialisation of weights overwritten at once
     model = Transformer.from_tensors(config, {k: v.clone() for k, v in tensors.items()})
     model.eval()
+    if file_dtype != config.dtype:  # what the file's config said, for the certificate's ``config_dtype``
+        model.file_config_dtype = file_dtype
     return model, header_object(path, meta, "uatlab_extra")
 
 

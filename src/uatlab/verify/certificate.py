@@ -112,7 +112,7 @@ import numpy as np
 import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
-from uatlab.data.dataset import Encoding, SequenceDataset, token_line
+from uatlab.data.dataset import Encoding, SequenceDataset, check_own_encoding, token_line
 from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory, limit_as_of_now
@@ -159,7 +159,8 @@ class Certificate:
     Attributes:
         dtype: the floating-point format proven: the dtype of the model's parameters.
         config_dtype: the dtype the model's config names (differs from ``dtype`` after e.g. ``model.float()``
-            on a float64 model; the proof always follows the tensors).
+            on a float64 model, or for a model file whose config names another dtype than its tensors hold; the
+            proof always follows the tensors).
         exp_ulps: the assumed error of exp in ulps (normal range).
         sequences: sequences checked.
         tokens: tokens checked.
@@ -1746,8 +1747,11 @@ class _BoundedModel:
 
 
 def _encoding_of(model: Transformer, encoding: Encoding | dict | None) -> Encoding:
+    """The encoding to certify under: ``encoding``, else the model's own. One given for a model that has its own must
+    be that same encoding (`check_own_encoding`)."""
+    own = getattr(model, "encoding", None)
     if encoding is None:
-        encoding = getattr(model, "encoding", None)
+        encoding = own
     if encoding is None:
         raise InputError(
             "the model carries no token encoding (token → id, label list); compiled models store it in the "
@@ -1765,6 +1769,7 @@ def _encoding_of(model: Transformer, encoding: Encoding | dict | None) -> Encodi
         )
     if not isinstance(encoding, Encoding):
         raise TypeError(f"encoding must be a uatlab.Encoding or its JSON dict, not a {type(encoding).__name__}")
+    check_own_encoding(encoding, own)
     return encoding
 
 
@@ -1991,9 +1996,12 @@ def certify_chunks(
         certified_tokens, min_at = 0, None
         if margins is not None:
             margins = {i: np.full_like(m, -np.inf) for i, m in margins.items()}
+    # what the config names: a model loaded from a file whose config named another dtype than its tensors hold is
+    # loaded in its tensors' dtype (`uatlab.models.io`), and keeps the file's in ``file_config_dtype``
+    config_dtype = getattr(model, "file_config_dtype", None) or bm.cfg.dtype
     return Certificate(
         dtype=bm.dtype,
-        config_dtype=bm.cfg.dtype,
+        config_dtype=config_dtype,
         exp_ulps=bm.exp_ulps,
         environment=env,
         margins=None if margins is None else [margins[i] for i in sorted(margins)],
@@ -2021,7 +2029,7 @@ def certify_chunks(
         torch_spot_check=spot,
         assumptions=[
             f"IEEE 754 round-to-nearest arithmetic in {bm.dtype} (u = {bm.u:.3e}), the dtype of the model's "
-            f"parameters (its config says {bm.cfg.dtype}); no overflow ("
+            f"parameters (its config says {config_dtype}); no overflow ("
             + ("excluded for every input by a bound from the weights" if bm.overflow_excluded else "checked per batch")
             + ")",
             "gradual underflow: subnormals neither flushed to zero nor read as zero (PyTorch's default; "
@@ -2571,12 +2579,18 @@ def logit_bounds(
     For every run of ``model`` in its parameters' dtype and every token: |L_run − L_exact| ≤ radius, and the
     float64 reference obeys the same bound (the quantities `certify` compares).
     """
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
     try:
-        arr = np.asarray(ids, dtype=np.int64)
-    except (TypeError, ValueError) as exc:  # ragged rows or non-integers: say which argument and what it needs
+        raw = np.asarray(ids)
+    except (TypeError, ValueError) as exc:  # ragged rows: say which argument and what it needs
         raise InputError(
             f"ids must be token ids (B, n) of one length n (certify() takes sequences of any length): {exc}"
         ) from None
-    if arr.ndim != 2:
-        raise InputError(f"ids must be token ids of shape (B, n), got shape {arr.shape}")
-    return _BoundedModel(model, exp_ulps).forward_bounds(arr)
+    if raw.ndim != 2:
+        raise InputError(f"ids must be token ids of shape (B, n), got shape {raw.shape}")
+    if raw.size == 0:
+        raise InputError(f"ids must hold at least one sequence of at least one token, got shape {raw.shape}")
+    if not np.issubdtype(raw.dtype, np.integer):  # a float id is refused (as PyTorch's embedding does), never truncated
+        raise InputError(f"ids must be integer token ids, got an array of {raw.dtype}")
+    return _BoundedModel(model, exp_ulps).forward_bounds(raw.astype(np.int64, copy=False))

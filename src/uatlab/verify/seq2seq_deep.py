@@ -188,7 +188,7 @@ def certify_seq2seq_dataset(
     ``encoding``: default ``model.encoding``. Raises InputError naming file:line, sequence and position for an
     unknown word or label, and the sequence and its length when it is longer than the model's context n'.
     ``progress`` as for `certify_seq2seq`."""
-    from uatlab.data.dataset import Encoding
+    from uatlab.data.dataset import Encoding, check_own_encoding
 
     memo: Seq2SeqMemorizer = model.memo
     mismatch = model.construction_mismatch() if hasattr(model, "construction_mismatch") else None
@@ -198,11 +198,13 @@ def certify_seq2seq_dataset(
             "compiling): the certificate proves the construction, so it would not cover this module. Certify the "
             "saved model file, or compile again"
         )
-    enc = encoding if encoding is not None else getattr(model, "encoding", None)
+    own = getattr(model, "encoding", None)
+    enc = encoding if encoding is not None else own
     if isinstance(enc, dict):
         enc = Encoding.from_json(enc)
     if enc is None:
         enc = Encoding.of_ids(memo.V, memo.C)
+    check_own_encoding(enc, own)
     if len(data) == 0:
         raise InputError(f"{data.source}: no sequences to certify")
     tokens = enc.encode_tokens(data, unknown="error")
