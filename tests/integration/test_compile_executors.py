@@ -81,6 +81,67 @@ def test_input_changed_between_passes_is_refused_and_nothing_written(tmp_path, c
     assert not out.exists()
 
 
+def _reading_first(monkeypatch, path, count: int, then) -> None:
+    """Compile's reading pass yields the first ``count`` records of ``path``, then calls ``then()`` (which may
+    raise), as a reader does whose file another program changes under it."""
+    import itertools
+
+    import uatlab.cli.compile as compile_cli
+
+    real = compile_cli._records
+
+    def records(*a, **k):
+        yield from itertools.islice(real(*a, **k), count)
+        then()
+
+    monkeypatch.setattr(compile_cli, "_records", records)
+
+
+def test_a_file_cut_short_while_read_and_refilled_is_refused(tmp_path, capsys, monkeypatch):
+    """The reader stops at a truncation; the file is refilled with the same bytes before the job ends. Its size and
+    digest match the first pass again, but the model would hold only the sequences before the cut."""
+    path = tmp_path / "refilled.jsonl"
+    write_synthetic(path, 50, 6, 30, 3, seed=1)
+    before = path.read_bytes()
+
+    def refill():  # truncated, then written back as it was (a tool regenerating the file in place)
+        path.write_bytes(before[: len(before) // 2])
+        path.write_bytes(before)
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a clock tick later, on any file system
+
+    _reading_first(monkeypatch, path, 20, refill)
+    out = tmp_path / "m.safetensors"
+    capsys.readouterr()
+    assert main(["compile", str(path), "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path} was written to while it was being compiled (its modification time changed" in err, err
+    assert f"nothing was written to {out}" in err and "Traceback" not in err
+    assert not out.exists() and path.read_bytes() == before
+
+
+def test_a_line_cut_off_by_a_change_is_not_called_an_error_in_the_data(tmp_path, capsys, monkeypatch):
+    from uatlab.errors import InputError
+
+    path = tmp_path / "cut.jsonl"
+    write_synthetic(path, 50, 6, 30, 3, seed=1)
+    size = path.stat().st_size
+
+    def cut():  # truncated mid-line: the reader then finds a fragment of a line
+        with path.open("r+b") as fh:
+            fh.truncate(size // 2)
+        raise InputError(f"{path}:21: not a JSON object: '{{\"tok'")
+
+    _reading_first(monkeypatch, path, 20, cut)
+    out = tmp_path / "m.safetensors"
+    capsys.readouterr()
+    assert main(["compile", str(path), "--out", str(out)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path} changed while it was being compiled (size differs from the first pass: {size} → {size // 2}" in err
+    assert "so this error may come from the change rather than the data" in err and f"{path}:21: not a JSON" in err
+    assert "Traceback" not in err and not out.exists()
+
+
 def test_bad_executor_options_are_refused_before_any_file(tmp_path, capsys, data):
     out = tmp_path / "m.safetensors"
     for args, msg in ((["--executor", "spark"], "--executor"), (["--workers", "0"], "--workers")):

@@ -124,29 +124,50 @@ def _mapper(executor: str, workers: int, threads: int):
     return functools.partial(map_ordered, executor=executor, workers=workers, threads=threads)
 
 
-def _fingerprint(path: Path) -> tuple[int, str] | None:
-    """(size, BLAKE2b of the bytes) of an input file: the passes that read it again check it is unchanged."""
+def _fingerprint(path: Path) -> tuple[int, str, int, int] | None:
+    """(size, BLAKE2b of the bytes, modification time in ns, inode) of an input file: the passes that read it again
+    check it is unchanged. The time is taken before the bytes are hashed, so a write during the hashing shows."""
     import hashlib
 
     if not path.is_file():
         return None  # the reader names the problem
+    st = path.stat()
     h = hashlib.blake2b(digest_size=16)
     with path.open("rb") as fh:
         while block := fh.read(1 << 22):
             h.update(block)
-    return path.stat().st_size, h.hexdigest()
+    return path.stat().st_size, h.hexdigest(), st.st_mtime_ns, st.st_ino
 
 
-def _check_unchanged(path: Path, fingerprint: tuple[int, str] | None, out: Path) -> None:
+def _change(path: Path, fingerprint: tuple[int, str, int, int] | None) -> str | None:
+    """How ``path`` differs from its ``fingerprint`` (`_fingerprint`), or None. A file written to while the job ran
+    is changed even when its bytes are the same again at the end (truncated, then refilled): a pass may have read
+    it halfway through the change (e.g. stopped at the truncation), so what the job read is not known to be the
+    file."""
+    if fingerprint is None:
+        return None
     now = _fingerprint(path)
-    if fingerprint is not None and now != fingerprint:
-        if now is None:
-            raise InputError(f"{path} disappeared while it was being compiled; nothing was written to {out}")
+    if now is None:
+        return f"{path} disappeared while it was being compiled"
+    if now[:2] != fingerprint[:2]:
         what = "size" if now[0] != fingerprint[0] else "content (BLAKE2b)"
-        raise InputError(
+        return (
             f"{path} changed while it was being compiled ({what} differs from the first pass: "
-            f"{fingerprint[0]} → {now[0]} bytes); nothing was written to {out}; re-run on a file that does not change"
+            f"{fingerprint[0]} → {now[0]} bytes)"
         )
+    if now[2:] != fingerprint[2:]:
+        what = "it was replaced by another file" if now[3] != fingerprint[3] else "its modification time changed"
+        return (
+            f"{path} was written to while it was being compiled ({what}; its bytes are the same as at the start "
+            "again, but a pass may have read it halfway through the change)"
+        )
+    return None
+
+
+def _check_unchanged(path: Path, fingerprint: tuple[int, str, int, int] | None, out: Path) -> None:
+    change = _change(path, fingerprint)
+    if change is not None:
+        raise InputError(f"{change}; nothing was written to {out}; re-run on a file that does not change")
 
 
 def _print_figures(title: str, fig: dict[str, Any]) -> None:
@@ -730,7 +751,14 @@ def _compile(
     if resume:
         err_console.print(f"resuming after {store.sequences} sequences stored in {work}")
     with StageBars(not json_out) as bars:
-        store.read(records, input_keys, progress=bars.step("reading"))
+        try:
+            store.read(records, input_keys, progress=bars.step("reading"))
+        except InputError as exc:  # a line cut off by a change to the file is not an error in the data
+            change = _change(data, fingerprint)
+            if change is None:
+                raise
+            bars.close()
+            raise InputError(f"{change}, so this error may come from the change rather than the data: {exc}") from None
         t_read = time.perf_counter() - t0
         if store.sequences == 0:  # nothing was computed: leave no work directory behind
             store.remove()
