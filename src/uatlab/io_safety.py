@@ -464,26 +464,15 @@ class OutputLock:
         self._made: list[Path] = []  # folders the lock file needed and this lock created, deepest first
 
     def __enter__(self) -> OutputLock:
-        import fcntl
-
         try:
             missing = self.path.parent
             while not missing.exists() and missing.parent != missing:
                 self._made.append(missing)
                 missing = missing.parent
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(self.path, "a+")
         except OSError as exc:  # name what the user gave, not the lock file beside it
             raise InputError(f"{self.target}: cannot write there ({exc.strerror or exc})") from None
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            pid = fh.read().strip() or "?"
-            fh.close()
-            raise InputError(
-                f"another uatlab job (pid {pid}) is writing {self.target}; wait for it or {self.hint}"
-            ) from None
+        fh = self._locked_file()
         fh.seek(0)
         fh.truncate()
         fh.write(str(os.getpid()))
@@ -493,6 +482,37 @@ class OutputLock:
             with _HELD_LOCKS_LOCK:
                 _HELD_LOCKS.append(self)
         return self
+
+    def _locked_file(self) -> IO[str]:
+        """The lock file, open and flock-ed. The holder removes the file before it releases the lock (`__exit__`),
+        so a lock taken on a file that is no longer the one at the path (a holder removed it between our open and
+        our flock, and a third job may have made and locked a new one) is no lock: it is dropped and taken again
+        on the file that is there now."""
+        import fcntl
+
+        for _ in range(1000):  # each retry means another job took and released the lock meanwhile
+            try:
+                fh = open(self.path, "a+")
+            except OSError as exc:  # name what the user gave, not the lock file beside it
+                raise InputError(f"{self.target}: cannot write there ({exc.strerror or exc})") from None
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                pid = fh.read().strip() or "?"
+                fh.close()
+                raise InputError(
+                    f"another uatlab job (pid {pid}) is writing {self.target}; wait for it or {self.hint}"
+                ) from None
+            held = os.fstat(fh.fileno())
+            try:
+                there = os.stat(self.path)
+            except FileNotFoundError:
+                there = None
+            if there is not None and (there.st_ino, there.st_dev) == (held.st_ino, held.st_dev):
+                return fh
+            fh.close()
+        raise InputError(f"{self.target}: its lock file {self.path} keeps being replaced; {self.hint}")
 
     def __exit__(self, *exc: object) -> None:
         with _HELD_LOCKS_LOCK:
