@@ -350,10 +350,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             guard[0].record(guard[1], tmp, old)
         os.replace(tmp, path)
     except BaseException as exc:
+        foreign = not isinstance(exc, (OSError, UatlabError, KeyboardInterrupt, SystemExit))
+        # a writer's own error type (safetensors' SafetensorError, ...) for a failed write: its OS error number, or
+        # a full disk, seen before the temporary file's space is freed
+        code = _os_errno_in(exc) if foreign else None
+        if foreign and code is None and _disk_full(path.parent):
+            code = errno.ENOSPC
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if not isinstance(exc, (OSError, UatlabError, KeyboardInterrupt, SystemExit)) and _disk_full(path.parent):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        if code is not None:
+            raise OSError(code, os.strerror(code), str(path)) from exc
         if isinstance(exc, OSError) and exc.errno is not None and exc.filename in (None, str(tmp), tmp):
             # a writer's error names no file, or the temporary one: name the file the user asked for
             raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
@@ -413,6 +419,15 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     with atomic_write(path) as fh:
         fh.write(text)
     return Path(path)
+
+
+def _os_errno_in(exc: BaseException) -> int | None:
+    """The OS error number a writer's non-OSError exception reports in its message, as Rust's I/O errors do
+    (``"No space left on device (os error 28)"``, ``"Os { code: 28, kind: StorageFull, ... }"``), else None."""
+    import re
+
+    m = re.search(r"\(os error (\d+)\)|Os \{ code: (\d+)", str(exc))
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def _disk_full(folder: Path) -> bool:

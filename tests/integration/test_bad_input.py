@@ -826,6 +826,51 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
     assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_writers_own_error_for_a_full_disk_is_one_line(case_dir: Path, capsys, monkeypatch) -> None:
+    """safetensors reports a full disk as its own SafetensorError (not an OSError), whose message carries the OS
+    error; compile then says so in one line, keeps the model already there and names the work directory it kept."""
+    import uatlab.models.io as model_io
+
+    class SafetensorError(Exception):  # the type safetensors raises, with the message its Rust I/O error gives
+        pass
+
+    def full(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"partial")
+        raise SafetensorError(
+            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+        )
+
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
+    old = (case_dir / "m.safetensors").read_bytes()
+    capsys.readouterr()
+    monkeypatch.setattr(model_io, "save_file", full)
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.count("error:") == 1 and "Traceback" not in err, err
+    assert "no space left on device writing m.safetensors (nothing was replaced; the data read is kept in" in err
+    assert "m.safetensors.work: free some space, then add --resume --work-dir" in err
+    assert (case_dir / "m.safetensors").read_bytes() == old
+    assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
+    assert (case_dir / "m.safetensors.work").is_dir()
+
+
+def test_a_full_disk_is_seen_before_the_temporary_file_frees_its_space(tmp_path, monkeypatch) -> None:
+    """A writer's error that names no OS error (a library's own exception) on a disk the temporary file filled:
+    the free space is measured while the temporary file still holds it."""
+    import errno
+
+    import uatlab.io_safety as io_safety
+
+    target = tmp_path / "out.bin"
+    monkeypatch.setattr(io_safety, "_disk_full", lambda folder: any(Path(folder).glob(".*.tmp")))
+    with pytest.raises(OSError) as info:
+        with io_safety.atomic_path(target) as tmp:
+            tmp.write_bytes(b"x" * 1000)
+            raise RuntimeError("write failed")  # what a library may raise when its write fails
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(target)
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("schedule", ["cosine", "constant"])
 def test_warmup_longer_than_the_run_is_warned(case_dir: Path, capsys, schedule: str) -> None:
     # the linear warm-up reaches --lr at its last step under either schedule: a run shorter than it never does

@@ -798,10 +798,10 @@ def _compile(
     fig["chunk_tokens"] = chunk_tokens
     try:
         save_compiled(con.model, out, fig)
-    except UatlabError as exc:  # --out changed while the job ran: what was read stays for --resume
+    except (UatlabError, OSError) as exc:  # --out changed while the job ran, a full disk: what was read stays
+        fix = "free some space, then" if isinstance(exc, OSError) else f"move {out} away (or give another --out) and"
         exc.add_note(
-            f"the data read is kept in the work directory {store.dir}: move {out} away (or give another --out) and "
-            f"add --resume --work-dir {store.dir}"
+            f"the data read is kept in the work directory {store.dir}: {fix} add --resume --work-dir {store.dir}"
         )
         raise
     fig["stage_seconds"]["save"] = time.perf_counter() - t
