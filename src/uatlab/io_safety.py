@@ -189,11 +189,32 @@ def _check_parent(path: Path, option: str) -> None:
         if probe.parent == probe:
             break
         probe = probe.parent
+    _check_name_length(path, probe, option)
     if probe.exists() and not probe.is_dir():
         raise InputError(f"{option} {path}: {probe} is a file, not a folder")
     why = _unwritable(probe) if probe.is_dir() else None
     if why is not None:
         raise InputError(f"{option} {path}: {why}")
+
+
+def _check_name_length(path: Path, folder: Path, option: str) -> None:
+    """Refuse a name too long for the longest name written beside it: the temporary file `_temp_beside` makes
+    (``.NAME.<hex>.tmp``), which every write goes through, checked against the file system's limit on a name's
+    bytes (``folder``: an existing ancestor; 255 where the system does not say). Without this, a name a few bytes
+    under the limit passes every check and fails when the result is written, after the work."""
+    name = path.name or path.resolve().name
+    longest = len(_temp_beside(Path(name)).name.encode(errors="surrogateescape"))
+    try:
+        limit = os.pathconf(folder if folder.exists() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if limit > 0 and longest > limit:
+        size = len(name.encode(errors="surrogateescape"))
+        raise InputError(
+            f"{option} {path}: its name is {size} bytes; uatlab writes it through a temporary file beside it whose "
+            f"name is {longest - size} bytes longer, over this file system's limit of {limit} bytes per name: choose "
+            f"a name of at most {limit - (longest - size)} bytes"
+        )
 
 
 def _unwritable(folder: Path) -> str | None:

@@ -1162,3 +1162,20 @@ def test_any_refusal_after_reading_says_where_kept_work_is(case_dir: Path, capsy
     err = " ".join(capsys.readouterr().err.split())
     assert "the construction cannot go on; the data read is kept in the work directory m.safetensors.work" in err
     assert (case_dir / "m.safetensors.work" / "manifest.json").is_file()
+
+
+def test_an_output_name_too_long_for_its_temporary_file_is_refused_before_the_work(case_dir: Path, capsys) -> None:
+    """A name a few bytes under the file system's limit passes as a name, but the temporary file written beside it
+    (14 bytes longer) does not: refused before reading, with the longest name that works, which does."""
+    limit = os.pathconf(case_dir, "PC_NAME_MAX")
+    longest = limit - 14
+    too_long = "m" * (longest + 1 - len(".safetensors")) + ".safetensors"
+    before = sorted(p.name for p in case_dir.iterdir())
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", too_long]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"its name is {longest + 1} bytes" in err and f"choose a name of at most {longest} bytes" in err, err
+    assert "Traceback" not in err and sorted(p.name for p in case_dir.iterdir()) == before  # no work directory
+    fits = too_long[1:]
+    assert main(["compile", "data.txt", "--out", fits, "--json"]) == 0
+    assert (case_dir / fits).is_file()
