@@ -1179,3 +1179,22 @@ def test_an_output_name_too_long_for_its_temporary_file_is_refused_before_the_wo
     fits = too_long[1:]
     assert main(["compile", "data.txt", "--out", fits, "--json"]) == 0
     assert (case_dir / fits).is_file()
+
+
+def test_a_work_directory_a_killed_run_left_empty_does_not_block_the_next(case_dir: Path, capsys) -> None:
+    """A run killed (SIGKILL: no clean-up) after it made its work directory but before it stored a sequence left a
+    manifest of 0 sequences: nothing to resume or to lose, so the next run reuses the folder and removes it at the
+    end as its own; a work directory holding stored sequences is still refused."""
+    from uatlab.data.token_store import TokenStore
+
+    work = case_dir / "m.safetensors.work"
+    TokenStore(work, "data.txt", "sequence")  # made, never read into, never removed
+    (work / "chunk_00000.npz.tmp.npz").write_bytes(b"half a chunk")  # killed while writing the first chunk
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0, capsys.readouterr().err
+    assert (case_dir / "m.safetensors").is_file() and not work.exists()
+    kept = TokenStore(work, "data.txt", "sequence")
+    kept.read([(["a"], ["X"], 1)], lambda toks, ctx: [0] * len(toks))
+    capsys.readouterr()
+    assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
+    assert "holds all of data.txt read by an earlier run" in " ".join(capsys.readouterr().err.split())

@@ -305,6 +305,12 @@ def load_chunk(
         raise InputError(f"{path}: damaged ({exc}); {start_over(path.parent)}") from None
 
 
+def _holds_nothing(manifest: dict[str, Any]) -> bool:
+    """A work directory's manifest that records no stored sequence: a run stopped (killed) before its first chunk
+    was written, which left nothing to resume."""
+    return not manifest.get("chunks") and not manifest.get("sequences") and not manifest.get("complete")
+
+
 class TokenStore:
     """Chunked on-disk encoding of a labelled data set (see the module docstring)."""
 
@@ -362,6 +368,12 @@ class TokenStore:
             if not self.dir.is_dir():
                 raise InputError(f"work directory {self.dir} is an existing file, not a folder")
             old = self._owned_manifest()
+            if old is not None and _holds_nothing(old):  # a run killed before it stored a sequence: nothing to
+                created = bool((read_marker(self.dir) or {}).get("created_folder"))  # keep; reused as it was made
+                self.m = old
+                self._remove_own_files()
+                (self.dir / MARKER).unlink(missing_ok=True)
+                old = None
             if old is not None:  # an earlier run's data, kept for --resume or by --keep-work: the user's now
                 what = "all" if old.get("complete") else f"{old.get('sequences', 0)} sequences"
                 resumable = "add --resume to continue from it, or " if old.get("version") == STORE_VERSION else ""
