@@ -1198,3 +1198,21 @@ def test_a_work_directory_a_killed_run_left_empty_does_not_block_the_next(case_d
     capsys.readouterr()
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
     assert "holds all of data.txt read by an earlier run" in " ".join(capsys.readouterr().err.split())
+
+
+def test_an_interrupt_while_train_prints_its_summary_says_the_files_are_complete(
+    case_dir: Path, capsys, monkeypatch
+) -> None:
+    """Once `train` has returned, the model, checkpoint and summary are written: an interrupt while the command
+    prints the summary says so, not the generic "partial results, if any, were kept"."""
+    import uatlab.cli.train as train_cli
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli, "_print_training", interrupted)
+    capsys.readouterr()
+    assert main(["train", "data.txt", "--out", "run", "--epochs", "1", "--warmup-steps", "0"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "interrupted after the run had ended: its files are complete", err
+    assert {"model.safetensors", "summary.json", "checkpoint.pt"} <= {p.name for p in (case_dir / "run").iterdir()}

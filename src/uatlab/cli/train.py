@@ -361,7 +361,13 @@ def train_command(
     except KeyboardInterrupt:  # before the training loop (which checkpoints and returns): say what there is
         say_on_interrupt(_interrupted_before_training(out))
         raise
+    if result.status in ("completed", "ceiling"):  # its files are written: an interrupt from here on says so
+        say_on_interrupt(RUN_ENDED)
     _print_training(data, result, valid_data is not None, json_out, reading)
+
+
+#: the last line of a run interrupted once its files were written (while it prints its summary, or just after)
+RUN_ENDED = "interrupted after the run had ended: its files are complete"
 
 
 def _interrupted_before_training(out: Path) -> str:
@@ -413,7 +419,7 @@ def _print_training(data: Path, result, has_valid: bool, json_out: bool, reading
         err_console.print(f"stopped ({result.status}): {ckpt} is saved; continue with the same command plus --resume")
         raise typer.Exit(code=3)
     # the run has ended and printed its files: an interrupt before the process exits says so
-    say_on_interrupt("interrupted after the run had ended: its files are complete")
+    say_on_interrupt(RUN_ENDED)
 
 
 @app.command("data-report")
