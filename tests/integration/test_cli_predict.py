@@ -219,3 +219,44 @@ def test_predict_checks_its_input_file_once(tmp_path, capsys, monkeypatch):
     assert checked == [(text, "input file")]
     assert main(["predict", str(tmp_path / "missing.safetensors"), str(tmp_path / "gone.txt")]) == 2
     assert f"error: input file {tmp_path / 'gone.txt'} does not exist" in " ".join(capsys.readouterr().err.split())
+
+
+def test_predict_labels_and_prints_in_parts_with_progress(tmp_path, capsys, monkeypatch):
+    """A long input is labelled a part at a time under a progress bar, each part printed when labelled: the text
+    is the one the whole input labelled at once gives, and an interrupt keeps what was printed and says how much."""
+    import uatlab
+    import uatlab.cli.predict as predict_cli
+
+    model, data = _synth_and_compile(tmp_path)
+    text = tmp_path / "s.txt"
+    text.write_text("\n".join(" ".join(t) for t in data.tokens) + "\n")
+    whole = uatlab.load(model).predict(data.tokens)
+    expected = (
+        "\n\n".join(
+            "\n".join(f"{t}\t{y}" for t, y in zip(s, labs, strict=True))
+            for s, labs in zip(data.tokens, whole, strict=True)
+        )
+        + "\n"
+    )
+    monkeypatch.setattr(predict_cli, "PART_TOKENS", 12)  # 5-token sentences: 2 a part, 15 parts
+    capsys.readouterr()
+    assert main(["predict", str(model), str(text), "--format", "text"]) == 0
+    got = capsys.readouterr()
+    assert got.out == expected
+    assert "labelling" in got.err
+    assert main(["predict", str(model), str(text), "--format", "text", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == whole
+
+    real, calls = uatlab.models.transformer.Transformer.predict, []
+
+    def interrupted_at_the_third_part(self, sentences, *a, **k):
+        calls.append(len(sentences))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, sentences, *a, **k)
+
+    monkeypatch.setattr(uatlab.models.transformer.Transformer, "predict", interrupted_at_the_third_part)
+    assert main(["predict", str(model), str(text), "--format", "text"]) == 130
+    got = capsys.readouterr()
+    assert got.out == "\n\n".join(expected.split("\n\n")[:4]) + "\n\n"  # the first two parts: 4 sentences
+    assert got.err.strip().splitlines()[-1] == "interrupted: the labels of the first 4 of 30 sentences were printed"

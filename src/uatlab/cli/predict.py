@@ -127,8 +127,9 @@ def predict_cmd(
     except ValueError as exc:  # UATLAB_THREADS set to something unusable
         raise InputError(str(exc)) from None
     model = load(model_path)
-    try:
-        labels = model.predict(sentences, unknown=unknown or None)
+    policy = unknown or None
+    try:  # every word and length checked before anything is labelled or printed
+        model.encode_sentences(sentences, unknown=policy)
     except UnknownTokenError as exc:  # the token's own line in CoNLL (one token per line), else the sentence's
         from uatlab.data.dataset import token_line
 
@@ -136,24 +137,23 @@ def predict_cmd(
         raise InputError(f"{input_path}:{line}: {exc}") from None
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
-    if fmt == "auto":  # how the file was read (once read and labelled): CoNLL columns and plain text look alike
-        from uatlab.cli.app import err_console
+    from uatlab.cli.app import err_console
+
+    if fmt == "auto":  # how the file was read: CoNLL columns and plain text look alike
         from uatlab.data.jsonl import format_note
 
         err_console.print(format_note(input_path, reading), highlight=False, soft_wrap=True)
-    # every word outside the vocabulary was read as the unknown-word token (any other policy raised above)
     known = model.encoding.token_to_id
     unknown_tokens = sum(1 for s in sentences for t in s if t not in known)
     n_tokens = sum(len(s) for s in sentences)
     if unknown_tokens:
-        from uatlab.cli.app import err_console
-
         err_console.print(
             f"warning: {input_path}: {unknown_tokens} of {n_tokens} tokens are not in the model's vocabulary and "
             f"were read as {model.encoding.unknown_token!r}",
             highlight=False,
             soft_wrap=True,
         )
+    labels = _label_in_parts(model, sentences, policy, n_tokens, stream=not json_out)
     if json_out:
         print_json(
             {
@@ -168,9 +168,41 @@ def predict_cmd(
                 "words": sentences,
             }
         )
-        return
-    lines = []
-    for toks, labs in zip(sentences, labels, strict=True):
-        lines.extend(f"{t}\t{y}" for t, y in zip(toks, labs, strict=True))
-        lines.append("")
-    typer.echo("\n".join(lines), nl=False)
+
+
+#: tokens labelled (and, as text, printed) at a time: the progress bar's step
+PART_TOKENS = 65_536
+
+
+def _label_in_parts(model, sentences: list[list[str]], policy: str | None, n_tokens: int, stream: bool) -> list:
+    """The labels of ``sentences``, computed ``PART_TOKENS`` tokens at a time under a progress bar (stderr). With
+    ``stream`` each part is printed as soon as it is labelled (``token<TAB>label`` lines, a blank line after each
+    sentence) and nothing is returned: an interrupt keeps what was printed, and its last line says how much."""
+    from uatlab.cli.app import say_on_interrupt
+    from uatlab.cli.progress import StageBars
+
+    out: list[list[str]] = []
+    with StageBars(unit="tok") as bars:
+        step = bars.step("labelling", n_tokens)
+        start = 0
+        while start < len(sentences):
+            stop, size = start, 0
+            while stop < len(sentences) and (size == 0 or size + len(sentences[stop]) <= PART_TOKENS):
+                size += len(sentences[stop])
+                stop += 1
+            part = model.predict(sentences[start:stop], unknown=policy)
+            if stream:
+                text = []
+                for toks, labs in zip(sentences[start:stop], part, strict=True):
+                    text.extend(f"{t}\t{y}" for t, y in zip(toks, labs, strict=True))
+                    text.append("")
+                # sentences end in a blank line, but the last: the output as one piece would be
+                typer.echo("\n".join(text) + ("\n" if stop < len(sentences) else ""), nl=False)
+                say_on_interrupt(
+                    f"interrupted: the labels of the first {stop} of {len(sentences)} sentences were printed"
+                )
+            else:
+                out.extend(part)
+            step(size)
+            start = stop
+    return out

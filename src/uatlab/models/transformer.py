@@ -20,10 +20,13 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from uatlab._util import check_flag
 from uatlab.errors import InputError
@@ -310,6 +313,22 @@ class Transformer(nn.Module):
         return self.readout(x) if self.readout is not None else x
 
     # ------------------------------------------------------------------ strings in, strings out
+    def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
+        """Token ids of ``sentences`` under `encoding` (``unknown``: as in `predict`), after the checks `predict`
+        makes before it runs anything: an unknown word (policy "error") and a sentence longer than the positional
+        encoding raise, naming the sentence."""
+        if self.encoding is None:
+            raise InputError("the model carries no encoding (model.encoding); it cannot map token strings to ids")
+        ids = self.encoding.encode_sentences(sentences, unknown=unknown)
+        if self.pos is not None:
+            for i, row in enumerate(ids):
+                if len(row) > self.config.max_len:
+                    raise InputError(
+                        f"sentence {i} has {len(row)} tokens; the model's positional encoding covers "
+                        f"{self.config.max_len}"
+                    )
+        return ids
+
     def predict(
         self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 8192
     ) -> list[list[str]]:
@@ -330,14 +349,7 @@ class Transformer(nn.Module):
             raise InputError("the model carries no encoding (model.encoding); it cannot map token strings to ids")
         if self.readout is None or self.embed is None:
             raise InputError("predict needs a model with a token embedding and a readout")
-        ids = self.encoding.encode_sentences(sentences, unknown=unknown)
-        if self.pos is not None:
-            for i, row in enumerate(ids):
-                if len(row) > self.config.max_len:
-                    raise InputError(
-                        f"sentence {i} has {len(row)} tokens; the model's positional encoding covers "
-                        f"{self.config.max_len}"
-                    )
+        ids = self.encode_sentences(sentences, unknown)
         labels = self.encoding.id_to_label
         out: list[list[str]] = [[] for _ in ids]
         order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))

@@ -153,6 +153,21 @@ class Seq2SeqDeepModel(nn.Module):
         logits = y[:, None] * self.readout_w[None, :] + self.readout_b[None, :]  # (B n, C)
         return logits.reshape(B, n, self.C)
 
+    def _encoding(self) -> Any:
+        """`encoding`, or token i ↔ ``str(i)`` when it is None."""
+        from uatlab.data.dataset import Encoding
+
+        return self.encoding if self.encoding is not None else Encoding.of_ids(self.V, self.C)
+
+    def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
+        """Token ids of ``sentences`` after the checks `predict` makes before it runs anything (an unknown word, a
+        sentence longer than the context n': InputError naming the sentence)."""
+        ids = self._encoding().encode_sentences(sentences, unknown=unknown)
+        for i, row in enumerate(ids):
+            if len(row) > self.context:
+                raise InputError(f"sentence {i} has {len(row)} tokens; the model's context covers {self.context}")
+        return ids
+
     def predict(
         self, sentences: Sequence[Sequence[str]], unknown: str | None = None, max_tokens: int = 16384
     ) -> list[list[str]]:
@@ -166,14 +181,8 @@ class Seq2SeqDeepModel(nn.Module):
         Raises:
             InputError: an unknown word; a sentence longer than the context n' (naming it and its length).
         """
-        from uatlab.data.dataset import Encoding
-
-        enc = self.encoding if self.encoding is not None else Encoding.of_ids(self.V, self.C)
-        ids = enc.encode_sentences(sentences, unknown=unknown)
-        for i, row in enumerate(ids):
-            if len(row) > self.context:
-                raise InputError(f"sentence {i} has {len(row)} tokens; the model's context covers {self.context}")
-        labels = enc.id_to_label
+        ids = self.encode_sentences(sentences, unknown)
+        labels = self._encoding().id_to_label
         out: list[list[str]] = [[] for _ in ids]
         order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))
         start = 0
