@@ -34,8 +34,9 @@ fault in the output's pages, and a descheduling lands in one timing, not in the 
 * save: writing the model file's bytes once.
 
 Medians over ``--repeats`` runs. The model hash is the SHA-256 of the tensors (names, dtypes, shapes,
-bytes), the config and the token encoding: equal hashes mean the same model bytes (the file's other
-metadata holds timings). The certificate digest covers every certificate figure except timings.
+bytes), the config and the token encoding; ``file_sha256`` is the SHA-256 of the whole file, and
+``file_bytes_equal`` says whether it was the same in every repeat (a model file holds no run times). The
+certificate digest covers every certificate figure except timings.
 Output: a table per case on stdout and one JSON document at ``--out``.
 """
 
@@ -213,6 +214,7 @@ def run_compile(name: str, args: list[str], workdir: Path, cpu_clock: bool = Tru
         # each worker process of the executor: its peak RSS and its process names (Ray: the tasks it ran)
         peak_rss_workers_mb=sorted(peaks.values(), key=lambda w: -w["peak_rss_mb"]) if workers else None,
         model_hash=model_hash(out),
+        file_sha256=hashlib.sha256(out.read_bytes()).hexdigest(),
         certificate_digest=certificate_digest(fig),
         model_path=str(out),
     )
@@ -446,6 +448,7 @@ def median_case(
     out = {k: v for k, v in runs[-1].items() if k not in ("stage_seconds", "wall_seconds", "cpu_seconds")}
     out["repeats"] = repeats
     out["model_hashes_equal"] = len({r["model_hash"] for r in runs}) == 1
+    out["file_bytes_equal"] = len({r["file_sha256"] for r in runs}) == 1
     out["certificate_digests_equal"] = len({r["certificate_digest"] for r in runs}) == 1
     for key in ("wall_seconds", "cpu_seconds", "peak_rss_mb"):
         out[key] = statistics.median(r[key] for r in runs)
@@ -578,7 +581,7 @@ def print_case(r: dict) -> None:
         f"\n== {r['case']}: {r['tokens']} tokens, certified {r['certified']} ({r['certified_tokens']}/"
         f"{r['ceiling_tokens']}), medians of {r['repeats']}: CPU {r['cpu_seconds']:.2f} s, wall "
         f"{r['wall_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB; model hash {r['model_hash'][:16]} "
-        f"(equal across runs: {r['model_hashes_equal']})"
+        f"(equal across runs: {r['model_hashes_equal']}; file bytes equal: {r['file_bytes_equal']})"
     )
     if "bound_seconds" not in r:
         return

@@ -49,6 +49,14 @@ def test_progress_on_stderr_unless_json(here: Path, capsys) -> None:
     assert "construct:" in err and "certify gate" not in err  # no certificate, no certificate bars
 
 
+def test_the_same_data_compiles_to_the_same_file_bytes(here: Path, capsys) -> None:
+    """The file keeps the compile certificate without its time, and its header in one order."""
+    for name in ("a.safetensors", "b.safetensors"):
+        assert main(["compile", "d.conll", "--ff", "deep", "--out", name, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["certified"] is True
+    assert (here / "a.safetensors").read_bytes() == (here / "b.safetensors").read_bytes()
+
+
 def _error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error: ")]  # bars end in \r, not \n
 

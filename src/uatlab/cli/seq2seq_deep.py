@@ -150,7 +150,10 @@ def compile_deep_file(
         {
             "source": {"data": data.name},
             "compiled_on": compiled,
-            "compile_certificate": cert.to_dict() if cert is not None else None,
+            # without its time: the same model is the same bytes
+            "compile_certificate": (
+                {k: v for k, v in cert.to_dict().items() if k != "seconds"} if cert is not None else None
+            ),
         },
     )
     fig["stage_seconds"] = {

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from uatlab.data.dataset import Encoding
 from uatlab.errors import InputError, ModelFileError
@@ -386,12 +386,12 @@ def save_hooked(hooked: HookedTransformer, out: str | os.PathLike) -> Path:
     tensors = {
         k: v.detach().contiguous().clone() for k, v in hooked.state_dict().items() if not k.endswith(("IGNORE", "mask"))
     }
-    from uatlab.io_safety import atomic_dir, atomic_path, write_text_atomic
+    from uatlab.io_safety import atomic_dir, write_text_atomic
+    from uatlab.models.safetensors_file import write_safetensors
 
     with atomic_dir(out) as tmp:  # the folder and its files get the umask's permissions
         write_text_atomic(tmp / CONFIG_FILE, json.dumps(doc, indent=1) + "\n")
-        with atomic_path(tmp / WEIGHTS_FILE) as weights:
-            save_file(tensors, str(weights), metadata={"format": FORMAT_TAG})
+        write_safetensors(tensors, tmp / WEIGHTS_FILE, {"format": FORMAT_TAG})
     return out
 
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 from safetensors import safe_open
-from safetensors.torch import save_file
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
-from uatlab.io_safety import atomic_path, folder_spelling, not_a_regular_file, require_path
+from uatlab.io_safety import folder_spelling, not_a_regular_file, require_path
 from uatlab.models.finite import check_finite
+from uatlab.models.safetensors_file import write_safetensors
 from uatlab.models.transformer import Transformer, TransformerConfig
 
 FORMAT_TAG = "uatlab-transformer-v1"
@@ -64,9 +64,7 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
     metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": config.to_json()}
     if extra:
         metadata["uatlab_extra"] = json.dumps(extra, sort_keys=True, default=str)
-    with atomic_path(path) as tmp:  # removed on any failure or interrupt; mode from the umask
-        save_file(tensors, str(tmp), metadata=metadata)
-    return path
+    return write_safetensors(tensors, path, metadata)  # atomic; the same model gives the same bytes
 
 
 def _float_dtypes(tensors: dict[str, Any]) -> dict[str, str]:

@@ -148,12 +148,7 @@ def write_model_file(
 ) -> Path:
     """Write ``tensors`` with the format ``tag`` and ``header`` (as JSON under ``header_key``) to ``path``
     atomically: the file is replaced only once it is complete, and nothing is left on failure or interrupt."""
-    from safetensors.torch import save_file
-
-    from uatlab.io_safety import atomic_path
+    from uatlab.models.safetensors_file import write_safetensors
 
     metadata = {"uatlab_format": tag, header_key: json.dumps(header, default=jsonable)}
-    path = Path(path)
-    with atomic_path(path) as tmp:  # mode from the umask
-        save_file(tensors, str(tmp), metadata=metadata)
-    return path
+    return write_safetensors(tensors, path, metadata)

@@ -694,11 +694,16 @@ def compile_memorizer(
     return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=encoding)
 
 
+# figures of a compile report that describe the run (its times, and lists that can be long), not kept in the model file
+RUN_ONLY_FIGURES = ("conflicts", "min_margin_at", "seconds", "stage_seconds", "stage_cpu_seconds")
+
+
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
-    """`uatlab.models.io.save` with the compile report (without the conflict lists) as the facts."""
+    """`uatlab.models.io.save` with the compile report as the facts, less what describes the run rather than the
+    model (the conflict lists, where the smallest margin was, the times): the same model is the same bytes."""
     from uatlab._util import to_jsonable  # a non-finite figure is stored as a string ("inf"): JSON has none
 
-    facts = {k: v for k, v in (report or {}).items() if k not in ("conflicts", "min_margin_at")}
+    facts = {k: v for k, v in (report or {}).items() if k not in RUN_ONLY_FIGURES}
     return save(model, path, facts=to_jsonable(facts))
 
 
