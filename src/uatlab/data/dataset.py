@@ -7,6 +7,7 @@ Token and label vocabularies are built in first-seen order, which makes ids dete
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -75,7 +76,7 @@ class SequenceDataset:
                     raise InputError(
                         f"{self.where(i)}: sequence {i}: {what}s must be a list of strings, not a {type(seq).__name__}"
                     )
-                if not all(isinstance(item, str) for item in seq):
+                if not all(map(isinstance, seq, itertools.repeat(str))):  # one C loop
                     k, item = next((k, item) for k, item in enumerate(seq) if not isinstance(item, str))
                     raise InputError(
                         f"{self.where(i)}: sequence {i}, position {k}: the {what} {item!r} is a "
@@ -134,16 +135,18 @@ class SequenceDataset:
             return self.tokens[key], self.labels[key]
         raise TypeError(f"SequenceDataset indices must be integers or slices, not {type(key).__name__}")
 
-    def subset(self, indices: Iterable[int]) -> SequenceDataset:
-        """The sequences at ``indices`` (in that order), keeping their source lines."""
+    def subset(self, indices: Iterable[int], *, validate: bool = True) -> SequenceDataset:
+        """The sequences at ``indices`` (in that order), keeping their source lines. ``validate=False`` skips the
+        new data set's `validate`, for a caller that has just validated this one (its sequences are the same
+        list objects, so a subset of valid data is valid)."""
         idx = list(indices)
-        return SequenceDataset(
-            [self.tokens[i] for i in idx],
-            [self.labels[i] for i in idx],
-            source=self.source,
-            lines=[self.lines[i] for i in idx],
-            token_lines=self.token_lines,
-        )
+        parts = ([self.tokens[i] for i in idx], [self.labels[i] for i in idx], [self.lines[i] for i in idx])
+        if validate:
+            return SequenceDataset(*parts[:2], source=self.source, lines=parts[2], token_lines=self.token_lines)
+        sub = object.__new__(SequenceDataset)
+        sub.tokens, sub.labels, sub.lines = parts
+        sub.source, sub.token_lines = self.source, self.token_lines
+        return sub
 
     def __iter__(self) -> Iterator[tuple[list[str], list[str]]]:
         return iter(zip(self.tokens, self.labels, strict=True))
@@ -366,22 +369,35 @@ def check_own_encoding(given: Encoding, own: object) -> None:
 def _encode(
     data: SequenceDataset, rows, mapping: dict[str, int], what: str, where: str, start: int, fallback: int | None = None
 ) -> list[np.ndarray]:
-    """Ids of ``rows`` under ``mapping``; an unknown item is an InputError naming file:line, sequence and position
-    (or ``fallback`` when given)."""
-    out = []
-    for i, seq in enumerate(rows):
-        ids = np.empty(len(seq), dtype=np.int64)
-        for k, item in enumerate(seq):
-            j = mapping.get(item)
-            if j is None:
-                if fallback is None:
-                    raise InputError(
-                        f"{data.where(i, k)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
-                    )
-                j = fallback
-            ids[k] = j
-        out.append(ids)
-    return out
+    """Ids of ``rows`` under ``mapping`` (int64, one array per sequence: views of one array); an unknown item is an
+    InputError naming file:line, sequence and position of the first one (or ``fallback`` when given).
+
+    One dictionary lookup per item in C (``map`` of ``dict.get``, -1 for an unknown item) into a flat array."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    ids = np.fromiter(
+        map(mapping.get, itertools.chain.from_iterable(rows), itertools.repeat(-1)),
+        dtype=np.int64,
+        count=int(lengths.sum()),
+    )
+    missing = np.flatnonzero(ids < 0)
+    if len(missing):
+        if fallback is None:
+            t = int(missing[0])
+            i = int(np.searchsorted(np.cumsum(lengths), t, side="right"))
+            k = t - int(lengths[:i].sum())
+            item = rows[i][k]
+            raise InputError(
+                f"{data.where(i, k)}: {what} {item!r} (sequence {start + i}, position {k}) is not in {where}"
+            )
+        ids[missing] = fallback
+    return split_flat(ids, lengths)
+
+
+def split_flat(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    """``flat`` (Σ lengths,) cut into one view per sequence of ``lengths[i]`` items (``np.split`` without its
+    per-piece overhead)."""
+    ends = np.cumsum(lengths).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[object]], source: str = "<memory>"):

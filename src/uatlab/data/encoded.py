@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from uatlab.data.dataset import Encoding, SequenceDataset
-from uatlab.data.keys import input_keys
+from uatlab.data.dataset import Encoding, SequenceDataset, split_flat
+from uatlab.data.keys import input_keys_of_words
 
 
 @dataclass
@@ -66,7 +66,8 @@ def encode_dataset(
         unknown_tokens = sum(1 for toks in data.tokens for t in toks if t not in enc.token_to_id)
     keys = None
     if context is not None:
-        keys = [np.array(input_keys(toks, context), dtype=np.int64) for toks in data.tokens]
+        flat = input_keys_of_words(data.tokens, context)
+        keys = split_flat(flat, np.fromiter(map(len, data.tokens), np.int64, count=len(data)))
     lines = [data.lines[i] if i < len(data.lines) else i + 1 for i in range(len(data))]
     labels = enc.encode_labels(data)
     return EncodedData(enc, ids, labels, lines, data.source, keys, unknown_tokens, data.token_lines)

@@ -209,7 +209,7 @@ def label_information_of(records: Iterable[tuple[list[str], list[str]]], context
     """`label_information` of string records (tokens, labels); ``context`` "sequence" (the model sees
     the whole sequence) or "prefix" (causal). Inputs are told apart by both keys, the salted one under a salt
     drawn at random for this call (`uatlab.data.keys.fresh_salt`)."""
-    from uatlab.data.keys import freshly_salted_input_keys, input_keys
+    from uatlab.data.keys import freshly_salted_input_keys, input_keys_of_words
 
     tok_id: dict[str, int] = {}
     lab_id: dict[str, int] = {}
@@ -223,11 +223,11 @@ def label_information_of(records: Iterable[tuple[list[str], list[str]]], context
         W += [tok_id.setdefault(t, len(tok_id)) for t in toks]
         Y += [lab_id.setdefault(y, len(lab_id)) for y in labs]
         P += range(len(toks))
-        K += input_keys(list(toks), context)
+        K.append(list(toks))
         lengths.append(len(toks))
     word = np.array(W, dtype=np.int64)
     key2 = freshly_salted_input_keys(word, lengths, context)
-    keys = np.array(K, dtype=np.uint64).view(np.int64)
+    keys = input_keys_of_words(K, context)
     return label_information(word, np.array(Y, dtype=np.int64), np.array(P, dtype=np.int64), keys, key2=key2)
 
 

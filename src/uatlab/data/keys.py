@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import uuid
 from collections.abc import Iterable
 
@@ -58,27 +59,44 @@ def token_hashes(tokens: Iterable[str]) -> np.ndarray:
 
 def input_keys_of_ids(word: list[np.ndarray], token_hash: np.ndarray, context: str) -> np.ndarray:
     """`input_keys` of many sequences at once, from their token ids (``token_hash[i]``: the hash of token i,
-    `token_hashes`): the keys of all sequences concatenated (int64), equal to `input_keys` of each one.
+    `token_hashes`): the keys of all sequences concatenated (int64), equal to `input_keys` of each one."""
+    if not word:
+        return np.zeros(0, dtype=np.int64)
+    lengths = np.array([len(w) for w in word], dtype=np.int64)
+    return _rolling_keys(token_hash[np.concatenate(word)], lengths, context)
+
+
+def input_keys_of_words(sequences: list[list[str]], context: str) -> np.ndarray:
+    """`input_keys` of every sequence of words, concatenated (int64): each word's hash from the per-process cache
+    of `_token_hash` (a word seen before is not hashed again), the rolling hash in numpy (`_rolling_keys`)."""
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    total = int(lengths.sum())
+    th = np.fromiter(map(_token_hash, itertools.chain.from_iterable(sequences)), dtype=np.uint64, count=total)
+    return _rolling_keys(th, lengths, context)
+
+
+def _rolling_keys(th: np.ndarray, lengths: np.ndarray, context: str) -> np.ndarray:
+    """The keys of `input_keys` from ``th`` (T,) uint64, the hash of every token, sequences concatenated, of
+    ``lengths`` (N,) tokens each: (T,) int64.
 
     The rolling hash runs over all sequences together, one step per position (sequences sorted by length, the
     ones still running a prefix), in uint64 arithmetic, which wraps mod 2^64 exactly as the Python version's
     ``& _MASK64``. Every array is flat, one entry per token (or per sequence): O(tokens) memory whatever the
     spread of lengths.
     """
-    if not word:
-        return np.zeros(0, dtype=np.int64)
-    lengths = np.array([len(w) for w in word], dtype=np.int64)
-    offsets = np.zeros(len(word) + 1, dtype=np.int64)
+    n = len(lengths)
+    if n == 0 or len(th) == 0:
+        return np.zeros(len(th), dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     T, n_max = int(offsets[-1]), int(lengths.max())
-    th = token_hash[np.concatenate(word)]  # (T,) uint64, data order
     order = np.argsort(-lengths, kind="stable")  # longest first: the sequences still running are a prefix
     Ls = lengths[order]
     start = offsets[:-1][order]
-    acc = np.zeros(len(word), dtype=np.uint64)  # per sequence in `order`: its prefix's rolling hash
+    acc = np.zeros(n, dtype=np.uint64)  # per sequence in `order`: its prefix's rolling hash
     prefix = np.empty(T, dtype=np.uint64) if context == "prefix" else None
     mul, one = np.uint64(_MUL), np.uint64(1)
-    active = len(word)
+    active = n
     for k in range(n_max):
         while active and Ls[active - 1] <= k:
             active -= 1
@@ -92,7 +110,7 @@ def input_keys_of_ids(word: list[np.ndarray], token_hash: np.ndarray, context: s
     if prefix is not None:
         return prefix.view(np.int64)
     # positions enter through a large odd multiplier (see input_keys)
-    base = np.empty(len(word), dtype=np.uint64)
+    base = np.empty(n, dtype=np.uint64)
     base[order] = acc >> one  # the whole sequence's key, data order
     pos = np.arange(1, T + 1, dtype=np.uint64) - np.repeat(offsets[:-1], lengths).astype(np.uint64)  # k + 1
     keys = np.repeat(base, lengths) * mul + pos * np.uint64(0xC2B2AE3D27D4EB4F)

@@ -113,7 +113,7 @@ import torch
 
 from uatlab.data.ceiling_counter import CeilingCounter
 from uatlab.data.dataset import Encoding, SequenceDataset, check_own_encoding, token_line
-from uatlab.data.keys import input_identity_assumption, input_keys, salt_table, salted_input_keys
+from uatlab.data.keys import input_identity_assumption, input_keys_of_words, salt_table, salted_input_keys
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory, limit_as_of_now
 from uatlab.models.io import one_float_dtype
@@ -1774,14 +1774,16 @@ def _encoding_of(model: Transformer, encoding: Encoding | dict | None) -> Encodi
 
 
 def _chunks(data: SequenceDataset, tokens_per_chunk: int) -> Iterator[tuple[int, SequenceDataset]]:
+    """(first sequence's index, chunk of about ``tokens_per_chunk`` tokens) of ``data``, which the caller has just
+    validated (`_check_dataset`): the chunks, made of the same sequences, are not validated again."""
     start, count = 0, 0
     for i, seq in enumerate(data.tokens):
         count += len(seq)
         if count >= tokens_per_chunk:
-            yield start, data.subset(range(start, i + 1))
+            yield start, data.subset(range(start, i + 1), validate=False)
             start, count = i + 1, 0
     if start < len(data):
-        yield start, data.subset(range(start, len(data)))
+        yield start, data.subset(range(start, len(data)), validate=False)
 
 
 def certify(
@@ -2268,7 +2270,7 @@ def _certify_chunk(
     else:
         context = "prefix" if bm.cfg.causal else "sequence"
         # the ceiling's keys from the words as written: inputs that only unknown words tell apart stay apart
-        keys = np.fromiter(itertools.chain.from_iterable(input_keys(t, context) for t in chunk.tokens), np.int64)
+        keys = input_keys_of_words(chunk.tokens, context)
         if setup.unknown == "unk":
             known = enc.token_to_id
             unknown = np.fromiter((t not in known for t in itertools.chain.from_iterable(chunk.tokens)), bool)
