@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 from conll_fixture import CONLL
 
 from uatlab.cli import main
@@ -829,7 +830,6 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
 def test_a_writers_own_error_for_a_full_disk_is_one_line(case_dir: Path, capsys, monkeypatch) -> None:
     """safetensors reports a full disk as its own SafetensorError (not an OSError), whose message carries the OS
     error; compile then says so in one line, keeps the model already there and names the work directory it kept."""
-    import uatlab.models.io as model_io
 
     class SafetensorError(Exception):  # the type safetensors raises, with the message its Rust I/O error gives
         pass
@@ -843,7 +843,7 @@ def test_a_writers_own_error_for_a_full_disk_is_one_line(case_dir: Path, capsys,
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
     old = (case_dir / "m.safetensors").read_bytes()
     capsys.readouterr()
-    monkeypatch.setattr(model_io, "save_file", full)
+    monkeypatch.setattr(safetensors.torch, "save_file", full)  # the writer every model file goes through
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert err.count("error:") == 1 and "Traceback" not in err, err

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 
 from uatlab.cli import INTERRUPTED
@@ -108,7 +109,7 @@ def test_an_interrupted_save_keeps_the_old_file_and_leaves_no_temporary(tmp_path
         Path(filename).write_bytes(b"half a model")
         raise interrupt()
 
-    monkeypatch.setattr(model_io, "save_file", half_written)
+    monkeypatch.setattr(safetensors.torch, "save_file", half_written)  # the writer every model file goes through
     with pytest.raises(interrupt):
         model_io.save(_tiny_model(), target)
     assert target.read_bytes() == before
