@@ -91,3 +91,19 @@ def test_compiling_twice_saves_the_same_file(tmp_path: Path) -> None:
         assert "seconds" not in facts and "stage_seconds" not in facts
         assert facts["certified_tokens"] == res.certificate.certified_tokens
     assert saved[0] == saved[1]
+
+
+def test_the_same_model_compiled_in_other_chunks_is_the_same_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    """How the data was cut into chunks and buckets is a setting of the run, not a fact of the model."""
+    from uatlab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    rows = [f"w{i % 7} {'B-X' if i % 3 == 0 else 'O'}\n" + ("\n" if i % 5 == 4 else "") for i in range(60)]
+    Path("d.conll").write_text("".join(rows) + "\n")
+    assert main(["compile", "d.conll", "--format", "conll", "--out", "a.safetensors", "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    args = ["compile", "d.conll", "--format", "conll", "--out", "b.safetensors", "--chunk-tokens", "7", "--json"]
+    assert main(args) == 0
+    chunked = json.loads(capsys.readouterr().out)
+    assert chunked["buckets"] > whole["buckets"] == 1  # the runs differ in how they cut the data
+    assert Path("a.safetensors").read_bytes() == Path("b.safetensors").read_bytes()

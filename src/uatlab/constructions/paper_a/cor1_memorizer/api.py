@@ -694,8 +694,17 @@ def compile_memorizer(
     return Construction(model=model, guarantee=guarantee, facts=facts, certificate=cert, detail=encoding)
 
 
-# figures of a compile report that describe the run (its times, and lists that can be long), not kept in the model file
-RUN_ONLY_FIGURES = ("conflicts", "min_margin_at", "seconds", "stage_seconds", "stage_cpu_seconds")
+# figures of a compile report that describe the run, not the model (its times, how its data was cut into chunks
+# and buckets, lists that can be long): not kept in the model file, so the same model is the same bytes
+RUN_ONLY_FIGURES = (
+    "conflicts",
+    "min_margin_at",
+    "seconds",
+    "stage_seconds",
+    "stage_cpu_seconds",
+    "chunk_tokens",
+    "buckets",
+)
 
 
 def save_compiled(model: Transformer, path: str | os.PathLike, report: dict[str, Any] | None = None) -> Path:
