@@ -43,6 +43,15 @@ def test_logit_bounds_refuses_fractional_ids_and_takes_integer_tensors(compiled)
             np.testing.assert_array_equal(a, b)
 
 
+def test_logit_bounds_names_an_out_of_range_id_as_given(compiled):
+    V = compiled.model.config.vocab_size
+    big = np.array([[2**63 + 1, 1, 2]], dtype=np.uint64)  # would wrap to a negative int64
+    with pytest.raises(InputError, match=rf"must lie in \[0, {V}\), got 1…9223372036854775809"):
+        logit_bounds(compiled.model, big)
+    with pytest.raises(InputError, match=rf"must lie in \[0, {V}\), got -1…{V}"):
+        logit_bounds(compiled.model, [[-1, V]])
+
+
 def _swapped_labels(enc: Encoding) -> Encoding:
     labels = enc.id_to_label
     return Encoding.from_lists(enc.id_to_token, [labels[1], labels[0], *labels[2:]])

@@ -2595,4 +2595,8 @@ def logit_bounds(
         raise InputError(f"ids must hold at least one sequence of at least one token, got shape {raw.shape}")
     if not np.issubdtype(raw.dtype, np.integer):  # a float id is refused (as PyTorch's embedding does), never truncated
         raise InputError(f"ids must be integer token ids, got an array of {raw.dtype}")
-    return _BoundedModel(model, exp_ulps).forward_bounds(raw.astype(np.int64, copy=False))
+    bm = _BoundedModel(model, exp_ulps)
+    lo, hi = int(raw.min()), int(raw.max())  # in the ids' own dtype: a uint64 id past 2^63 is not wrapped first
+    if lo < 0 or hi >= bm.E.shape[0]:
+        raise InputError(f"token ids must lie in [0, {bm.E.shape[0]}), got {lo}…{hi}")
+    return bm.forward_bounds(raw.astype(np.int64, copy=False))
