@@ -827,28 +827,44 @@ def test_disk_full_is_one_line_and_keeps_the_old_file(case_dir: Path, capsys, mo
     assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_writers_own_error_for_a_full_disk_is_one_line(case_dir: Path, capsys, monkeypatch) -> None:
-    """safetensors reports a full disk as its own SafetensorError (not an OSError), whose message carries the OS
-    error; compile then says so in one line, keeps the model already there and names the work directory it kept."""
+@pytest.mark.parametrize(
+    ("os_error", "said"),
+    [
+        (
+            'Os { code: 28, kind: StorageFull, message: "No space left on device" }',
+            "no space left on device writing m.safetensors (nothing was replaced; the data read is kept in the work "
+            "directory m.safetensors.work: free some space, then add --resume --work-dir m.safetensors.work)",
+        ),
+        (
+            'Os { code: 30, kind: ReadOnlyFilesystem, message: "Read-only file system" }',
+            "m.safetensors: Read-only file system (the data read is kept in the work directory m.safetensors.work: "
+            "once m.safetensors can be written, add --resume --work-dir m.safetensors.work)",
+        ),
+    ],
+)
+def test_a_writers_own_os_error_is_one_line_naming_the_work_directory_once(
+    case_dir: Path, capsys, monkeypatch, os_error: str, said: str
+) -> None:
+    """safetensors reports an I/O error as its own SafetensorError (not an OSError), whose message carries the OS
+    error; compile then says so in one line, keeps the model already there and names the work directory it kept,
+    once, with advice that fits the error."""
 
     class SafetensorError(Exception):  # the type safetensors raises, with the message its Rust I/O error gives
         pass
 
-    def full(tensors, filename, metadata=None):
+    def failing(tensors, filename, metadata=None):
         Path(filename).write_bytes(b"partial")
-        raise SafetensorError(
-            'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
-        )
+        raise SafetensorError(f"Error while serializing: IoError({os_error})")
 
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--json"]) == 0
     old = (case_dir / "m.safetensors").read_bytes()
     capsys.readouterr()
-    monkeypatch.setattr(safetensors.torch, "save_file", full)  # the writer every model file goes through
+    monkeypatch.setattr(safetensors.torch, "save_file", failing)  # the writer every model file goes through
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert err.count("error:") == 1 and "Traceback" not in err, err
-    assert "no space left on device writing m.safetensors (nothing was replaced; the data read is kept in" in err
-    assert "m.safetensors.work: free some space, then add --resume --work-dir" in err
+    assert f"error: {said}" in err, err
+    assert err.count("kept in") == 1, err
     assert (case_dir / "m.safetensors").read_bytes() == old
     assert not [p for p in case_dir.iterdir() if p.name.endswith(".tmp")]
     assert (case_dir / "m.safetensors.work").is_dir()

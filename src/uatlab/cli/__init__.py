@@ -78,12 +78,13 @@ def _os_error(exc: OSError) -> str:
     reason = exc.strerror or str(exc)
     from uatlab.io_safety import is_disk_full  # no numpy or torch: the error path stays light
 
+    notes = "; ".join(getattr(exc, "__notes__", ()))  # what the command kept and how to go on (add_note)
     if is_disk_full(exc):
         what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
         where = f" writing {name}" if name else ""
-        kept = "".join(f"{note}; " for note in getattr(exc, "__notes__", ()))  # what the command kept (add_note)
-        return f"{what}{where} (nothing was replaced; {kept}free some space and run again)"
-    return f"{name}: {reason}" if name else reason
+        return f"{what}{where} (nothing was replaced; {notes or 'free some space and run again'})"
+    line = f"{name}: {reason}" if name else reason
+    return f"{line} ({notes})" if notes else line
 
 
 def _defer_interrupts_during_torch_import() -> None:

@@ -653,7 +653,8 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         raise
     except OSError as exc:  # disk full: the error line says where the data read so far is kept
         store = run.get("store") if run is not None else None
-        if is_disk_full(exc) and store is not None and owns(store.dir, store.m.get("work_id")):
+        said = any(str(store.dir) in note for note in getattr(exc, "__notes__", ())) if store is not None else True
+        if is_disk_full(exc) and not said and owns(store.dir, store.m.get("work_id")):
             exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
         raise
     else:  # the run has ended and printed its figures: an interrupt before the process exits says so
@@ -799,7 +800,10 @@ def _compile(
     try:
         save_compiled(con.model, out, fig)
     except (UatlabError, OSError) as exc:  # --out changed while the job ran, a full disk: what was read stays
-        fix = "free some space, then" if isinstance(exc, OSError) else f"move {out} away (or give another --out) and"
+        if isinstance(exc, OSError):
+            fix = "free some space, then" if is_disk_full(exc) else f"once {out} can be written,"
+        else:
+            fix = f"move {out} away (or give another --out) and"
         exc.add_note(
             f"the data read is kept in the work directory {store.dir}: {fix} add --resume --work-dir {store.dir}"
         )
