@@ -260,3 +260,26 @@ def test_predict_labels_and_prints_in_parts_with_progress(tmp_path, capsys, monk
     got = capsys.readouterr()
     assert got.out == "\n\n".join(expected.split("\n\n")[:4]) + "\n\n"  # the first two parts: 4 sentences
     assert got.err.strip().splitlines()[-1] == "interrupted: the labels of the first 4 of 30 sentences were printed"
+
+
+def test_predicted_lines_never_start_at_the_end_of_the_progress_bar(tmp_path, capsys, monkeypatch):
+    """On a terminal stdout and the bar (stderr) share the screen: the bar is cleared before each part is
+    printed, so what the screen shows of every line (its text after the last carriage return) is a bar or a
+    ``token<TAB>label`` line, never both."""
+    import io
+    import sys
+
+    import uatlab.cli.predict as predict_cli
+
+    model, data = _synth_and_compile(tmp_path)
+    text = tmp_path / "s.txt"
+    text.write_text("\n".join(" ".join(t) for t in data.tokens) + "\n")
+    monkeypatch.setattr(predict_cli, "PART_TOKENS", 12)
+    screen = io.StringIO()  # one stream for both, as a terminal shows them
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setattr(sys, "stderr", screen)
+    assert main(["predict", str(model), str(text), "--format", "text"]) == 0
+    shown = [line.rsplit("\r", 1)[-1] for line in screen.getvalue().split("\n")]
+    labelled = [line for line in shown if "\t" in line]
+    assert len(labelled) == data.num_tokens
+    assert not [line for line in labelled if "labelling" in line or "tok/s" in line], labelled[:3]

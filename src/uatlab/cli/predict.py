@@ -197,7 +197,7 @@ def _label_in_parts(model, sentences: list[list[str]], policy: str | None, n_tok
                     text.extend(f"{t}\t{y}" for t, y in zip(toks, labs, strict=True))
                     text.append("")
                 # sentences end in a blank line, but the last: the output as one piece would be
-                typer.echo("\n".join(text) + ("\n" if stop < len(sentences) else ""), nl=False)
+                bars.print_out("\n".join(text) + ("\n" if stop < len(sentences) else ""))
                 say_on_interrupt(
                     f"interrupted: the labels of the first {stop} of {len(sentences)} sentences were printed"
                 )

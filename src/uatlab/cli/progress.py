@@ -44,6 +44,16 @@ class StageBars:
 
         return update
 
+    def print_out(self, text: str) -> None:
+        """Write ``text`` to stdout with the bars cleared first and drawn again after it (tqdm's
+        ``external_write_mode``): on a terminal, where stdout and the bars (stderr) share the screen, a line of
+        output never starts at the end of a bar's text."""
+        from tqdm import tqdm
+
+        with tqdm.external_write_mode(file=sys.stdout):
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
     def close(self) -> None:
         """Close the bars. On a terminal tqdm clears the bar's line; elsewhere (a log file, a pipe) the last
         bar's text stays, so the line is ended: what is printed next (an error, a warning) starts a line."""
