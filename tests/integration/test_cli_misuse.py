@@ -183,9 +183,18 @@ def test_certify_counts_the_ceiling_on_the_words_as_written_not_as_unk(capsys, t
     assert fig["certified_tokens"] <= 3 and fig["certified"] is False
     # the second, salted key tells the inputs apart by their words too: with first keys that ignore the words
     # (as colliding hashes would), the ceiling is still 4
-    monkeypatch.setattr(certificate, "input_keys", lambda tokens, context: list(range(len(tokens))))
+    import numpy as np
+
+    calls = []
+
+    def positions_only(sequences, context):
+        calls.append(len(sequences))
+        return np.concatenate([np.arange(len(s), dtype=np.int64) for s in sequences])
+
+    monkeypatch.setattr(certificate, "input_keys_of_words", positions_only)
     assert main(["certify", str(model), str(data), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ceiling_tokens"] == 4
+    assert calls == [2]  # the certificate's first keys came from the colliding stand-in
 
 
 def test_the_api_takes_unknown_as_the_cli_does(tmp_path):
