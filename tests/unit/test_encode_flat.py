@@ -60,3 +60,12 @@ def test_certify_validates_the_data_once_and_still_refuses_data_changed_after_it
     data.tokens[5].append("b")  # a sequence made longer than its labels after the data set was made
     with pytest.raises(InputError, match="sequence 5 has 4 tokens but 3 labels"):
         uatlab.certify(model, data, chunk_tokens=5)
+
+
+def test_an_empty_data_set_encodes_to_nothing_and_is_refused_by_compile() -> None:
+    """No sequences: each encoding is an empty list, and compiling says there is nothing to compile."""
+    empty = SequenceDataset([], [])
+    enc = Encoding.from_lists(["a"], ["A"])
+    assert enc.encode_tokens(empty) == [] and enc.encode_labels(empty) == []
+    with pytest.raises(InputError, match="no sequences"):
+        compile_dataset(empty)

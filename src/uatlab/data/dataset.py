@@ -397,6 +397,8 @@ def split_flat(flat: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
     """``flat`` (Σ lengths,) cut into one view per sequence of ``lengths[i]`` items (``np.split`` without its
     per-piece overhead)."""
     ends = np.cumsum(lengths).tolist()
+    if not ends:  # no sequences
+        return []
     return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
