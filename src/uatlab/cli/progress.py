@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import click
+
 
 class StageBars:
     """A ``progress(stage, done, total)`` callback that shows one tqdm bar per stage (stderr).
@@ -51,8 +53,7 @@ class StageBars:
         from tqdm import tqdm
 
         with tqdm.external_write_mode(file=sys.stdout):
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            click.echo(text, nl=False)  # as every other line: a word stdout cannot encode does not end the run
 
     def close(self) -> None:
         """Close the bars. On a terminal tqdm clears the bar's line; elsewhere (a log file, a pipe) the last
