@@ -1133,7 +1133,10 @@ def test_disk_full_while_compile_stores_the_data_leaves_no_partial_chunk(case_di
     monkeypatch.setattr(np, "savez", full_after(1))
     assert main(["compile", "data.txt", "--out", "m.safetensors", "--chunk-tokens", "2"]) == 2
     err = capsys.readouterr().err
-    assert "no space left on device (nothing was replaced; the data read so far is kept in m.safetensors.work " in err
+    assert (
+        "no space left on device (nothing was replaced; the data read so far is kept in m.safetensors.work: "
+        "free some space, then run again with --resume)" in err
+    ), err
     work = case_dir / "m.safetensors.work"
     assert sorted(p.name for p in work.iterdir()) == [".uatlab-work", "chunk_00000.npz", "manifest.json"]
     monkeypatch.setattr(np, "savez", real_savez)
@@ -1159,7 +1162,8 @@ def test_disk_or_quota_full_after_reading_says_where_the_data_is_kept(
     monkeypatch.setattr(memorizer, "compile_memorizer", full)
     assert main(["compile", "data.txt", "--out", "m.safetensors"]) == 2
     err = capsys.readouterr().err
-    assert err.count("error:") == 1 and "the data read so far is kept in m.safetensors.work for --resume" in err, err
+    kept = "the data read so far is kept in m.safetensors.work: free some space, then run again with --resume"
+    assert err.count("error:") == 1 and kept in err, err
 
 
 def test_any_refusal_after_reading_says_where_kept_work_is(case_dir: Path, capsys, monkeypatch) -> None:

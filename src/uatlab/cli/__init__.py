@@ -82,7 +82,9 @@ def _os_error(exc: OSError) -> str:
     if is_disk_full(exc):
         what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
         where = f" writing {name}" if name else ""
-        return f"{what}{where} (nothing was replaced; {notes or 'free some space and run again'})"
+        if "free some space" not in notes:  # every disk-full line ends with what to do about it
+            notes = "; ".join(filter(None, (notes, "free some space and run again")))
+        return f"{what}{where} (nothing was replaced; {notes})"
     line = f"{name}: {reason}" if name else reason
     return f"{line} ({notes})" if notes else line
 

@@ -655,7 +655,7 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         store = run.get("store") if run is not None else None
         said = any(str(store.dir) in note for note in getattr(exc, "__notes__", ())) if store is not None else True
         if is_disk_full(exc) and not said and owns(store.dir, store.m.get("work_id")):
-            exc.add_note(f"the data read so far is kept in {store.dir} for --resume")
+            exc.add_note(f"the data read so far is kept in {store.dir}: free some space, then run again with --resume")
         raise
     else:  # the run has ended and printed its figures: an interrupt before the process exits says so
         say_on_interrupt(
