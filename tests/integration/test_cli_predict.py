@@ -283,23 +283,3 @@ def test_predicted_lines_never_start_at_the_end_of_the_progress_bar(tmp_path, ca
     labelled = [line for line in shown if "\t" in line]
     assert len(labelled) == data.num_tokens
     assert not [line for line in labelled if "labelling" in line or "tok/s" in line], labelled[:3]
-
-
-def test_labels_print_when_stdout_cannot_encode_a_word(tmp_path, monkeypatch):
-    """A stdout that cannot encode a word (PYTHONIOENCODING=ascii, an old console) prints its labels as every
-    other command line is printed, with no traceback."""
-    import io
-    import sys
-
-    model = tmp_path / "m.safetensors"
-    data = tmp_path / "d.txt"
-    data.write_text("Zürich\tB-LOC\nis\tO\n\nthe\tO\ncity\tO\n")
-    assert main(["compile", str(data), "--out", str(model)]) == 0
-    raw = io.BytesIO()
-    out = io.TextIOWrapper(raw, encoding="ascii", write_through=True)
-    text = tmp_path / "s.txt"
-    text.write_text("Zürich is\nthe city\n")
-    monkeypatch.setattr(sys, "stdout", out)
-    assert main(["predict", str(model), str(text), "--format", "text"]) == 0
-    out.flush()
-    assert b"B-LOC" in raw.getvalue() and b"city\tO" in raw.getvalue()

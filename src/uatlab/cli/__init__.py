@@ -120,9 +120,23 @@ def _defer_interrupts_during_torch_import() -> None:
     signal.signal(signal.SIGTERM, on_interrupt)
 
 
+def _stdout_escapes_what_it_cannot_encode() -> None:
+    """A word stdout's encoding cannot write (``PYTHONIOENCODING=ascii``, a cp1252 console) is written escaped
+    (``Z\\xfcrich``, as stderr writes it by default) instead of ending the command in a UnicodeEncodeError
+    after its work was done (a model saved, labels half printed)."""
+    stream = sys.stdout
+    reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper's; a StringIO has none
+    if callable(reconfigure) and getattr(stream, "errors", None) == "strict":
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a closed or detached stream: left as it is
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``uatlab`` script: exit 0 on success, 2 with one ``error:`` line on a user error,
     130 on Ctrl-C (partial results kept)."""
+    _stdout_escapes_what_it_cannot_encode()
     try:
         if argv is None:  # the real command line (not a test calling main in-process)
             _defer_interrupts_during_torch_import()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import click
-
 
 class StageBars:
     """A ``progress(stage, done, total)`` callback that shows one tqdm bar per stage (stderr).
@@ -53,7 +51,8 @@ class StageBars:
         from tqdm import tqdm
 
         with tqdm.external_write_mode(file=sys.stdout):
-            click.echo(text, nl=False)  # as every other line: a word stdout cannot encode does not end the run
+            sys.stdout.write(text)  # as given: a token's escape codes kept (the CLI escapes what stdout cannot encode)
+            sys.stdout.flush()
 
     def close(self) -> None:
         """Close the bars. On a terminal tqdm clears the bar's line; elsewhere (a log file, a pipe) the last
