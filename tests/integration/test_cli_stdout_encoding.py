@@ -66,3 +66,17 @@ def test_the_help_prints_on_an_ascii_stdout(monkeypatch) -> None:
     raw = _stdout(monkeypatch, "ascii")
     assert main([]) == 2
     assert b"compile" in raw.getvalue() and b"FF\\u2218SA" in raw.getvalue(), raw.getvalue()
+
+
+def test_predict_writes_a_token_with_escape_codes_as_given(tmp_path, monkeypatch) -> None:
+    """A token holding a terminal escape code is printed byte for byte to a pipe or file (not stripped)."""
+    word = "a\x1b[1mb"
+    data = tmp_path / "d.txt"
+    data.write_text(f"{word}\tB-X\nc\tO\n", encoding="utf-8")
+    model = tmp_path / "m.safetensors"
+    assert main(["compile", str(data), "--out", str(model), "--json"]) == 0
+    text = tmp_path / "s.txt"
+    text.write_text(f"{word} c\n", encoding="utf-8")
+    raw = _stdout(monkeypatch, "utf-8")
+    assert main(["predict", str(model), str(text), "--format", "text"]) == 0
+    assert raw.getvalue() == f"{word}\tB-X\nc\tO\n".encode(), raw.getvalue()
