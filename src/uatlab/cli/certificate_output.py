@@ -1,5 +1,5 @@
 """How every command prints a certificate's assumptions, run-time checks, a void proof and a model saved uncertified
-(token, next-token and --ff deep certificates alike)."""
+(token, next-token and --ff deep certificates alike), and the exit status --require-certified asks for."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from uatlab.cli.app import console, err_console
+
+REQUIRE_CERTIFIED_HELP = (
+    "Exit with status 1, after every figure is printed (and, for compile, the model saved), unless the certificate "
+    'proves every token (example) that can be right and its proof stands ("certified": true); without it the '
+    "exit status is 0 whatever the certificate proves."
+)
 
 
 def table_rows(fig: dict[str, Any]) -> dict[str, Any]:
@@ -71,3 +77,25 @@ def warn_not_certified(certified: int | None, ceiling: int, dtype: str, out: Pat
         highlight=False,
         soft_wrap=True,
     )
+
+
+def exit_unless_certified(required: bool, fig: dict[str, Any]) -> None:
+    """With --require-certified (``required``): unless ``fig`` (a command's figures, printed already) says
+    ``"certified": true``, one stderr line saying what the certificate proved and exit status 1
+    (``typer.Exit``); a script can then run ``uatlab certify M DATA --require-certified && ...``."""
+    if not required or fig.get("certified") is True:
+        return
+    import typer
+
+    # token certificates count tokens; next-token ones count examples (compile) or rows (certify: one per example)
+    counts = (("tokens", "tokens"), ("examples", "examples"), ("rows", "examples"))
+    key, unit = next(((k, u) for k, u in counts if f"ceiling_{k}" in fig), counts[0])
+    proved, ceiling = fig.get(f"certified_{key}"), fig.get(f"ceiling_{key}")
+    void = "; its proof is void" if fig.get("invalidated_by") else ""
+    err_console.print(
+        f"not certified: the certificate proves {proved} of the {ceiling} {unit} that can be right{void} "
+        "(--require-certified: exit status 1)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(1)

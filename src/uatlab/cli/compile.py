@@ -18,6 +18,8 @@ import typer
 
 from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.certificate_output import (
+    REQUIRE_CERTIFIED_HELP,
+    exit_unless_certified,
     print_certificate_assumptions,
     warn_exp_ulp_below_measured,
     warn_not_certified,
@@ -259,6 +261,9 @@ def compile_cmd(
         help="Label code: ordinal (1 coordinate), one-hot, or auto (float64 ordinal, float32 one-hot).",
     ),
     no_certify: bool = typer.Option(False, "--no-certify", help="Skip the floating-point certificate."),
+    require_certified: bool = typer.Option(
+        False, "--require-certified", help=REQUIRE_CERTIFIED_HELP + " Refused with --no-certify."
+    ),
     max_memory: str | None = typer.Option(None, "--max-memory", help=MAX_MEMORY_HELP),
     exp_ulp: float = typer.Option(DEFAULT_EXP_ULPS, "--exp-ulp", help=EXP_ULP_HELP + " Refused with --no-certify."),
     resume: bool = typer.Option(
@@ -299,7 +304,8 @@ def compile_cmd(
 
     Exit status 0 when the model is saved, also when its certificate does not prove every token that can be
     right ("certified": false, as `uatlab certify` reports it with exit 0): then the model is still written
-    and one line "warning: the model is not certified: ..." goes to stderr, in every output mode. Exit 2 with
+    and one line "warning: the model is not certified: ..." goes to stderr, in every output mode; with
+    --require-certified that run exits 1 (the model saved, every figure printed). Exit 2 with
     one "error: ..." line on bad input or options: nothing is written, except that the work directory is kept
     with --keep-work or --resume, or when bad data (or a full disk) stops the reading after some sequences were
     stored, for --resume; the error says where. Exit 130 on Ctrl-C or SIGTERM, with one line saying what was kept:
@@ -311,6 +317,8 @@ def compile_cmd(
     """
     if task not in ("token", "next-token"):
         raise InputError(f"--task {task!r}: use 'token' or 'next-token'")
+    if no_certify and require_certified:
+        raise InputError("--require-certified needs the certificate that --no-certify skips: give one of them")
     if task == "next-token":
         refuse_given(ctx, "--task next-token", NEXT_TOKEN_REFUSES)
         from uatlab.cli.next_token import compile_next_token_file, print_next_token_compile
@@ -322,7 +330,8 @@ def compile_cmd(
             note_leftover_temps(out)
             thread_settings = _threads(threads)
             fig = compile_next_token_file(data, fmt, window, tokenizer, dtype, out, seed, not no_certify)
-            return print_next_token_compile(fig, json_out, thread_settings)
+            print_next_token_compile(fig, json_out, thread_settings)
+        return exit_unless_certified(require_certified, fig)
     refuse_given(ctx, "--task token", ("window", "tokenizer"))
     if fmt == "text":
         raise InputError("--format text: only --task next-token reads text files; --task token reads conll or jsonl")
@@ -344,8 +353,8 @@ def compile_cmd(
         _check_existing_out(ctx, out)
         with OutputLock(out, replace_check=_out_check_at_save(ctx, out)), _say_what_is_kept(out):
             note_leftover_temps(out)
-            _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
-        return
+            fig = _compile_deep(data, fmt, dtype, out, seed, no_certify, json_out, threads)
+        return exit_unless_certified(require_certified, fig)
     if labels not in ("auto", "ordinal", "one-hot") or (ff == "ramps" and labels == "ordinal"):
         raise InputError(f"--labels must be ordinal, one-hot or auto (--ff ramps: one-hot), got {labels!r}")
     beta_value = _parse_beta(beta, dtype)
@@ -376,7 +385,7 @@ def compile_cmd(
         run: dict[str, Any] = {}  # the run's TokenStore, once it exists
         note_leftover_temps(out)
         with _say_what_is_kept(out, run, keep_work):
-            _compile(
+            fig = _compile(
                 data,
                 fmt,
                 dtype,
@@ -401,6 +410,7 @@ def compile_cmd(
                 workers,
                 run,
             )
+    exit_unless_certified(require_certified, fig)
 
 
 # options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
@@ -534,7 +544,7 @@ def _out_check_at_save(ctx: typer.Context, out: Path) -> Callable[[], None]:
 
 def _compile_deep(
     data: Path, fmt: str, dtype: str, out: Path, seed: int, no_certify: bool, json_out: bool, threads: str
-) -> None:
+) -> dict[str, Any]:
     from uatlab.cli.progress import StageBars
     from uatlab.cli.seq2seq_deep import STAGE_UNITS, compile_deep_file
     from uatlab.data.jsonl import sequence_format
@@ -553,11 +563,12 @@ def _compile_deep(
         warn_not_certified(fig.get("certified_tokens"), fig["ceiling_tokens"], dtype, out)
     if json_out:
         print_json(fig)
-        return
+        return fig
     _print_figures(f"uatlab compile {data.name} ({dtype}, --ff deep)", fig)
     console.print(
         f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total", highlight=False
     )
+    return fig
 
 
 def check_certify_memory(n: int, where: str) -> None:
@@ -725,7 +736,7 @@ def _compile(
     executor: str = "local",
     workers: int = 1,
     run: dict[str, Any] | None = None,
-) -> None:
+) -> dict[str, Any]:
     from uatlab.cli.progress import StageBars
     from uatlab.constructions.paper_a.cor1_memorizer import compile_memorizer, save_compiled
     from uatlab.data.jsonl import sequence_format
@@ -828,11 +839,12 @@ def _compile(
         warn_void_proof(cert.invalidated_by, bound=cert.bound_certified_tokens)
     if json_out:
         print_json(fig)
-        return
+        return fig
     _print_figures(f"uatlab compile {data.name} ({dtype}{', causal' if causal else ''})", fig)
     if fig.get("note"):
         console.print(fig["note"], highlight=False)
     console.print(f"saved {out} ({fig['model_file_bytes'] / 1e6:.1f} MB) in {fig['seconds']:.1f} s total")
+    return fig
 
 
 @app.command("certify")
@@ -864,12 +876,16 @@ def certify_cmd(
         "the model has an <unk> token (a trained model), else error. Next-token and --ff deep models have none.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    require_certified: bool = typer.Option(False, "--require-certified", help=REQUIRE_CERTIFIED_HELP),
 ) -> None:
     """Prove in floating point which tokens of DATA a saved model classifies correctly.
 
     certified_tokens are proved right in any evaluation of the model in its dtype. correct_tokens counts the
     tokens whose label is the top logit of the float64 reference evaluation; for a float32 model it can differ
     from what `uatlab predict` (a float32 run) gets right on tokens the certificate does not cover.
+
+    Exit status 0 whatever the certificate proves ("certified" says whether it proves every token that can be
+    right); with --require-certified, 1 when it does not. Exit 2 with one "error: ..." line on bad input.
     """
 
     from uatlab.cli.progress import StageBars
@@ -891,7 +907,7 @@ def certify_cmd(
     if is_next_token_model(model_path):
         refuse_given(ctx, f"a next-token model ({model_path})", in_process_only)
         _refuse_unk(unknown, model_path, "a next-token model")
-        return certify_next_token_command(model_path, data, fmt, json_out)
+        return exit_unless_certified(require_certified, certify_next_token_command(model_path, data, fmt, json_out))
     if fmt == "text":
         raise InputError(f"--format text: only next-token models certify text; {model_path} labels every token")
     from uatlab.models.io import SEQ2SEQ_DEEP_TAG, file_format
@@ -903,8 +919,11 @@ def certify_cmd(
         refuse_given(ctx, f"a --ff deep model ({model_path})", deep_refuses)
         _refuse_unk(unknown, model_path, "a --ff deep model")
         reading = sequence_format(data, fmt)
-        certify_deep_command(model_path, data, _records(data, reading, fmt), json_out, reading == "conll", reading)
-        return say_reading(data, fmt, reading)
+        fig = certify_deep_command(
+            model_path, data, _records(data, reading, fmt), json_out, reading == "conll", reading
+        )
+        say_reading(data, fmt, reading)
+        return exit_unless_certified(require_certified, fig)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
@@ -957,13 +976,14 @@ def certify_cmd(
     warn_void_proof(cert.invalidated_by, bound=cert.bound_certified_tokens)
     if json_out:
         print_json(fig)
-        return
-    _print_figures(f"uatlab certify {model_path.name} on {data.name}", fig)
-    console.print(
-        f"proved {cert.certified_tokens} of {cert.tokens} tokens correct in {cert.dtype} "
-        f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in the float64 reference)",
-        highlight=False,
-    )
+    else:
+        _print_figures(f"uatlab certify {model_path.name} on {data.name}", fig)
+        console.print(
+            f"proved {cert.certified_tokens} of {cert.tokens} tokens correct in {cert.dtype} "
+            f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in the float64 reference)",
+            highlight=False,
+        )
+    exit_unless_certified(require_certified, fig)
 
 
 @app.command("synth")

@@ -431,8 +431,9 @@ def read_model_sequences(
     raise InputError(f"--format {fmt!r}: a next-token model reads jsonl or text")
 
 
-def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool) -> None:
-    """``uatlab certify`` on a saved next-token memorizer: re-prove every ceiling example of DATA."""
+def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool) -> dict[str, Any]:
+    """``uatlab certify`` on a saved next-token memorizer: re-prove every ceiling example of DATA; returns the
+    figures it printed."""
     import numpy as np
 
     from uatlab.cli.app import console, key_value_table, print_json
@@ -477,6 +478,7 @@ def certify_next_token_command(model_path: Path, data: Path, fmt: str, json_out:
     else:
         console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", table_rows(fig)))
         print_certificate_assumptions(fig)
+    return fig
 
 
 def predict_next_token_command(model_path: Path, data: Path, fmt: str, json_out: bool, unknown: str = "") -> None:

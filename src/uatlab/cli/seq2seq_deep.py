@@ -176,7 +176,7 @@ def compile_deep_file(
 
 def certify_deep_command(
     model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False, reading: str | None = None
-) -> None:
+) -> dict[str, Any]:
     """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA, with
     progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding.
     ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line; ``reading``: the
@@ -225,7 +225,7 @@ def certify_deep_command(
         fig["format"] = reading
     if json_out:
         print_json(fig)
-        return
+        return fig
     console.print(key_value_table(f"uatlab certify {model_path.name} on {data.name}", table_rows(fig)))
     print_certificate_assumptions(fig)
     console.print(
@@ -233,3 +233,4 @@ def certify_deep_command(
         f"({cert.ceiling_tokens} can be right at all; {cert.correct_tokens} correct in exact arithmetic)",
         highlight=False,
     )
+    return fig

@@ -403,6 +403,9 @@ def summarize(model: Transformer, report: dict[str, Any], cert: Certificate | No
         "certified": cert.certified if cert else None,
         "certified_fraction": cert.certified_fraction if cert else None,
         "certified_tokens": cert.certified_tokens if cert else None,
+        # why the proof is void (empty if it stands), and what the bounds alone prove then
+        "invalidated_by": cert.invalidated_by if cert else None,
+        "bound_certified_tokens": cert.bound_certified_tokens if cert else None,
         "min_certified_margin": cert.min_certified_margin if cert else None,
         "min_margin_at": cert.min_margin_at if cert else None,
         "params_total": p_total,
