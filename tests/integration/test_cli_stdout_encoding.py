@@ -15,9 +15,9 @@ from uatlab.cli import main
 WORDS = ("Zürich", "東京")
 
 
-def _stdout(monkeypatch, encoding: str) -> io.BytesIO:
+def _stdout(monkeypatch, encoding: str, errors: str = "strict") -> io.BytesIO:
     raw = io.BytesIO()
-    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding=encoding, write_through=True))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding=encoding, errors=errors, write_through=True))
     return raw
 
 
@@ -27,29 +27,52 @@ def _escaped(word: str, encoding: str) -> bytes:
 
 @pytest.fixture
 def conll(tmp_path: Path) -> Path:
-    data = tmp_path / "données.txt"
+    data = tmp_path / "данные.txt"  # a name neither ASCII nor cp1252 can write
     data.write_text(f"{WORDS[0]}\tB-LOC\nis\tO\n\n{WORDS[1]}\tB-LOC\ncity\tO\n", encoding="utf-8")
     return data
 
 
-@pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
-def test_predict_prints_every_label_with_the_words_escaped(tmp_path, conll, monkeypatch, encoding) -> None:
+@pytest.mark.parametrize(
+    ("encoding", "errors"), [("ascii", "strict"), ("cp1252", "strict"), ("ascii", "surrogateescape")]
+)
+def test_predict_prints_every_label_with_the_words_escaped(tmp_path, conll, monkeypatch, encoding, errors) -> None:
+    """ascii with surrogateescape is Python's stdout in a C locale without UTF-8 mode."""
     model = tmp_path / "m.safetensors"
     assert main(["compile", str(conll), "--out", str(model), "--json"]) == 0
     text = tmp_path / "s.txt"
     text.write_text(f"{WORDS[0]} is\n{WORDS[1]} city\n", encoding="utf-8")
-    raw = _stdout(monkeypatch, encoding)
+    raw = _stdout(monkeypatch, encoding, errors)
     assert main(["predict", str(model), str(text), "--format", "text"]) == 0
     out = raw.getvalue()
     for word in WORDS:
         assert _escaped(word, encoding) + b"\tB-LOC" in out, out
     assert b"city\tO" in out
+    assert sys.stdout.errors == errors  # the stream is left as the caller had it
+
+
+def test_an_undecodable_byte_goes_out_as_it_came_in_and_other_characters_escaped() -> None:
+    """What Python read as a lone surrogate (an undecodable byte of a file name) is written as that byte."""
+    from uatlab.cli import STDOUT_ERRORS
+
+    assert "a\udcffb".encode("ascii", STDOUT_ERRORS) == b"a\xffb"
+    assert "é東\U0001f600".encode("ascii", STDOUT_ERRORS) == b"\\xe9\\u6771\\U0001f600"
+    assert "é東".encode("cp1252", STDOUT_ERRORS) == "é".encode("cp1252") + b"\\u6771"
+
+
+def test_predict_without_a_stdout_finishes(tmp_path, conll, monkeypatch) -> None:
+    """No stdout at all (closed with >&-, pythonw): the labels have nowhere to go, and the command ends normally."""
+    model = tmp_path / "m.safetensors"
+    assert main(["compile", str(conll), "--out", str(model), "--json"]) == 0
+    text = tmp_path / "s.txt"
+    text.write_text(f"{WORDS[0]} is\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", None)
+    assert main(["predict", str(model), str(text), "--format", "text"]) == 0
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "cp1252"])
 def test_compile_and_certify_print_their_figures_for_a_non_ascii_path(tmp_path, conll, monkeypatch, encoding):
     """The figures name the data file and the token of the smallest margin: both may be non-ASCII."""
-    model = tmp_path / "modèle.safetensors"
+    model = tmp_path / "模型.safetensors"
     raw = _stdout(monkeypatch, encoding)
     assert main(["compile", str(conll), "--out", str(model)]) == 0
     assert model.is_file() and _escaped(model.name, encoding) in raw.getvalue(), raw.getvalue()

@@ -5,11 +5,14 @@ Command modules register on the shared `uatlab.cli.app.app`; they are imported h
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import errno
 import importlib
 import os
 import signal
 import sys
+from collections.abc import Iterator
 
 INTERRUPTED = "interrupted (partial results, if any, were kept)"
 
@@ -120,23 +123,58 @@ def _defer_interrupts_during_torch_import() -> None:
     signal.signal(signal.SIGTERM, on_interrupt)
 
 
-def _stdout_escapes_what_it_cannot_encode() -> None:
-    """A word stdout's encoding cannot write (``PYTHONIOENCODING=ascii``, a cp1252 console) is written escaped
-    (``Z\\xfcrich``, as stderr writes it by default) instead of ending the command in a UnicodeEncodeError
-    after its work was done (a model saved, labels half printed)."""
+STDOUT_ERRORS = "uatlab-escape"  # the codec error handler stdout writes with during a command
+
+
+def _escape_unencodable(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """Codec error handler: a byte that came in undecodable (a lone surrogate U+DC80-U+DCFF, what Python's
+    ``surrogateescape`` reads from a file name or argument) goes out as that byte again; any other character the
+    encoding cannot write goes out as its escape (``\\xfc``, ``\\u6771``), one character at a time."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    code = ord(exc.object[exc.start])
+    if 0xDC80 <= code <= 0xDCFF:
+        return bytes([code - 0xDC00]), exc.start + 1
+    return (
+        f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    ), exc.start + 1
+
+
+codecs.register_error(STDOUT_ERRORS, _escape_unencodable)
+
+
+@contextlib.contextmanager
+def _stdout_escapes_what_it_cannot_encode() -> Iterator[None]:
+    """For the command's duration: a word stdout's encoding cannot write (``PYTHONIOENCODING=ascii``, a cp1252
+    console, a C locale) is written escaped (``Z\\xfcrich``, as stderr writes it) instead of ending the command
+    in a UnicodeEncodeError after its work was done (a model saved, labels half printed). The stream's own error
+    mode is restored afterwards (a program that calls `main` keeps its stdout as it was)."""
     stream = sys.stdout
-    reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper's; a StringIO has none
-    if callable(reconfigure) and getattr(stream, "errors", None) == "strict":
+    reconfigure = getattr(stream, "reconfigure", None)  # io.TextIOWrapper's; a StringIO or None has none
+    before = getattr(stream, "errors", None)
+    changed = False
+    if callable(reconfigure) and before in ("strict", "surrogateescape"):
         try:
-            reconfigure(errors="backslashreplace")
+            reconfigure(errors=STDOUT_ERRORS)
+            changed = True
         except (ValueError, OSError):  # a closed or detached stream: left as it is
             pass
+    try:
+        yield
+    finally:
+        if changed:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors=before)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``uatlab`` script: exit 0 on success, 2 with one ``error:`` line on a user error,
     130 on Ctrl-C (partial results kept)."""
-    _stdout_escapes_what_it_cannot_encode()
+    with _stdout_escapes_what_it_cannot_encode():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         if argv is None:  # the real command line (not a test calling main in-process)
             _defer_interrupts_during_torch_import()

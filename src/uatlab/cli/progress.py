@@ -50,6 +50,8 @@ class StageBars:
         output never starts at the end of a bar's text."""
         from tqdm import tqdm
 
+        if sys.stdout is None:  # no stdout at all (closed with >&-, pythonw): as print, nothing to write to
+            return
         with tqdm.external_write_mode(file=sys.stdout):
             sys.stdout.write(text)  # as given: a token's escape codes kept (the CLI escapes what stdout cannot encode)
             sys.stdout.flush()
