@@ -90,5 +90,34 @@ def test_next_token_examples_are_counted_as_examples(here: Path, capsys) -> None
     )
     code, fig, err = _run(["certify", "model.safetensors", "e.jsonl", "--json", "--require-certified"], capsys)
     assert code == 1 and fig["certified"] is False, err
-    assert "examples that can be right (--require-certified: exit status 1)" in err, err
+    assert "examples that can be right; 1 examples have a label the model never outputs (--require-certified" in err
     assert main(["certify", "model.safetensors", "e.jsonl", "--json"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "argv"),
+    [
+        ("uatlab.cli.seq2seq_deep", "compile_deep_file", ["d.txt", "--ff", "deep"]),
+        ("uatlab.cli.next_token", "compile_next_token_file", ["t.txt", "--task", "next-token", "--window", "3"]),
+    ],
+)
+def test_deep_and_next_token_compiles_exit_1_when_their_figures_say_not_certified(
+    here: Path, capsys, monkeypatch, module: str, name: str, argv: list[str]
+) -> None:
+    """Their certificates prove every example of data they compile; a run whose figures say otherwise (as one
+    would if a floating-point condition failed) saves the model and exits 1."""
+    import importlib
+
+    (here / "t.txt").write_text("the cat sat on the mat and the dog sat on the log " * 2)
+    mod = importlib.import_module(module)
+    real = getattr(mod, name)
+
+    def uncertified(*args, **kwargs):
+        fig = real(*args, **kwargs)
+        return fig | {"certified": False}
+
+    monkeypatch.setattr(mod, name, uncertified)
+    code, fig, err = _run(["compile", *argv, "--json", "--require-certified"], capsys)
+    assert code == 1 and fig["certified"] is False and (here / "model.safetensors").is_file()
+    assert err.strip().splitlines()[-1].endswith("(--require-certified: exit status 1)"), err
+    assert main(["compile", *argv, "--json", "--out", "other.safetensors"]) == 0

@@ -92,6 +92,9 @@ def exit_unless_certified(required: bool, fig: dict[str, Any]) -> None:
     key, unit = next(((k, u) for k, u in counts if f"ceiling_{k}" in fig), counts[0])
     proved, ceiling = fig.get(f"certified_{key}"), fig.get(f"ceiling_{key}")
     void = "; its proof is void" if fig.get("invalidated_by") else ""
+    unknown = fig.get("labels_the_model_cannot_output")  # next-token certify: examples no proof can cover
+    if unknown:
+        void += f"; {unknown} examples have a label the model never outputs"
     err_console.print(
         f"not certified: the certificate proves {proved} of the {ceiling} {unit} that can be right{void} "
         "(--require-certified: exit status 1)",
