@@ -25,6 +25,15 @@ class UnknownTokenError(InputError):
         self.sentence, self.position = sentence, position
 
 
+class SentenceTooLongError(InputError):
+    """A sentence longer than a model's positional encoding covers. ``sentence`` says which (0-based), so that a
+    reader of a file can name its line."""
+
+    def __init__(self, message: str, sentence: int = 0) -> None:
+        super().__init__(message)
+        self.sentence = sentence
+
+
 class DimensionTooSmallError(InputError):
     """A model dimension below the smallest one the data needs. The message names the Python parameter
     (``d_model``); `named` gives the same error naming another spelling of it (the command line's ``--dim``)."""

@@ -169,25 +169,31 @@ def test_text_with_one_word_lines_and_unlabelled_conll_are_still_read(tmp_path):
 
 
 def test_auto_format_says_how_the_file_was_read_and_json_lists_the_words(tmp_path, capsys):
-    # paragraphs of three-word lines have the shape of CoNLL columns: read as CoNLL, only the first word of each
-    # line is a token; the reading is said on stderr and the JSON shows the words read and the format
+    # paragraphs of three-word lines have the shape of CoNLL columns; their last words are not the model's labels,
+    # so they are read as plain text; the model's own labelled data is read as CoNLL. The reading is said on
+    # stderr, and the JSON shows the words read and the format
     data = tmp_path / "d.conll"
     data.write_text("EU B-ORG\nrejects O\nGerman B-MISC\n\nPeter B-PER\nBlackburn I-PER\nsaid O\n")
     model = tmp_path / "m.safetensors"
     assert main(["compile", str(data), "--out", str(model), "--json"]) == 0
     para = tmp_path / "para.txt"
     para.write_text("EU rejects German\n\nPeter Blackburn said\n")
-    for extra in ([], ["--json"]):
-        capsys.readouterr()
-        assert main(["predict", str(model), str(para), *extra]) == 0
-        cap = capsys.readouterr()
-        notes = [line for line in cap.err.splitlines() if line.startswith("note:")]
-        assert len(notes) == 1, cap.err
-        assert f"{para} read as CoNLL" in notes[0] and "--format text" in notes[0]
-    out = json.loads(cap.out)
-    assert out["format"] == "conll"
-    assert out["words"] == [["EU"], ["Peter"]] and len(out["words"][0]) == len(out["labels"][0])
-    assert out["tokens"] == sum(len(w) for w in out["words"])
+    cases = [
+        (para, "plain text", "--format conll", "text", [["EU", "rejects", "German"], ["Peter", "Blackburn", "said"]]),
+        (data, "CoNLL", "--format text", "conll", [["EU", "rejects", "German"], ["Peter", "Blackburn", "said"]]),
+    ]
+    for path, reading, other, fmt, words in cases:
+        for extra in ([], ["--json"]):
+            capsys.readouterr()
+            assert main(["predict", str(model), str(path), *extra]) == 0
+            cap = capsys.readouterr()
+            notes = [line for line in cap.err.splitlines() if line.startswith("note:")]
+            assert len(notes) == 1, cap.err
+            assert f"{path} read as {reading}" in notes[0] and other in notes[0], notes
+        out = json.loads(cap.out)
+        assert out["format"] == fmt and out["words"] == words
+        assert [len(w) for w in out["words"]] == [len(y) for y in out["labels"]]
+        assert out["tokens"] == sum(len(w) for w in out["words"])
     # read as text, as the note says: every word, no note (the format was given), the JSON says "text"
     assert main(["predict", str(model), str(para), "--format", "text", "--json"]) == 0
     cap = capsys.readouterr()

@@ -12,13 +12,14 @@ plain text can look alike), in every output mode.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import typer
 
 from uatlab.cli.app import app, print_json
 from uatlab.cli.options import no_data_error
-from uatlab.errors import InputError, UnknownTokenError
+from uatlab.errors import InputError, SentenceTooLongError, UnknownTokenError
 from uatlab.io_safety import check_input_file
 
 
@@ -28,16 +29,23 @@ def read_sentences(path: Path, fmt: str) -> list[list[str]]:
     return read_input(check_input_file(path, "input file"), fmt)[0]
 
 
-def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
+def read_input(path: Path, fmt: str, labels: Collection[str] | None = None) -> tuple[list[list[str]], list[int], str]:
     """(sentences, the line each starts on, how the file was read) for ``--format fmt``: the reading is
     ``'text'``, ``'conll'``, ``'conll-tokens'`` (unlabelled CoNLL, one token per line) or ``'jsonl'``
-    (`uatlab.data.jsonl.format_note` words it); ``path`` is a readable file (`check_input_file`)."""
+    (`uatlab.data.jsonl.format_note` words it); ``path`` is a readable file (`check_input_file`).
+
+    ``labels``: the labels of the model that will read the file. With ``auto``, a file CoNLL by its shape whose
+    last columns are none of them and mostly words (`_prose_by_labels`) is plain text: a few lines of prose
+    ("EU rejects German") have the shape of CoNLL columns, and read so they would lose every word but the
+    first of each line."""
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
     from uatlab.data.jsonl import read_sequences, sequence_format
 
     given = fmt
     fmt = sequence_format(path, fmt, text=True)  # auto tells unlabelled CoNLL apart ('conll-tokens')
+    if given == "auto" and fmt == "conll" and labels is not None and _prose_by_labels(path, labels):
+        fmt = "text"
     if given == "conll" and _one_column(path):  # --format conll: labelled or one token per line
         fmt = "conll-tokens"
     if fmt == "text":
@@ -59,6 +67,35 @@ def read_input(path: Path, fmt: str) -> tuple[list[list[str]], list[int], str]:
         return [tokens for tokens, _, _ in rows3], [line for _, _, line in rows3], "jsonl"
     data = read_sequences(path, fmt)
     return data.tokens, data.lines, "conll"
+
+
+def _prose_by_labels(path: Path, labels: Collection[str]) -> bool:
+    """True when the last column of no line of two or more columns (``-DOCSTART-`` aside) is one of the model's
+    ``labels`` and most of those last columns are words (`uatlab.data.jsonl._is_word`: letters, one lower-case):
+    the "labels" of such a file are the last words of lines of prose. A labelled file for this model has its
+    labels there, and one of another tag set (POS tags, IOB chunks, a fixture's one-letter labels) has tags,
+    which are not words; both stay CoNLL."""
+    from uatlab.data.jsonl import LABEL_SAMPLE_LINES, _mostly_words
+    from uatlab.data.text_file import iter_lines
+
+    known = set(labels)
+    last: set[str] = set()
+    rows = 0
+    lines = iter_lines(path)
+    try:
+        for _, line in lines:
+            cols = line.split()
+            if len(cols) < 2 or cols[0].startswith("-DOCSTART-"):
+                continue
+            if cols[-1] in known:
+                return False
+            last.add(cols[-1])
+            rows += 1
+            if rows >= LABEL_SAMPLE_LINES:
+                break
+    finally:
+        lines.close()
+    return bool(last) and _mostly_words(last)[1]
 
 
 def _one_column(path: Path) -> bool:
@@ -90,7 +127,8 @@ def predict_cmd(
         "sentences, or one sentence of several lines each ending in an IOB tag; unlabelled CoNLL when every line has one "
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
         "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, a single line, or "
-        "when every column of >= 3 is words rather than tags (as compile refuses it); "
+        "when every column of >= 3 is words rather than tags (as compile refuses it) or no line's last column is "
+        "one of the model's labels and most are words (a few lines of prose); "
         "several 2-column lines in one block not all tagged are refused: give --format. A file CoNLL but for fewer "
         "lines of one word (a label missing) is refused naming the first. With auto a note on stderr says how the "
         "file was read.",
@@ -118,7 +156,6 @@ def predict_cmd(
     check_input_file(input_path, "input file")
     if is_next_token_model(model_path):
         return predict_next_token_command(model_path, input_path, fmt, json_out, unknown)
-    sentences, lines, reading = read_input(input_path, fmt)
     t0 = time.perf_counter()
     from uatlab.threads import apply_threads
 
@@ -127,6 +164,12 @@ def predict_cmd(
     except ValueError as exc:  # UATLAB_THREADS set to something unusable
         raise InputError(str(exc)) from None
     model = load(model_path)
+    if getattr(model, "encoding", None) is None:
+        raise InputError(
+            f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map the words of {input_path} "
+            "to ids"
+        )
+    sentences, lines, reading = read_input(input_path, fmt, model.encoding.id_to_label)
     policy = unknown or None
     try:  # every word and length checked before anything is labelled or printed
         model.encode_sentences(sentences, unknown=policy)
@@ -135,6 +178,8 @@ def predict_cmd(
 
         line = token_line(lines[exc.sentence], exc.position, reading in ("conll", "conll-tokens"))
         raise InputError(f"{input_path}:{line}: {exc}") from None
+    except SentenceTooLongError as exc:  # the line the sentence starts on
+        raise InputError(f"{input_path}:{lines[exc.sentence]}: {exc}") from None
     except InputError as exc:
         raise InputError(f"{input_path}: {exc}") from None
     from uatlab.cli.app import err_console

@@ -23,6 +23,8 @@ def json_error_at(exc: json.JSONDecodeError) -> str:
     """What a JSON parser found wrong in one line, and where: "Expecting value at column 9" ("… at" messages,
     such as "Invalid control character at", get the column after them)."""
     at = "" if exc.msg.endswith(" at") else " at"
+    if exc.lineno > 1:  # past the line's own text (on its line ending): one column after its last character
+        return f"{exc.msg}{at} the end of the line (column {len(exc.doc.splitlines()[0]) + 1})"
     return f"{exc.msg}{at} column {exc.colno}"
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 from uatlab._util import check_flag
-from uatlab.errors import InputError
+from uatlab.errors import InputError, SentenceTooLongError
 from uatlab.models.attention import MultiHeadSelfAttention
 from uatlab.models.feedforward import FeedForward
 
@@ -323,9 +323,10 @@ class Transformer(nn.Module):
         if self.pos is not None:
             for i, row in enumerate(ids):
                 if len(row) > self.config.max_len:
-                    raise InputError(
+                    raise SentenceTooLongError(
                         f"sentence {i} has {len(row)} tokens; the model's positional encoding covers "
-                        f"{self.config.max_len}"
+                        f"{self.config.max_len}",
+                        i,
                     )
         return ids
 
