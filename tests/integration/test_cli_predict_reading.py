@@ -44,6 +44,14 @@ def test_a_few_lines_of_prose_are_read_as_text_not_as_columns(model: Path, capsy
         ("EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\nsaid\tO\n", [["EU", "rejects"], ["Peter", "said"]]),
         # another tag set (POS tags are not words): columns still
         ("EU NNP\nrejects VBZ\n\nPeter NNP\nsaid VBD\n", [["EU", "rejects"], ["Peter", "said"]]),
+        # a word and its lemma (two columns, both words)
+        ("rejects reject\nGerman German\n\nsaid say\n", [["rejects", "German"], ["said"]]),
+        # word, POS tag, lemma: the tag column is not words
+        ("EU NNP eu\nrejects VBZ reject\n\nsaid VBD say\n", [["EU", "rejects"], ["said"]]),
+        # another data set's documents, with word-like last columns
+        ("-DOCSTART- x y\n\nrejects verb reject\n\nsaid verb say\n", [["rejects"], ["said"]]),
+        # labels the model does not know, of an IOB tag set: columns
+        ("EU NNP B-NP B-LOC\nrejects VBZ B-VP O\n\nsaid VBD B-VP O\n", [["EU", "rejects"], ["said"]]),
     ],
 )
 def test_labelled_columns_stay_columns(model: Path, capsys, text: str, words: list[list[str]]) -> None:

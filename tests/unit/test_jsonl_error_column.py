@@ -14,6 +14,7 @@ from uatlab.errors import InputError
         ('{"tokens":["a","b"]', "the end of the line (column 20)"),  # cut short: the parser stops at the line end
         ('{"tokens":["a","b"]\r', "the end of the line (column 20)"),
         ('{"tokens":["a" "b"], "labels":["A","B"]}', "column 16"),
+        ('{"tokens":["a\u2028b","c"]', "the end of the line (column 22)"),  # U+2028 inside a string: no line end
     ],
 )
 def test_the_column_is_on_the_line_itself(tmp_path, line: str, where: str) -> None:

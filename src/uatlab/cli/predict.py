@@ -34,10 +34,10 @@ def read_input(path: Path, fmt: str, labels: Collection[str] | None = None) -> t
     ``'text'``, ``'conll'``, ``'conll-tokens'`` (unlabelled CoNLL, one token per line) or ``'jsonl'``
     (`uatlab.data.jsonl.format_note` words it); ``path`` is a readable file (`check_input_file`).
 
-    ``labels``: the labels of the model that will read the file. With ``auto``, a file CoNLL by its shape whose
-    last columns are none of them and mostly words (`_prose_by_labels`) is plain text: a few lines of prose
-    ("EU rejects German") have the shape of CoNLL columns, and read so they would lose every word but the
-    first of each line."""
+    ``labels``: the labels of the model that will read the file. With ``auto``, a few lines CoNLL by their shape
+    whose columns are all words and whose last columns are none of these labels (`_prose_by_labels`) are plain
+    text: lines of prose ("EU rejects German") have the shape of CoNLL columns, and read so they would lose every
+    word but the first of each line."""
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
     from uatlab.data.jsonl import read_sequences, sequence_format
@@ -70,32 +70,35 @@ def read_input(path: Path, fmt: str, labels: Collection[str] | None = None) -> t
 
 
 def _prose_by_labels(path: Path, labels: Collection[str]) -> bool:
-    """True when the last column of no line of two or more columns (``-DOCSTART-`` aside) is one of the model's
-    ``labels`` and most of those last columns are words (`uatlab.data.jsonl._is_word`: letters, one lower-case):
-    the "labels" of such a file are the last words of lines of prose. A labelled file for this model has its
-    labels there, and one of another tag set (POS tags, IOB chunks, a fixture's one-letter labels) has tags,
-    which are not words; both stay CoNLL."""
-    from uatlab.data.jsonl import LABEL_SAMPLE_LINES, _mostly_words
+    """True for a few lines of prose that have the shape of CoNLL columns, which no rule without the model can
+    tell from a tiny CoNLL file (`uatlab.data.jsonl.words_as_labels` needs `MIN_WORD_LABELS` distinct last
+    columns and judges larger files): every line with a word has three or more columns, none is a
+    ``-DOCSTART-`` line, fewer than `MIN_WORD_LABELS` distinct last columns, none of them one of the model's
+    ``labels``, and every column after the first, the last included, mostly words (`uatlab.data.jsonl._is_word`).
+    A file with the model's labels stays CoNLL, and so does one of two columns (a word and its lemma or tag,
+    as compile never refuses them), one with a tag column (POS, chunk and IOB tags are not words) and one of
+    another data set's documents."""
+    from uatlab.data.jsonl import MIN_WORD_LABELS, _mostly_words
     from uatlab.data.text_file import iter_lines
 
     known = set(labels)
-    last: set[str] = set()
-    rows = 0
+    columns: dict[int, set[str]] = {}  # column index (from the second) -> its distinct values
     lines = iter_lines(path)
     try:
         for _, line in lines:
             cols = line.split()
-            if len(cols) < 2 or cols[0].startswith("-DOCSTART-"):
+            if not cols:
                 continue
-            if cols[-1] in known:
+            if len(cols) < 3 or cols[0].startswith("-DOCSTART-") or cols[-1] in known:
                 return False
-            last.add(cols[-1])
-            rows += 1
-            if rows >= LABEL_SAMPLE_LINES:
-                break
+            columns.setdefault(-1, set()).add(cols[-1])
+            for j in range(1, len(cols) - 1):
+                columns.setdefault(j, set()).add(cols[j])
+            if len(columns[-1]) >= MIN_WORD_LABELS:
+                return False
     finally:
         lines.close()
-    return bool(last) and _mostly_words(last)[1]
+    return bool(columns) and all(_mostly_words(values)[1] for values in columns.values())
 
 
 def _one_column(path: Path) -> bool:
@@ -127,8 +130,8 @@ def predict_cmd(
         "sentences, or one sentence of several lines each ending in an IOB tag; unlabelled CoNLL when every line has one "
         "word and blank lines separate two or more sentences, one of several lines; plain text when the widths "
         "differ, every line has one word otherwise, one block of >= 3 columns not all tagged, a single line, or "
-        "when every column of >= 3 is words rather than tags (as compile refuses it) or no line's last column is "
-        "one of the model's labels and most are words (a few lines of prose); "
+        "when every column of >= 3 is words rather than tags (as compile refuses it), also in a few lines whose "
+        "last columns are none of the model's labels; "
         "several 2-column lines in one block not all tagged are refused: give --format. A file CoNLL but for fewer "
         "lines of one word (a label missing) is refused naming the first. With auto a note on stderr says how the "
         "file was read.",

@@ -24,7 +24,8 @@ def json_error_at(exc: json.JSONDecodeError) -> str:
     such as "Invalid control character at", get the column after them)."""
     at = "" if exc.msg.endswith(" at") else " at"
     if exc.lineno > 1:  # past the line's own text (on its line ending): one column after its last character
-        return f"{exc.msg}{at} the end of the line (column {len(exc.doc.splitlines()[0]) + 1})"
+        first = exc.doc.split("\n", 1)[0].rstrip("\r")  # the parser's lines end at "\n" only (U+2028 may be text)
+        return f"{exc.msg}{at} the end of the line (column {len(first) + 1})"
     return f"{exc.msg}{at} column {exc.colno}"
 
 
