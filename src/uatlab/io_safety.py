@@ -49,6 +49,10 @@ ENVIRONMENT_ERRNOS = frozenset(
 DISK_FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
 
 
+#: what a disk-full error line advises; a note that already gives it (with its own next step) is not given it again
+DISK_FULL_ADVICE = "free some space"
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """True if ``exc`` is an OSError of a full disk or quota (`DISK_FULL_ERRNOS`)."""
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS

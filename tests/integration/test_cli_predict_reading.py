@@ -81,3 +81,6 @@ def test_a_model_without_an_encoding_is_named(model: Path, capsys) -> None:
     Path("s.txt").write_text("EU rejects\n")
     code, _, err = _predict(["bare.safetensors", "s.txt"], capsys)
     assert code == 2 and "error: bare.safetensors stores no token encoding" in err, err
+    assert main(["certify", "bare.safetensors", "train.txt"]) == 2  # certify reads the encoding the same way
+    err = capsys.readouterr().err
+    assert "error: bare.safetensors stores no token encoding" in err and "the words of train.txt" in err, err

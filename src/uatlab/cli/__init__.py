@@ -79,14 +79,14 @@ def _usage_error(exc) -> str:
 def _os_error(exc: OSError) -> str:
     name = exc.filename if exc.filename is not None else ""
     reason = exc.strerror or str(exc)
-    from uatlab.io_safety import is_disk_full  # no numpy or torch: the error path stays light
+    from uatlab.io_safety import DISK_FULL_ADVICE, is_disk_full  # no numpy or torch: the error path stays light
 
     notes = "; ".join(getattr(exc, "__notes__", ()))  # what the command kept and how to go on (add_note)
     if is_disk_full(exc):
         what = "no space left on device" if exc.errno == errno.ENOSPC else "disk quota exceeded"
         where = f" writing {name}" if name else ""
-        if "free some space" not in notes:  # every disk-full line ends with what to do about it
-            notes = "; ".join(filter(None, (notes, "free some space and run again")))
+        if DISK_FULL_ADVICE not in notes:  # every disk-full line ends with what to do about it
+            notes = "; ".join(filter(None, (notes, f"{DISK_FULL_ADVICE} and run again")))
         return f"{what}{where} (nothing was replaced; {notes})"
     line = f"{name}: {reason}" if name else reason
     return f"{line} ({notes})" if notes else line
@@ -127,17 +127,13 @@ STDOUT_ERRORS = "uatlab-escape"  # the codec error handler stdout writes with du
 
 
 def _escape_unencodable(exc: UnicodeError) -> tuple[str | bytes, int]:
-    """Codec error handler: a byte that came in undecodable (a lone surrogate U+DC80-U+DCFF, what Python's
-    ``surrogateescape`` reads from a file name or argument) goes out as that byte again; any other character the
-    encoding cannot write goes out as its escape (``\\xfc``, ``\\u6771``), one character at a time."""
-    if not isinstance(exc, UnicodeEncodeError):
-        raise exc
-    code = ord(exc.object[exc.start])
-    if 0xDC80 <= code <= 0xDCFF:
-        return bytes([code - 0xDC00]), exc.start + 1
-    return (
-        f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
-    ), exc.start + 1
+    """Codec error handler, Python's two in turn: bytes that came in undecodable (lone surrogates U+DC80-U+DCFF,
+    what ``surrogateescape`` reads from a file name or argument) go out as those bytes again; any other run of
+    characters the encoding cannot write goes out escaped (``backslashreplace``: ``\\xfc``, ``\\u6771``)."""
+    try:
+        return codecs.lookup_error("surrogateescape")(exc)
+    except UnicodeError:  # not only such surrogates
+        return codecs.backslashreplace_errors(exc)
 
 
 codecs.register_error(STDOUT_ERRORS, _escape_unencodable)

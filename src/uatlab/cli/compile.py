@@ -31,6 +31,7 @@ from uatlab.cli.options import (
     check_workers,
     file_path,
     long_outlier_hint,
+    model_encoding,
     no_data_error,
     note_leftover_temps,
     one_of,
@@ -41,6 +42,7 @@ from uatlab.cli.options import (
 )
 from uatlab.errors import DimensionTooSmallError, InputError, UatlabError
 from uatlab.io_safety import (
+    DISK_FULL_ADVICE,
     OutputLock,
     check_input_file,
     check_no_link_loop,
@@ -666,7 +668,9 @@ def _say_what_is_kept(out: Path, run: dict[str, Any] | None = None, keep_work: b
         store = run.get("store") if run is not None else None
         said = any(str(store.dir) in note for note in getattr(exc, "__notes__", ())) if store is not None else True
         if is_disk_full(exc) and not said and owns(store.dir, store.m.get("work_id")):
-            exc.add_note(f"the data read so far is kept in {store.dir}: free some space, then run again with --resume")
+            exc.add_note(
+                f"the data read so far is kept in {store.dir}: {DISK_FULL_ADVICE}, then run again with --resume"
+            )
         raise
     else:  # the run has ended and printed its figures: an interrupt before the process exits says so
         say_on_interrupt(
@@ -812,7 +816,7 @@ def _compile(
         save_compiled(con.model, out, fig)
     except (UatlabError, OSError) as exc:  # --out changed while the job ran, a full disk: what was read stays
         if isinstance(exc, OSError):
-            fix = "free some space, then" if is_disk_full(exc) else f"once {out} can be written,"
+            fix = f"{DISK_FULL_ADVICE}, then" if is_disk_full(exc) else f"once {out} can be written,"
         else:
             fix = f"move {out} away (or give another --out) and"
         exc.add_note(
@@ -927,9 +931,7 @@ def certify_cmd(
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
-    if getattr(model, "encoding", None) is None:
-        raise InputError(f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map {data} to ids")
-    unk = model.encoding.unknown_token
+    unk = model_encoding(model, model_path, data).unknown_token
     if unk is None:
         _refuse_unk(unknown, model_path, "a model")
     from uatlab.verify.certificate import parameter_dtype

@@ -236,6 +236,17 @@ AUTO_FORMAT_HELP = (
 )
 
 
+def model_encoding(model: Any, model_path: Path, data: Path) -> Any:
+    """The token encoding ``model`` (loaded from ``model_path``) stores, or an InputError naming the model file
+    that lacks it (it cannot map the words of ``data`` to ids)."""
+    encoding = getattr(model, "encoding", None)
+    if encoding is None:
+        raise InputError(
+            f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map the words of {data} to ids"
+        )
+    return encoding
+
+
 def say_reading(path: Path, fmt: str, reading: str) -> None:
     """When ``--format auto`` chose CoNLL, one note on stderr says how the columns were read
     (`uatlab.data.jsonl.format_note`, as ``predict`` says it, after the file was read): a small file of

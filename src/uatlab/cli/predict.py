@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import app, print_json
-from uatlab.cli.options import no_data_error
+from uatlab.cli.options import model_encoding, no_data_error
 from uatlab.errors import InputError, SentenceTooLongError, UnknownTokenError
 from uatlab.io_safety import check_input_file
 
@@ -167,12 +167,8 @@ def predict_cmd(
     except ValueError as exc:  # UATLAB_THREADS set to something unusable
         raise InputError(str(exc)) from None
     model = load(model_path)
-    if getattr(model, "encoding", None) is None:
-        raise InputError(
-            f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map the words of {input_path} "
-            "to ids"
-        )
-    sentences, lines, reading = read_input(input_path, fmt, model.encoding.id_to_label)
+    labels = model_encoding(model, model_path, input_path).id_to_label
+    sentences, lines, reading = read_input(input_path, fmt, labels)
     policy = unknown or None
     try:  # every word and length checked before anything is labelled or printed
         model.encode_sentences(sentences, unknown=policy)
