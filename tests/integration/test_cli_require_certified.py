@@ -60,7 +60,14 @@ def test_certify_exits_1_only_when_asked_and_not_certified(here: Path, capsys, f
 
 
 def test_compile_saves_the_model_then_exits_1_when_its_proof_is_void(here: Path, capsys) -> None:
-    """--exp-ulp 0.5 is below the exp error of this machine's float32 softmax: the proof is void."""
+    """--exp-ulp 0.5 (the least it takes: a correctly rounded exp) below the float32 exp error measured in this
+    process, as the certificate measures it: the proof is void."""
+    from uatlab.numerics.exp_accuracy import measured_exp_ulps
+    from uatlab.verify.environment import EXP_CHECK_SAMPLES
+
+    measured = measured_exp_ulps("float32", EXP_CHECK_SAMPLES)
+    if all(v is not None and v <= 0.5 for v in measured.values()):
+        pytest.skip(f"this machine's float32 exp is correctly rounded ({measured}): no --exp-ulp voids a proof")
     argv = ["compile", "d.txt", "--dtype", "float32", "--exp-ulp", "0.5", "--json"]
     code, fig, err = _run([*argv, "--require-certified"], capsys)
     assert code == 1 and fig["certified"] is False and fig["invalidated_by"], err

@@ -85,9 +85,14 @@ def test_compile_and_certify_print_their_figures_for_a_non_ascii_path(tmp_path, 
 
 
 def test_the_help_prints_on_an_ascii_stdout(monkeypatch) -> None:
-    """``uatlab`` alone prints its help (which names FF∘SA∘FF): escaped, with no traceback."""
+    """``uatlab`` alone prints its help (which names FF∘SA∘FF): the same text as on a UTF-8 stdout, escaped,
+    with no traceback."""
+    full = _stdout(monkeypatch, "utf-8")
+    assert main([]) == 2
+    text = full.getvalue().decode("utf-8")
     raw = _stdout(monkeypatch, "ascii")
     assert main([]) == 2
+    assert not text.isascii() and raw.getvalue() == text.encode("ascii", "backslashreplace")
     assert b"compile" in raw.getvalue() and b"FF\\u2218SA" in raw.getvalue(), raw.getvalue()
 
 
