@@ -214,6 +214,11 @@ def test_bad_files_and_bad_data_are_one_error_line(tmp_path, capsys):
         bad.write_text(json.dumps({"tokens": ["w1"], "labels": ["L0"]}) + "\n" + json.dumps(row) + "\n")
         assert main(["certify", str(out), str(bad)]) == 2
         _one_error_line(capsys, f"{bad}:2", needle)
+    # predict names the line a too-long sentence starts on, as for a token model
+    text = tmp_path / "long.txt"
+    text.write_text("w1 w2\n\n" + " ".join(["w1"] * 40) + "\n")
+    assert main(["predict", str(out), str(text)]) == 2
+    _one_error_line(capsys, f"{text}:3: sentence 1 has 40 tokens; the model's context covers")
     # commands that need a Transformer refuse the circuit model with one line
     assert main(["export", str(out), "--to", "transformer-lens", str(tmp_path / "tl")]) == 2
     _one_error_line(capsys, "Seq2SeqDeepModel", "not a uatlab Transformer")

@@ -31,7 +31,7 @@ from torch import nn
 from uatlab.constructions.paper_c.model import DTYPE_MANTISSA_BITS, REGIME_DTYPES, first_tensor_difference
 from uatlab.constructions.paper_c.relu_circuit import Circuit
 from uatlab.constructions.paper_c.seq2seq_memorizer import GATE_LAYERS, Seq2SeqMemorizer
-from uatlab.errors import InputError, PrecisionError
+from uatlab.errors import InputError, PrecisionError, SentenceTooLongError
 
 ATTENTION_BLOCK = 1 << 22  # attention weights formed at a time (B × queries × n'): 32 MB in float64
 
@@ -161,11 +161,13 @@ class Seq2SeqDeepModel(nn.Module):
 
     def encode_sentences(self, sentences: Sequence[Sequence[str]], unknown: str | None = None) -> list[np.ndarray]:
         """Token ids of ``sentences`` after the checks `predict` makes before it runs anything (an unknown word, a
-        sentence longer than the context n': InputError naming the sentence)."""
+        sentence longer than the context n': `SentenceTooLongError`, an InputError naming the sentence)."""
         ids = self._encoding().encode_sentences(sentences, unknown=unknown)
         for i, row in enumerate(ids):
             if len(row) > self.context:
-                raise InputError(f"sentence {i} has {len(row)} tokens; the model's context covers {self.context}")
+                raise SentenceTooLongError(
+                    f"sentence {i} has {len(row)} tokens; the model's context covers {self.context}", i
+                )
         return ids
 
     def predict(
