@@ -1,5 +1,6 @@
 """How `uatlab predict` reads its input and names what is wrong in it: prose shaped like CoNLL columns is read as
-text (the model's labels tell), and errors name the input's line or the model file."""
+text (the model's labels tell; `uatlab certify` refuses it as unlabelled), and errors name the input's line or the
+model file."""
 
 from __future__ import annotations
 
@@ -84,3 +85,23 @@ def test_a_model_without_an_encoding_is_named(model: Path, capsys) -> None:
     assert main(["certify", "bare.safetensors", "train.txt"]) == 2  # certify reads the encoding the same way
     err = capsys.readouterr().err
     assert "error: bare.safetensors stores no token encoding" in err and "the words of train.txt" in err, err
+
+
+@pytest.mark.parametrize("ff", ["knots", "deep"])
+def test_certify_refuses_prose_as_unlabelled_data(tmp_path: Path, capsys, monkeypatch, ff: str) -> None:
+    """The prose `predict` reads as text has no labels: `certify` says so (it said only that the first line's last
+    word is not a label); with --format conll the columns are read as asked, and the file's labels still certify."""
+    monkeypatch.chdir(tmp_path)
+    Path("train.txt").write_text(TRAIN)
+    assert main(["compile", "train.txt", "--ff", ff, "--out", "m.safetensors", "--json"]) == 0
+    Path("prose.txt").write_text("EU rejects German\n\nPeter Blackburn said\n")
+    capsys.readouterr()
+    assert main(["certify", "m.safetensors", "prose.txt"]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: prose.txt looks like plain text, not labelled columns"), err
+    assert "B-ORG" in last and "Traceback" not in err
+    assert main(["certify", "m.safetensors", "prose.txt", "--format", "conll"]) == 2
+    assert "label 'German'" in capsys.readouterr().err
+    assert main(["certify", "m.safetensors", "train.txt", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["certified"] is True

@@ -37,6 +37,7 @@ from uatlab.cli.options import (
     one_of,
     path_value,
     refuse_given,
+    refuse_prose,
     say_reading,
     thread_count,
 )
@@ -924,20 +925,22 @@ def certify_cmd(
         _refuse_unk(unknown, model_path, "a --ff deep model")
         reading = sequence_format(data, fmt)
         fig = certify_deep_command(
-            model_path, data, _records(data, reading, fmt), json_out, reading == "conll", reading
+            model_path, data, _records(data, reading, fmt), json_out, reading == "conll", reading, fmt
         )
         say_reading(data, fmt, reading)
         return exit_unless_certified(require_certified, fig)
     mapper = _mapper(executor, workers, thread_settings["threads"])
     t0 = time.perf_counter()
     model = load(model_path)
-    unk = model_encoding(model, model_path, data).unknown_token
+    encoding = model_encoding(model, model_path, data)
+    unk = encoding.unknown_token
     if unk is None:
         _refuse_unk(unknown, model_path, "a model")
     from uatlab.verify.certificate import parameter_dtype
 
     warn_exp_ulp_below_measured(exp_ulp, parameter_dtype(model))
     reading = sequence_format(data, fmt)
+    refuse_prose(data, fmt, reading, encoding.id_to_label)
     records = _length_checked(_records(data, reading, fmt), data, getattr(model.config, "max_len", None))
     with StageBars(not json_out) as bars:
         cert = certify_chunks_with_progress(

@@ -9,7 +9,7 @@ Every check raises ``typer.BadParameter``, which the CLI prints as one ``error:`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +245,23 @@ def model_encoding(model: Any, model_path: Path, data: Path) -> Any:
             f"{model_path} stores no token encoding (metadata 'encoding'); it cannot map the words of {data} to ids"
         )
     return encoding
+
+
+def refuse_prose(path: Path, fmt: str, reading: str, labels: Collection[str]) -> None:
+    """InputError when ``--format auto`` read ``path`` as CoNLL columns but it is a few lines of prose for a model
+    with these ``labels`` (`uatlab.data.jsonl.prose_by_labels`: all words, no last column a label of the model),
+    which ``predict`` reads as text: the certificate needs labels, and reading the lines as columns would only
+    fail on the first line's last word, "not in the label set"."""
+    from uatlab.data.jsonl import prose_by_labels
+
+    if fmt == "auto" and reading == "conll" and prose_by_labels(path, labels):
+        named = sorted(labels)
+        shown = ", ".join(named[:10]) + (f", … ({len(named)} in all)" if len(named) > 10 else "")
+        raise InputError(
+            f"{path} looks like plain text, not labelled columns: every line is words and no line ends in one of "
+            f"the model's labels ({shown}); certify needs labelled data (CoNLL columns word ... label, or "
+            "JSONL with tokens and labels)"
+        )
 
 
 def say_reading(path: Path, fmt: str, reading: str) -> None:

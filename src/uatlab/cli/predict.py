@@ -35,16 +35,16 @@ def read_input(path: Path, fmt: str, labels: Collection[str] | None = None) -> t
     (`uatlab.data.jsonl.format_note` words it); ``path`` is a readable file (`check_input_file`).
 
     ``labels``: the labels of the model that will read the file. With ``auto``, a few lines CoNLL by their shape
-    whose columns are all words and whose last columns are none of these labels (`_prose_by_labels`) are plain
+    whose columns are all words and whose last columns are none of these labels (`uatlab.data.jsonl.prose_by_labels`) are plain
     text: lines of prose ("EU rejects German") have the shape of CoNLL columns, and read so they would lose every
     word but the first of each line."""
     if fmt not in ("auto", "text", "conll", "jsonl"):
         raise InputError(f"--format {fmt!r}: use text, conll, jsonl or auto")
-    from uatlab.data.jsonl import read_sequences, sequence_format
+    from uatlab.data.jsonl import prose_by_labels, read_sequences, sequence_format
 
     given = fmt
     fmt = sequence_format(path, fmt, text=True)  # auto tells unlabelled CoNLL apart ('conll-tokens')
-    if given == "auto" and fmt == "conll" and labels is not None and _prose_by_labels(path, labels):
+    if given == "auto" and fmt == "conll" and labels is not None and prose_by_labels(path, labels):
         fmt = "text"
     if given == "conll" and _one_column(path):  # --format conll: labelled or one token per line
         fmt = "conll-tokens"
@@ -67,38 +67,6 @@ def read_input(path: Path, fmt: str, labels: Collection[str] | None = None) -> t
         return [tokens for tokens, _, _ in rows3], [line for _, _, line in rows3], "jsonl"
     data = read_sequences(path, fmt)
     return data.tokens, data.lines, "conll"
-
-
-def _prose_by_labels(path: Path, labels: Collection[str]) -> bool:
-    """True for a few lines of prose that have the shape of CoNLL columns, which no rule without the model can
-    tell from a tiny CoNLL file (`uatlab.data.jsonl.words_as_labels` needs `MIN_WORD_LABELS` distinct last
-    columns and judges larger files): every line with a word has three or more columns, none is a
-    ``-DOCSTART-`` line, fewer than `MIN_WORD_LABELS` distinct last columns, none of them one of the model's
-    ``labels``, and every column after the first, the last included, mostly words (`uatlab.data.jsonl._is_word`).
-    A file with the model's labels stays CoNLL, and so does one of two columns (a word and its lemma or tag,
-    as compile never refuses them), one with a tag column (POS, chunk and IOB tags are not words) and one of
-    another data set's documents."""
-    from uatlab.data.jsonl import MIN_WORD_LABELS, _mostly_words
-    from uatlab.data.text_file import iter_lines
-
-    known = set(labels)
-    columns: dict[int, set[str]] = {}  # column index (from the second) -> its distinct values
-    lines = iter_lines(path)
-    try:
-        for _, line in lines:
-            cols = line.split()
-            if not cols:
-                continue
-            if len(cols) < 3 or cols[0].startswith("-DOCSTART-") or cols[-1] in known:
-                return False
-            columns.setdefault(-1, set()).add(cols[-1])
-            for j in range(1, len(cols) - 1):
-                columns.setdefault(j, set()).add(cols[j])
-            if len(columns[-1]) >= MIN_WORD_LABELS:
-                return False
-    finally:
-        lines.close()
-    return bool(columns) and all(_mostly_words(values)[1] for values in columns.values())
 
 
 def _one_column(path: Path) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from uatlab.cli.options import no_data_error
+from uatlab.cli.options import no_data_error, refuse_prose
 from uatlab.errors import InputError
 
 #: the stages `compile_deep_file` reports to its progress callback, in order, and what each counts
@@ -175,12 +175,19 @@ def compile_deep_file(
 
 
 def certify_deep_command(
-    model_path: Path, data: Path, records: Any, json_out: bool, token_lines: bool = False, reading: str | None = None
+    model_path: Path,
+    data: Path,
+    records: Any,
+    json_out: bool,
+    token_lines: bool = False,
+    reading: str | None = None,
+    given_format: str = "conll",
 ) -> dict[str, Any]:
     """``uatlab certify`` on a saved seq2seq deep memorizer: re-run its exact-integer certificate on DATA, with
     progress bars on stderr (none with ``json_out``); refused above the memory limit before any padding.
     ``token_lines``: DATA has one token per line (CoNLL), so errors name a token's own line; ``reading``: the
-    format DATA was read in (``format`` of the figures)."""
+    format DATA was read in (``format`` of the figures); ``given_format``: the ``--format`` given (with ``auto``, a few
+    lines of prose read as columns are refused, `uatlab.cli.options.refuse_prose`)."""
     from uatlab.cli.app import console, key_value_table, print_json
     from uatlab.cli.certificate_output import print_certificate_assumptions, table_rows, warn_void_proof
     from uatlab.cli.progress import StageBars
@@ -191,6 +198,8 @@ def certify_deep_command(
 
     t0 = time.perf_counter()
     model = load(model_path)
+    if reading is not None and model.encoding is not None:  # without one, labels are the ids "0", "1", …
+        refuse_prose(data, given_format, reading, model.encoding.id_to_label)
     tokens, labels, lines = [], [], []
     with StageBars(not json_out, units=STAGE_UNITS) as bars:
         for toks, ys, line in records:

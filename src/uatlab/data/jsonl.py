@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import string
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +431,37 @@ FORMAT_READINGS = {
     ),
     "lines": ("plain text (one sequence per line, split by the model's tokenizer)", ""),
 }
+
+
+def prose_by_labels(path: str | os.PathLike, labels: Collection[str]) -> bool:
+    """True for a few lines of prose that have the shape of CoNLL columns, which no rule without the model can
+    tell from a tiny CoNLL file (`words_as_labels` needs `MIN_WORD_LABELS` distinct last
+    columns and judges larger files): every line with a word has three or more columns, none is a
+    ``-DOCSTART-`` line, fewer than `MIN_WORD_LABELS` distinct last columns, none of them one of the model's
+    ``labels``, and every column after the first, the last included, mostly words (`_is_word`).
+    A file with the model's labels stays CoNLL, and so does one of two columns (a word and its lemma or tag,
+    as compile never refuses them), one with a tag column (POS, chunk and IOB tags are not words) and one of
+    another data set's documents."""
+    from uatlab.data.text_file import iter_lines
+
+    known = set(labels)
+    columns: dict[int, set[str]] = {}  # column index (from the second) -> its distinct values
+    lines = iter_lines(path)
+    try:
+        for _, line in lines:
+            cols = line.split()
+            if not cols:
+                continue
+            if len(cols) < 3 or cols[0].startswith("-DOCSTART-") or cols[-1] in known:
+                return False
+            columns.setdefault(-1, set()).add(cols[-1])
+            for j in range(1, len(cols) - 1):
+                columns.setdefault(j, set()).add(cols[j])
+            if len(columns[-1]) >= MIN_WORD_LABELS:
+                return False
+    finally:
+        lines.close()
+    return bool(columns) and all(_mostly_words(values)[1] for values in columns.values())
 
 
 def format_note(path: str | os.PathLike, reading: str) -> str:
