@@ -69,6 +69,21 @@ def test_load_refuses_non_finite_weights_naming_the_tensor(compiled, tmp_path, n
         load_model(bad)
 
 
+def test_save_refuses_non_finite_weights_and_keeps_the_model_file_there(tmp_path):
+    """`load` refuses a file with a NaN weight, so `save` does not write one: an earlier model at the path stays."""
+    model = uatlab.compile_memorizer(SequenceDataset(TOKENS, LABELS)).model
+    path = uatlab.save(model, tmp_path / "m.safetensors")
+    before = path.read_bytes()
+    with torch.no_grad():
+        model.embed.weight[0, 0] = float("nan")
+    with pytest.raises(InputError, match=r"m.safetensors: tensor embed.weight has 1 non-finite entry .* nothing was"):
+        uatlab.save(model, path)
+    assert path.read_bytes() == before
+    with pytest.raises(InputError, match="tensor embed.weight"):
+        uatlab.save(model, tmp_path / "new.safetensors")
+    assert not (tmp_path / "new.safetensors").exists()
+
+
 def test_load_refuses_a_float64_weight_in_a_float32_model_rather_than_cast_it(tmp_path):
     cfg = uatlab.TransformerConfig(d_model=4, vocab_size=3, num_labels=2, dtype="float32")
     model = uatlab.Transformer(cfg)

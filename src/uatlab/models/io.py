@@ -22,7 +22,7 @@ from safetensors import safe_open
 
 from uatlab.errors import InputError, ModelFileError, PrecisionError
 from uatlab.io_safety import folder_spelling, not_a_regular_file, require_path
-from uatlab.models.finite import check_finite
+from uatlab.models.finite import check_finite, refuse_non_finite
 from uatlab.models.safetensors_file import write_safetensors
 from uatlab.models.transformer import Transformer, TransformerConfig
 
@@ -60,6 +60,7 @@ def save_model(model: Transformer, path: str | os.PathLike, extra: dict[str, Any
         check_encoding_fits(model.config, extra["encoding"], "save()")
     path = Path(path)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    refuse_non_finite(tensors, f"save(): {path}")  # `load` refuses such a file: an existing one is kept
     config = _config_of_tensors(model.config, tensors)
     metadata = {"uatlab_format": FORMAT_TAG, "uatlab_config": config.to_json()}
     if extra:
