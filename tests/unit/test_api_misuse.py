@@ -661,3 +661,12 @@ def test_certify_and_compile_hold_the_limit_they_began_with(monkeypatch, memory_
         t.join()
     assert seen == {n: int(0.8 * f) for n, f in free.items()}  # each its own
     assert guard._held.get() is None and guard._override is None  # and nothing left after
+
+
+def test_from_lists_reads_iterators_and_generators_once():
+    """Validation reads every sequence; an iterator given for the outer list or for a sequence is read into a list
+    first, so the data set holds what was given (it held nothing, or failed with "sequence 0 is empty")."""
+    data = from_lists(map(str.split, ["Alva Morrow", "said"]), map(str.split, ["B-PER I-PER", "O"]))
+    assert data.tokens == [["Alva", "Morrow"], ["said"]] and data.labels == [["B-PER", "I-PER"], ["O"]]
+    data = from_lists([iter(["a", 1])], (iter(y) for y in [["O", "X"]]))
+    assert data.tokens == [["a", "1"]] and data.labels == [["O", "X"]]

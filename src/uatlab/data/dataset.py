@@ -408,14 +408,19 @@ def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[obj
 
     Each token and label is one non-empty word without white space (as CoNLL, JSONL and text files hold them).
     Any other item (None, a float, a bool, an object) is an InputError naming the sequence and position, as is
-    an empty item or one with white space."""
+    an empty item or one with white space. Iterators and generators (of the outer lists or of a sequence) are
+    read once, into lists."""
+    words: list[list[list[str]]] = []
     for what, rows in (("token", tokens), ("label", labels)):
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
             raise TypeError(f"from_lists(): {what}s must be a list of sequences, not a {type(rows).__name__}")
+        kept: list[list[str]] = []
         for i, seq in enumerate(rows):
             if isinstance(seq, str) or not isinstance(seq, Iterable):
                 got = f"the string {seq!r}" if isinstance(seq, str) else f"a {type(seq).__name__}"
                 raise InputError(f"{source}: sequence {i}: {what}s must be a list of items, not {got}")
+            seq = list(seq)  # an iterator is read once, here
+            kept.append(seq)
             for k, item in enumerate(seq):
                 if item is None:
                     raise InputError(f"{source}: sequence {i}, position {k}: the {what} is None")
@@ -424,9 +429,8 @@ def from_lists(tokens: Sequence[Sequence[object]], labels: Sequence[Sequence[obj
                         f"{source}: sequence {i}, position {k}: the {what} {item!r} is a {type(item).__name__}, "
                         "neither a string nor an integer"
                     )
-    return SequenceDataset(
-        [[as_word(t) for t in seq] for seq in tokens], [[as_word(y) for y in seq] for seq in labels], source=source
-    )
+        words.append([[as_word(item) for item in seq] for seq in kept])
+    return SequenceDataset(words[0], words[1], source=source)
 
 
 def is_integer(item: object) -> bool:
