@@ -670,3 +670,63 @@ def test_from_lists_reads_iterators_and_generators_once():
     assert data.tokens == [["Alva", "Morrow"], ["said"]] and data.labels == [["B-PER", "I-PER"], ["O"]]
     data = from_lists([iter(["a", 1])], (iter(y) for y in [["O", "X"]]))
     assert data.tokens == [["a", "1"]] and data.labels == [["O", "X"]]
+
+
+def _next_token_case():
+    import numpy as np
+
+    X = np.random.default_rng(0).integers(0, 6, (20, 4))
+    y = np.random.default_rng(1).integers(0, 3, 20)
+    return X, y
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ("labels (N, 1)", {}, r"tokens must be \(N, n\) and labels \(N,\) with N ≥ 1, got \(20, 4\) and \(20, 1\)"),
+        ("regime", {"regime": "float"}, "regime 'float': choose one of"),
+        ("ragged", {}, "token ids must form a rectangular array"),
+    ],
+)
+def test_compile_next_token_names_bad_arguments(args, kwargs, message):
+    X, y = _next_token_case()
+    tokens, labels = {"labels (N, 1)": (X, y[:, None]), "regime": (X, y), "ragged": ([[1, 2], [1, 2, 3]], [0, 1])}[args]
+    with pytest.raises(InputError, match=message):
+        uatlab.compile_next_token(tokens, labels, 6, 3, **kwargs)
+
+
+def test_compile_next_token_with_one_label_is_certified():
+    """One label is built as two (as the command line builds a corpus with one distinct next token)."""
+    X, y = _next_token_case()
+    con = uatlab.compile_next_token(X, 0 * y, 6, 1)
+    assert con.certificate.certified_rows == len(y)
+    assert (con.model(torch.as_tensor(X)).argmax(-1) == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("short labels", r"one label per example; got \(20, 4\) and \(3,\)"),
+        ("token ids", r"example 0, position 0: token id 15 is outside \[0, 6\]"),
+        ("label ids", r"example 0: label id 11 is outside \[0, 3\)"),
+        ("fractional", r"token ids must be integers: row 0, position 0 holds 5.5"),
+        ("pad inside", r"row 0, position 2: id 6 is the pad id"),
+    ],
+)
+def test_certify_names_a_bad_next_token_data_set(change, message):
+    from uatlab.data.next_token import NextTokenData
+
+    X, y = _next_token_case()
+    model = uatlab.compile_next_token(X, y, 6, 3).model
+    bad = X.copy()
+    bad[0, 2] = 6
+    tokens, labels = {
+        "short labels": (X, y[:3]),
+        "token ids": (X + 10, y),
+        "label ids": (X, y + 10),
+        "fractional": (X + 0.5, y),
+        "pad inside": (bad, y),
+    }[change]
+    data = NextTokenData(tokens, labels, [str(i) for i in range(6)], ["0", "1", "2"], source="hand")
+    with pytest.raises(InputError, match="^hand.*" + message):
+        uatlab.certify(model, data)

@@ -284,13 +284,14 @@ def certify_next_token_model(model: object, data: object, encoding: object = Non
     memo = check_module_matches(model)
     token_vocab = getattr(model, "token_vocab", None) or [str(i) for i in range(memo.V)]
     label_vocab = getattr(model, "label_vocab", None) or [str(c) for c in range(memo.C)]
-    where = [f"{data.source} example {i}" for i in range(len(data))]
+    tokens, data_labels = data.checked_ids()
+    where = [f"{data.source} example {i}" for i in range(len(data_labels))]
     names, pad = data.token_vocab, data.pad_id
-    seqs = [[names[t] for t in row if t != pad] for row in np.asarray(data.tokens).tolist()]
+    seqs = [[names[t] for t in row if t != pad] for row in tokens.tolist()]
     ids = encode_sequences(memo, token_vocab, seqs, where)
     index = {y: c for c, y in enumerate(label_vocab)}
     labels = []
-    for i, y in enumerate(np.asarray(data.labels).tolist()):
+    for i, y in enumerate(data_labels.tolist()):
         name = data.label_vocab[y]
         if name not in index:
             raise InputError(f"{where[i]}: label {name!r} is not one the model outputs")

@@ -71,7 +71,7 @@ from uatlab.constructions.paper_c.circuit_stages import (
     select_words,
     sum_mod,
 )
-from uatlab.constructions.paper_c.layout import Layout, choose_layout
+from uatlab.constructions.paper_c.layout import REGIMES, Layout, choose_layout
 from uatlab.constructions.paper_c.relu_circuit import Circuit, evaluate_exact
 from uatlab.constructions.paper_c.retrieval import solve_retrieval
 from uatlab.errors import InputError
@@ -217,7 +217,10 @@ def integer_ids(values: Any, kind: str, position: str | None = None) -> np.ndarr
     """``values`` as int64 ids; InputError (naming the first offending entry) for fractional, non-finite or
     non-numeric entries, instead of the silent truncation of ``astype(int64)``. ``position``: what a 1-D entry's
     index is called in the message (e.g. "position"; default: "entry (i,)")."""
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # rows of different lengths ("inhomogeneous shape")
+        raise InputError(f"{kind} ids must form a rectangular array (rows of one length): {exc}") from None
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
     if arr.dtype.kind != "f":
@@ -255,19 +258,24 @@ def compile_memorizer(
 ) -> tuple[NextTokenMemorizer, dict[str, Any]]:
     """Compile N next-token examples into a memorizer; returns it and a report (figures, seconds).
 
-    tokens: (N, n) int in [0, V] (V = pad, for left-padded shorter sequences); labels: (N,) int in [0, C). regime: 'exact' (unbounded integer
+    tokens: (N, n) int in [0, V] (V = pad, for left-padded shorter sequences); labels: (N,) int in [0, C) (C = 1 is
+    built as C = 2, a label no example has). regime: 'exact' (unbounded integer
     weights), 'float64' or 'float32' (weights and every intermediate value integers ≤ 2^53 / 2^24).
     Raises PrecisionError before building when N does not fit the regime (with the largest N that does).
     """
     t0 = time.perf_counter()
     seed = check_integer(seed, "seed", 0, 2**32 - 1)
     V = check_integer(V, "V (the vocabulary size, also the pad id)", 1, None)
-    C = check_integer(C, "C (the number of labels)", 1, None)
+    # the retrieval tables store a label's digits in base ≥ 2: one label is built as two, the second one no
+    # example has (as ``uatlab compile --task next-token`` builds a corpus with one distinct next token)
+    C = max(2, check_integer(C, "C (the number of labels)", 1, None))
     check_integer(max_tries, "max_tries", 1, None)
+    if regime not in REGIMES:
+        raise InputError(f"regime {regime!r}: choose one of {sorted(REGIMES)}")
     tokens = integer_ids(tokens, "token")
     labels = integer_ids(labels, "label")
-    if tokens.ndim != 2 or len(tokens) != len(labels) or len(tokens) == 0:
-        raise InputError(f"tokens must be (N, n) with N = len(labels) ≥ 1, got {tokens.shape} and {labels.shape}")
+    if tokens.ndim != 2 or labels.ndim != 1 or len(tokens) != len(labels) or len(tokens) == 0:
+        raise InputError(f"tokens must be (N, n) and labels (N,) with N ≥ 1, got {tokens.shape} and {labels.shape}")
     if tokens.min() < 0 or tokens.max() > V:
         raise InputError(f"token ids must lie in [0, {V}] ({V} is the pad id, V={V})")
     check_left_padding(tokens, V)
