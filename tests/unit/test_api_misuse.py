@@ -730,3 +730,15 @@ def test_certify_names_a_bad_next_token_data_set(change, message):
     data = NextTokenData(tokens, labels, [str(i) for i in range(6)], ["0", "1", "2"], source="hand")
     with pytest.raises(InputError, match="^hand.*" + message):
         uatlab.certify(model, data)
+
+
+def test_compile_seq2seq_deep_reads_2d_arrays_as_rows():
+    """Equal-length sentences as one 2-D array are its rows (numpy refused the truth value of the array)."""
+    import numpy as np
+
+    X, Y = np.array([[1, 2], [3, 4]]), np.array([[0, 1], [1, 0]])
+    con = uatlab.compile_seq2seq_deep(X, Y, 8, 3)
+    assert con.certificate.certified
+    assert con.model.predict([["1", "2"], ["3", "4"]]) == [["0", "1"], ["1", "0"]]
+    with pytest.raises(InputError, match="must be lists of id rows .* got a int"):
+        uatlab.compile_seq2seq_deep(5, Y, 8, 3)

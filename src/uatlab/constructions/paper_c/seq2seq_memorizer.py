@@ -125,7 +125,14 @@ def _id_row(values: Any, i: int, kind: str) -> np.ndarray:
 def prepare(sentences: list[np.ndarray], labels: list[np.ndarray], V: int, n_pad: int | None = None) -> Seq2SeqData:
     """Distinct sentences, padded with the pad id V to ``n_pad`` positions (default n' = 2^⌈log2 n_max⌉; a
     compiled model's context when its certificate is re-run on other data), and each token's majority label (the
-    ceiling)."""
+    ceiling). ``sentences`` and ``labels`` may be lists of rows or 2-D arrays (one row per sentence)."""
+    try:  # a 2-D array: its rows (its truth value is ambiguous)
+        sentences, labels = list(sentences), list(labels)
+    except TypeError:
+        raise InputError(
+            f"sentences and labels must be lists of id rows (or 2-D arrays), got a {type(sentences).__name__} and a "
+            f"{type(labels).__name__}"
+        ) from None
     if not sentences or len(sentences) != len(labels):
         raise InputError(f"need ≥ 1 sentence and one label row per sentence, got {len(sentences)} and {len(labels)}")
     sentences, labels = (
