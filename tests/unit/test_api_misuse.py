@@ -310,6 +310,7 @@ def test_save_and_load_refuse_an_encoding_that_does_not_name_every_output(compil
     for names, message in (
         (labels[:-1], f"the encoding lists {n_out - 1} labels, the model has {n_out} outputs"),
         ([*labels[:-1], labels[0]], f"the encoding lists the label {labels[0]!r} twice"),
+        ([*labels[:-1], None], f"the encoding's 'labels' entry {n_out - 1} is None, a NoneType, not a name"),
     ):
         bad = _edit_header(good, tmp_path / "bad.safetensors", with_labels(names))
         with pytest.raises(ModelFileError, match=f"{bad}: {message}"):
@@ -742,3 +743,68 @@ def test_compile_seq2seq_deep_reads_2d_arrays_as_rows():
     assert con.model.predict([["1", "2"], ["3", "4"]]) == [["0", "1"], ["1", "0"]]
     with pytest.raises(InputError, match="must be lists of id rows .* got a int"):
         uatlab.compile_seq2seq_deep(5, Y, 8, 3)
+
+
+def test_predict_refuses_an_encoding_with_another_number_of_labels(compiled):
+    """An argmax past the encoding's label list had no name (IndexError); a shorter list is named as certify names it."""
+    import copy
+
+    model = copy.deepcopy(compiled.model)
+    model.encoding = uatlab.Encoding.from_json({"tokens": ["a", "b", "c"], "labels": ["X"]})
+    with pytest.raises(InputError, match="the model has 2 labels but its encoding lists 1"):
+        model.predict([["a", "b"]])
+
+
+def test_certificate_margin_names_a_sequence_or_position_out_of_range(compiled):
+    cert = uatlab.certify(compiled.model, SequenceDataset(TOKENS, LABELS), keep_margins=True)
+    assert cert.margin(2, 2) == cert.margins[2][2] > 0
+    for args, message in (
+        ((3, 0), "sequence 3: the certificate has sequences 0…2"),
+        ((-1, 0), "sequence -1"),
+        ((1, 2), "position 2: sequence 1 has positions 0…1"),
+        ((0, -1), "position -1"),
+    ):
+        with pytest.raises(IndexError, match=message):
+            cert.margin(*args)
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"tokens": ["a"]}, r"needs a list of names under 'labels' \(missing\)"),
+        ({"tokens": "ab", "labels": ["X"]}, r"under 'tokens' \(a str\)"),
+        (["a"], "is a dict with 'tokens' and 'labels', not a list"),
+        ({"tokens": ["a", None], "labels": ["X"]}, "'tokens' entry 1 is None, not a name"),
+        ({"tokens": ["a", "a"], "labels": ["X"]}, "'tokens' lists 'a' twice"),
+        ({"tokens": ["a"], "labels": ["X"], "unknown_token": "<unk>"}, "'unknown_token' '<unk>' is not one of"),
+    ],
+)
+def test_encoding_from_json_names_what_is_wrong(obj, message):
+    with pytest.raises(InputError, match=message):
+        uatlab.Encoding.from_json(obj)
+
+
+def test_encoding_fit_takes_a_data_set():
+    with pytest.raises(TypeError, match="Encoding.fit\\(\\) takes a SequenceDataset .* not a list"):
+        uatlab.Encoding.fit([["a"]])
+    enc = uatlab.Encoding.fit(SequenceDataset(TOKENS, LABELS), unknown_token="<unk>")
+    assert enc.id_to_token[:2] == ["<unk>", "a"] and enc.unknown_id == 0
+
+
+def test_argument_types_are_named_before_any_work(compiled):
+    from torch import nn
+
+    data = SequenceDataset(TOKENS, LABELS)
+    with pytest.raises(TypeError, match="progress must be None or a callable"):
+        uatlab.compile_memorizer(data, progress=3)
+    with pytest.raises(TypeError, match=r"predict\(\): max_tokens must be an integer, got 'x'"):
+        compiled.model.predict([["a"]], max_tokens="x")
+    with pytest.raises(InputError, match=r"max_tokens must be an integer ≥ 1, got 0"):
+        compiled.model.predict([["a"]], max_tokens=0)
+    with pytest.raises(TypeError, match=r"build_hardmax_counterexample\(\): d must be an integer, got 2.5"):
+        uatlab.build_hardmax_counterexample(2.5)
+    with pytest.raises(InputError, match="n_heads must be an integer ≥ 1, got 0"):
+        uatlab.build_hardmax_counterexample(3, n_heads=0)
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 4))
+    with pytest.raises(TypeError, match="takes a ReluNetwork .*ReluNetwork.from_torch.* not a Sequential"):
+        uatlab.build_softmax_pooling(net, 4.0)

@@ -167,8 +167,8 @@ def test_unknown_token_label_and_unsupported_models():
         certify(model, from_lists([["w1"]], [["q"]]), encoding=enc)
     with pytest.raises(InputError, match="no token encoding"):
         certify(model, from_lists([["w1"]], [["a"]]))
-    with pytest.raises(InputError, match="exceeds the model's max_len"):
-        certify(model, from_lists([["w1"] * 12], [["a"] * 12]), encoding=enc)
+    with pytest.raises(InputError, match=r"<memory>:2: sequence 1 has 12 tokens; the model's positional encoding"):
+        certify(model, from_lists([["w1"], ["w1"] * 12], [["a"], ["a"] * 12]), encoding=enc)
     hard = Transformer(TransformerConfig(d_model=4, vocab_size=3, num_labels=2, attention="hardmax"))
     with pytest.raises(InputError, match="softmax"):
         certify(hard, from_lists([["x"]], [["a"]]), encoding={"tokens": ["x", "y", "z"], "labels": ["a", "b"]})

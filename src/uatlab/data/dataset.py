@@ -235,6 +235,11 @@ class Encoding:
     @classmethod
     def fit(cls, data: SequenceDataset, unknown_token: str | None = None) -> Encoding:
         """Ids in first-seen order; with ``unknown_token`` (e.g. ``"<unk>"``) that token is id 0."""
+        if not isinstance(data, SequenceDataset):
+            raise TypeError(
+                f"Encoding.fit() takes a SequenceDataset (uatlab.data.from_lists, read_conll, read_jsonl), not a "
+                f"{type(data).__name__}"
+            )
         toks = data.vocabulary()
         if unknown_token is not None:
             toks = [unknown_token] + [t for t in toks if t != unknown_token]
@@ -333,7 +338,25 @@ class Encoding:
 
     @classmethod
     def from_json(cls, obj: dict) -> Encoding:
-        return cls.from_lists(obj["tokens"], obj["labels"], obj.get("unknown_token"))
+        """The encoding `to_json` wrote: a dict with lists of names under ``"tokens"`` and ``"labels"`` (each name
+        once) and, optionally, ``"unknown_token"``; InputError naming what is missing or wrong otherwise."""
+        if not isinstance(obj, dict):
+            raise InputError(f"an encoding's JSON is a dict with 'tokens' and 'labels', not a {type(obj).__name__}")
+        for key in ("tokens", "labels"):
+            names = obj.get(key)
+            if not isinstance(names, (list, tuple)):
+                got = "missing" if key not in obj else f"a {type(names).__name__}"
+                raise InputError(f"an encoding's JSON needs a list of names under {key!r} ({got})")
+            bad = next((i for i, n in enumerate(names) if not isinstance(n, str) and not is_integer(n)), None)
+            if bad is not None:
+                raise InputError(f"encoding {key!r} entry {bad} is {names[bad]!r}, not a name (a string)")
+            repeated = first_repeated([str(n) for n in names])
+            if repeated is not None:
+                raise InputError(f"encoding {key!r} lists {repeated!r} twice (each name has one id)")
+        unk = obj.get("unknown_token")
+        if unk is not None and (not isinstance(unk, str) or unk not in [str(t) for t in obj["tokens"]]):
+            raise InputError(f"encoding 'unknown_token' {unk!r} is not one of its tokens")
+        return cls.from_lists(obj["tokens"], obj["labels"], unk)
 
 
 def encoding_difference(given: Encoding, own: Encoding) -> str | None:

@@ -119,8 +119,14 @@ def check_encoding_fits(config: TransformerConfig, enc: dict[str, Any], where: s
         ("labels", config.num_labels, "{} outputs"),
     ):
         names = enc.get(key)
-        if not isinstance(names, list) or not all(isinstance(n, (str, int)) for n in names):
+        if not isinstance(names, list):
             raise InputError(f"{where}: the encoding's {key!r} must be a list of names, got {type(names).__name__}")
+        bad = next((i for i, n in enumerate(names) if not isinstance(n, (str, int)) or isinstance(n, bool)), None)
+        if bad is not None:
+            raise InputError(
+                f"{where}: the encoding's {key!r} entry {bad} is {names[bad]!r}, a {type(names[bad]).__name__}, not a "
+                "name (a string)"
+            )
         from uatlab.data.dataset import first_repeated
 
         repeated = first_repeated(names)

@@ -28,7 +28,7 @@ from torch import nn
 if TYPE_CHECKING:
     import numpy as np
 
-from uatlab._util import check_flag
+from uatlab._util import check_flag, check_integer
 from uatlab.errors import InputError, SentenceTooLongError
 from uatlab.models.attention import MultiHeadSelfAttention
 from uatlab.models.feedforward import FeedForward
@@ -350,8 +350,14 @@ class Transformer(nn.Module):
             raise InputError("the model carries no encoding (model.encoding); it cannot map token strings to ids")
         if self.readout is None or self.embed is None:
             raise InputError("predict needs a model with a token embedding and a readout")
-        ids = self.encode_sentences(sentences, unknown)
+        check_integer(max_tokens, "max_tokens", 1, None, "predict()")
         labels = self.encoding.id_to_label
+        if len(labels) != self.config.num_labels:  # an argmax past the list has no name
+            raise InputError(
+                f"the model has {self.config.num_labels} labels but its encoding lists {len(labels)}: set "
+                "model.encoding to the encoding the model was built with"
+            )
+        ids = self.encode_sentences(sentences, unknown)
         out: list[list[str]] = [[] for _ in ids]
         order = sorted((i for i in range(len(ids)) if len(ids[i])), key=lambda i: len(ids[i]))
         was_training = self.training

@@ -248,7 +248,12 @@ class Certificate:
         """The certified lower margin of one token (> 0: proven correct)."""
         if self.margins is None:
             raise ValueError("this certificate kept no per-token margins (certify(..., keep_margins=True))")
-        return float(self.margins[sequence][position])
+        if not 0 <= sequence < len(self.margins):  # (a negative index would read from the end)
+            raise IndexError(f"sequence {sequence}: the certificate has sequences 0…{len(self.margins) - 1}")
+        row = self.margins[sequence]
+        if not 0 <= position < len(row):
+            raise IndexError(f"position {position}: sequence {sequence} has positions 0…{len(row) - 1}")
+        return float(row[position])
 
     def to_dict(self, margins: bool = False) -> dict[str, Any]:
         """The fields as plain Python values (JSON-ready); per-token margins only with ``margins=True``
@@ -2322,6 +2327,13 @@ def _certify_chunk(
     # width) then do not add to the passes' arrays at the chunk's peak memory; compared after the passes
     torch_runs: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per length group: PyTorch's argmax, logits finite
     if len(uniq):
+        if bm.P is not None and int(uniq.max()) > bm.P.shape[0]:  # the first sequence too long, by its place
+            i = int(np.flatnonzero(lengths > bm.P.shape[0])[0])
+            at = chunk.where(i) if isinstance(chunk, SequenceDataset) else f"line {int(chunk.lines[i])}"
+            raise InputError(
+                f"{at}: sequence {start + i} has {int(lengths[i])} tokens; the model's positional encoding covers "
+                f"{bm.P.shape[0]}"
+            )
         bm.check_length(int(uniq.max()))  # the bounded model's error, before PyTorch's own
     for gi, take in enumerate(takes):
         if take:

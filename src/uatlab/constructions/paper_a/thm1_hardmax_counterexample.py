@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from uatlab._util import check_integer
 from uatlab.constructions.contract import PAPER_A, Construction, count_parameters
 from uatlab.errors import InputError
 from uatlab.models.attention import MultiHeadSelfAttention, hardmax, masked_softmax
@@ -184,7 +185,10 @@ def build_hardmax_counterexample(
         softmax, same weights); ``guarantee`` the collision distance at the shared token (0 up to rounding)
         and the softmax margin on the same pair.
     """
+    d = check_integer(d, "d", 1, None, "build_hardmax_counterexample()")
     if layer is None:
+        for name, value in (("n_heads", n_heads), ("head_dim", head_dim)):
+            check_integer(value, name, 1, None, "build_hardmax_counterexample()")
         with torch.random.fork_rng(devices=[]):  # seeded draw without touching the caller's generator
             torch.manual_seed(seed)
             layer = MultiHeadSelfAttention(d, n_heads=n_heads, head_dim=head_dim, rank=None, dtype=torch.float64)

@@ -184,6 +184,12 @@ def build_softmax_pooling(
         InputError: β not a positive number, more than 16 hidden units, a domain that is not a finite box.
         PrecisionError: the pieces are so large that their float64 values may overflow.
     """
+    if not isinstance(net, ReluNetwork):
+        raise TypeError(
+            f"build_softmax_pooling() takes a ReluNetwork (uatlab.constructions.paper_b.lem3_11_relu_network; an "
+            f"nn.Sequential(Linear, ReLU, Linear) becomes one with ReluNetwork.from_torch(net, n, d)), not a "
+            f"{type(net).__name__}"
+        )
     if not (beta > 0 and math.isfinite(beta)):
         raise InputError(f"beta must be a positive number, got {beta}")
     lo, hi = (float(v) for v in domain)

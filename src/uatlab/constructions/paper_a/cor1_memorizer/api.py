@@ -605,6 +605,11 @@ def compile_memorizer(
     """
     causal = check_flag(causal, "causal", TypeError, "compile_memorizer()")
     certify = check_flag(certify, "certify", TypeError, "compile_memorizer()")
+    if progress is not None and not callable(progress):
+        raise TypeError(
+            f"compile_memorizer(): progress must be None or a callable (stage, done, total), not a "
+            f"{type(progress).__name__}"
+        )
     if ff == "deep":
         raise InputError(
             "ff='deep' is the seq2seq deep memorizer (Kajitsuka & Sato, ICLR 2025): call "
