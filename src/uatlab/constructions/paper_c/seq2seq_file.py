@@ -54,11 +54,9 @@ def _checked_encoding(enc: Any, V: int, C: int, where: str) -> Any:
     """An `Encoding` (from an Encoding or its JSON) that names V tokens and at most C labels."""
     if isinstance(enc, dict):
         try:
-            enc = Encoding.from_json(enc)
-        except (KeyError, TypeError, ValueError) as exc:  # a dict of something else
-            raise InputError(
-                f"{where}: the encoding's JSON is not an Encoding's ({type(exc).__name__}: {exc})"
-            ) from None
+            enc = Encoding.from_json(enc)  # names what is missing or wrong
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
     if not isinstance(enc, Encoding):
         raise InputError(f"{where}: the encoding must be a uatlab.Encoding, got {type(enc).__name__}")
     if enc.unknown_token is not None:
