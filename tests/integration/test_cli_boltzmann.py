@@ -68,3 +68,15 @@ def test_exact_check_reports_progress_per_component():
     assert calls == [1, 1, 1]
     expected = sum(v * math.exp(v) for v in (0, 6, 12)) / sum(math.exp(v) for v in (0, 6, 12))
     assert abs(float(b.mid()) - expected) < 1e-12
+
+
+def test_components_near_the_float64_maximum_are_reported_not_a_traceback(capsys):
+    """2r overflows float64 for r ≥ ~9e307: the digits the exact check needs, the log10 bound and the smallest gap
+    are formed without it (the digits as a float, r / ln 10 first); the gap beyond float64's range is +inf."""
+    for argv in (("1e308,0", "1e308,1"), ("1,2", "1,3", "--r", "1e308")):
+        code, out, err = run(capsys, "boltzmann", *argv, "--json")
+        d = json.loads(out)
+        assert code == 0 and "Traceback" not in err and d["exact_check"].startswith("skipped"), err
+        assert math.isclose(d["log10_bound"], -2 * (1e308 / math.log(10)) + 2 * math.log10(math.log(2)))
+    code, out, err = run(capsys, "boltzmann", "--json", "--", "1e308,-1e308")
+    assert code == 0 and json.loads(out)["min_gap"] == "inf" and "Warning" not in err, err

@@ -78,7 +78,8 @@ def boltzmann_cmd(
             same_component_set=same_set,
         )
         # resolving a gap of size e^{-2r} between two numbers of size r needs ~2r/ln 10 digits
-        digits = int(2 * h.r / math.log(10)) + 30
+        digits = 2 * (h.r / math.log(10)) + 30  # r / ln 10 first: 2r overflows float64 near 1e308
+        digits = int(digits) if math.isfinite(digits) else digits
         if digits > max_digits:
             res.update(
                 log10_gap_exact=None,

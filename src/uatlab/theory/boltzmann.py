@@ -157,7 +157,7 @@ def lemma1_log10_bound(n: int, r: float) -> float:
     """log10 of Lemma 1's bound, finite even when the bound underflows float64 (−inf for n = 1)."""
     if n == 1:
         return -math.inf
-    return 2 * math.log10(math.log(n)) - 2.0 * r / math.log(10)
+    return 2 * math.log10(math.log(n)) - 2.0 * (r / math.log(10))  # r / ln 10 first: 2r overflows near 1e308
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,8 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
     duplicates: list[tuple[int, int, int]] = []
     for i in range(m):
         order = np.argsort(arr[i], kind="stable")
-        same = np.flatnonzero(np.diff(arr[i][order]) == 0)
+        with np.errstate(over="ignore"):  # a difference beyond the float64 range is ±inf, not 0
+            same = np.flatnonzero(np.diff(arr[i][order]) == 0)
         duplicates += [(i, int(min(order[s], order[s + 1])), int(max(order[s], order[s + 1]))) for s in same]
     if duplicates:
         i, k, l = duplicates[0]
@@ -234,7 +235,8 @@ def lemma1_hypotheses(vectors: Any, r: float | None = None) -> Lemma1Hypotheses:
     distinct = np.unique(arr)
     # the smallest gap between two components: 0 where a vector repeats one (reported above), else between the
     # family's distinct values (two vectors may share a value: a repeat is only within a vector)
-    distinct_gap = float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
+    with np.errstate(over="ignore"):  # a gap beyond the float64 range (1e308 − (−1e308)) is +inf: still a gap
+        distinct_gap = float(np.diff(distinct).min()) if len(distinct) > 1 else math.inf
     min_gap = 0.0 if duplicates else distinct_gap
     required = lemma1_required_gap(n)
     if not distinct_gap > required:  # two different values too close (a repeat is reported above)
