@@ -208,6 +208,11 @@ def test_cli_export_writes_a_loadable_directory_and_refuses_bad_requests(compile
     assert sorted(p.name for p in out.iterdir()) == before
     assert main(["export", str(path), str(tmp_path / "x"), "--to", "onnx"]) == 2
     assert "onnx" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    # check sequences beyond the memory limit: refused before any is made, nothing written
+    assert main(["export", str(path), str(tmp_path / "x"), "--to", "transformer-lens", "--check", str(10**11)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "export --check 100000000000 would need about" in err and "above the limit" in err, err
+    assert not (tmp_path / "x").exists()
     dangling = tmp_path / "link"
     dangling.symlink_to(tmp_path / "nowhere")  # a link of the user's, even one naming nothing, is left alone
     assert main(["export", str(path), str(dangling), "--to", "transformer-lens"]) == 2

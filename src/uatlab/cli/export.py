@@ -32,6 +32,10 @@ COMPARISON_FIELDS = {
 }
 
 
+# bytes of one check sequence's numpy array besides its ids (its object and header)
+CHECK_ARRAY_BYTES = 112
+
+
 def check_sequences(model, sequences: int, seed: int) -> list:
     """``sequences`` random token-id sequences of random lengths 1…max_len (torch's generator, seeded)."""
     import torch
@@ -97,6 +101,14 @@ def export_cmd(
     except ExportError as exc:
         raise InputError(f"{model_path}: {exc}") from None
     tol = default_tolerance(model.config.dtype) if tolerance is None else tolerance
+    if check:  # the check sequences are all made first: ~(max_len + 1) / 2 int64 ids and an array header each
+        from uatlab.memory_guard import check_memory
+
+        check_memory(
+            check * (4.0 * (model.config.max_len + 1) + CHECK_ARRAY_BYTES),
+            f"export --check {check}",
+            f"{check} random sequences of up to {model.config.max_len} token ids are made before they are compared",
+        )
     cmp = compare_logits(model, hooked, check_sequences(model, check, seed)) if check else None
     ok = cmp is None or cmp.within(tol)
     fig = {
