@@ -66,6 +66,12 @@ def test_contextual_mapping_literal_table_and_refusals(capsys):
     assert code == 2 and "did not pass at the cap of 40" in err
     code, _, err = run(capsys, "contextual-mapping", "literal", "--sequences", "some")
     assert code == 2 and "--sequences" in err
+    # the causal certificate checks every prefix: --sequences is refused, not ignored; --max-digits has one minimum
+    code, _, err = run(capsys, "contextual-mapping", "literal", "--causal", "--sequences", "sets")
+    assert code == 2 and err.startswith("error: --sequences has no effect with --causal"), err
+    for extra in ([], ["--causal"]):
+        code, _, err = run(capsys, "contextual-mapping", "literal", *extra, "--max-digits", "5")
+        assert code == 2 and err.startswith("error: --max-digits 5 is below the minimum of 16"), (extra, err)
 
 
 def test_memory_refusal_suggests_only_what_the_command_accepts(capsys, monkeypatch):

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, command_group, console, err_console, format_value, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, finite, list_items
+from uatlab.cli.options import SEED_MAX, finite, list_items, refuse_given
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory
 
@@ -95,6 +95,7 @@ def hardmax_counterexample(
 
 @contextual_app.command("literal")
 def contextual_mapping_literal(
+    ctx: typer.Context,
     vocab_size: int = typer.Option(4, "--vocab-size", min=1, help="|V|: number of random vocabulary tokens."),
     dim: int = typer.Option(2, "--dim", min=1, help="Token dimension d."),
     length: int = typer.Option(3, "--length", min=2, help="Sequence length n (2 ≤ n ≤ |V|)."),
@@ -116,6 +117,10 @@ def contextual_mapping_literal(
 
     if sequences not in ("all", "sets"):
         raise InputError(f"--sequences must be 'all' or 'sets', got {sequences!r}")
+    if causal:  # the causal certificate covers every prefix of every ordered sequence
+        refuse_given(ctx, "--causal (every prefix of every ordered sequence is checked)", ("sequences",))
+    if max_digits < 16:  # below float64's own precision the exact check cannot say more than float64
+        raise InputError(f"--max-digits {max_digits} is below the minimum of 16 decimal digits")
     if length > vocab_size:
         raise InputError(
             f"--length {length} exceeds --vocab-size {vocab_size}: a sequence of {length} distinct tokens needs at "
