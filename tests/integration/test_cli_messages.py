@@ -111,3 +111,14 @@ def test_error_names_the_option_and_gives_the_right_advice(here: Path, capsys, a
     for part in not_says:
         assert part.lower() not in lines[0].lower(), lines[0]
     assert sorted(p.name for p in here.iterdir()) == before  # refused before writing anything
+
+
+def test_reproduce_names_a_conll_folder_from_the_environment_without_train_txt(here: Path, capsys, monkeypatch):
+    """$UATLAB_CONLL_DIR set to a folder without train.txt is an error naming the variable when a chosen claim reads
+    CoNLL-2003 (the claim ran on synthetic data, exit 0, saying the variable was not set); ignored when none does."""
+    monkeypatch.setenv("UATLAB_CONLL_DIR", str(here / "nodir3"))
+    assert main(["reproduce", "--quick", "--out", "rep3", "--only", "A.sec5.rank-ablation"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: $UATLAB_CONLL_DIR {here / 'nodir3'} does not exist"), err
+    assert not (here / "rep3").exists()
+    assert main(["reproduce", "--quick", "--out", "rep4", "--only", "A.thm1*", "--json"]) == 0

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from uatlab.claims.registry import ClaimContext, ClaimRun, all_claims, run_claims
+from uatlab.claims.registry import CONLL_DIR_ENV, ClaimContext, ClaimRun, all_claims, run_claims
 from uatlab.cli.app import app, console, err_console, format_value, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX, list_items, path_value
 from uatlab.errors import InputError
@@ -67,25 +68,31 @@ def reproduce(
         _reproduce(out, quick, seed, data_dir, select, json_out)
 
 
-def _check_data_dir(data_dir: Path) -> None:
-    """``--data-dir`` must be an existing folder holding CoNLL-2003 ``train.txt``: say which of these it is not."""
+def _check_data_dir(data_dir: Path, name: str = "--data-dir") -> None:
+    """``--data-dir`` (or ``name``, e.g. ``$UATLAB_CONLL_DIR``) must be an existing folder holding CoNLL-2003
+    ``train.txt``: say which of these it is not."""
     if not data_dir.exists():
-        raise InputError(f"--data-dir {data_dir} does not exist; give the folder that holds CoNLL-2003 train.txt")
+        raise InputError(f"{name} {data_dir} does not exist; give the folder that holds CoNLL-2003 train.txt")
     if not data_dir.is_dir():
-        parent = f" (--data-dir {data_dir.parent})" if data_dir.name == "train.txt" else ""
+        parent = f" ({name} {data_dir.parent})" if data_dir.name == "train.txt" else ""
         raise InputError(
-            f"--data-dir {data_dir} is a file, not a folder; give the folder that holds CoNLL-2003 train.txt{parent}"
+            f"{name} {data_dir} is a file, not a folder; give the folder that holds CoNLL-2003 train.txt{parent}"
         )
     if not (data_dir / "train.txt").is_file():
-        raise InputError(f"--data-dir {data_dir}: no train.txt there (CoNLL-2003 train.txt is read from it)")
+        raise InputError(f"{name} {data_dir}: no train.txt there (CoNLL-2003 train.txt is read from it)")
 
 
 def _check_train_file(data_dir: Path | None, chosen: list, quick: bool) -> None:
     """Read the CoNLL-2003 ``train.txt`` the ``chosen`` claims would read (``--data-dir``, else
     ``$UATLAB_CONLL_DIR``) before any claim runs: a malformed file is one ``file:line`` error (exit 2), not a
-    claim that fails after the others have run."""
+    claim that fails after the others have run. ``$UATLAB_CONLL_DIR`` set to a folder without train.txt is an
+    error as ``--data-dir`` is (the claims would run on synthetic data instead)."""
     from uatlab.data import read_conll
 
+    env = os.environ.get(CONLL_DIR_ENV)
+    if data_dir is None and env and any(c.reads_conll_in(quick) for c in chosen):
+        # set, but wrong: the claims would fall back to synthetic data, as if it were not set
+        _check_data_dir(Path(env), f"${CONLL_DIR_ENV}")
     train = ClaimContext(quick=quick, out_dir=Path("."), data_dir=data_dir).conll_train()
     if train is not None and any(c.reads_conll_in(quick) for c in chosen):
         read_conll(train)
