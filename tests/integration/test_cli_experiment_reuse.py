@@ -119,6 +119,28 @@ def test_report_or_stored_only_on_an_empty_folder_is_an_error(tmp_path, capsys, 
     assert list(empty.iterdir()) == []  # no empty CSV or summary written
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["attention-heads", "--quick", "--stored-only", "--workers", "4"],
+            "--workers has no effect with --stored-only",
+        ),
+        (["attention-seq2seq", "--quick", "--stored-only", "--executor", "ray"], "--executor has no effect with"),
+        (["attention-heatmap", "--quick", "--stored-only", "--workers", "2"], "--workers has no effect with"),
+        (["depth-ablation", "DATA", "--report-only", "--workers", "2"], "--workers has no effect with --report-only"),
+    ],
+)
+def test_runner_options_are_refused_when_nothing_runs(tmp_path, capsys, files, argv, says):
+    """--stored-only and --report-only run nothing: --executor, --workers (and --threads) are refused, not ignored,
+    before anything is written."""
+    out = tmp_path / "o"
+    argv = [str(files[0]) if a == "DATA" else a for a in argv]
+    code, _, err = run(capsys, ["experiment", *argv, "--out", str(out)])
+    assert code == 2 and err.startswith(f"error: {says}"), err
+    assert not out.exists()
+
+
 def test_stored_only_with_other_options_than_the_stored_trials_says_so(tmp_path, capsys):
     out = tmp_path / "ah"
     argv = ["experiment", "attention-heads", "--quick", "--mode", "parity", "--out", str(out)]

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
 from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
-from uatlab.cli.options import check_workers, finite, one_of, path_value
+from uatlab.cli.options import check_workers, finite, one_of, path_value, refuse_given
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
 
@@ -45,6 +45,12 @@ def _pm(s: dict[str, Any], col: str) -> str:
     if f"{col}_mean" not in s or s[f"{col}_mean"] != s[f"{col}_mean"]:
         return "-"
     return f"{s[f'{col}_mean']:.3g} ± {s[f'{col}_std']:.2g}"
+
+
+def _refuse_runners_if_stored(ctx: typer.Context, stored_only: bool) -> None:
+    """With --stored-only nothing runs: --executor and --workers are refused, not ignored."""
+    if stored_only:
+        refuse_given(ctx, "--stored-only (nothing is run)", ("executor", "workers"))
 
 
 def _sweep_command(
@@ -112,6 +118,7 @@ def _register_sweep(sweep: str, doc: str) -> None:
     """``uatlab experiment attention-<sweep>``: one of paper B's truncated-linear sweeps (same options)."""
 
     def command(
+        ctx: typer.Context,
         quick: bool = QUICK,
         full: bool = FULL,
         mode: str = MODE,
@@ -123,6 +130,7 @@ def _register_sweep(sweep: str, doc: str) -> None:
         json_out: bool = JSON,
         stored_only: bool = STORED,
     ) -> None:
+        _refuse_runners_if_stored(ctx, stored_only)
         _sweep_command(sweep, quick, full, mode, out, executor, workers, json_out, stored_only)
 
     command.__name__ = command.__qualname__ = f"attention_{sweep}"
@@ -140,6 +148,7 @@ for _sweep, _doc in (
 
 @experiment.command("attention-heatmap")
 def attention_heatmap(
+    ctx: typer.Context,
     quick: bool = QUICK,
     full: bool = FULL,
     out: Path = typer.Option(Path("uatlab-runs/attention-heatmap"), "--out", parser=path_value, help="Output folder."),
@@ -151,6 +160,7 @@ def attention_heatmap(
     """Attention maps for several |b−a| (attn_map.py), trained beside the closed form."""
     from uatlab.experiments.paper_b.runner import run_heatmap
 
+    _refuse_runners_if_stored(ctx, stored_only)
     scale = _scale(quick, full)
     check_workers(executor, workers)
     check_output_dir(out)
@@ -192,6 +202,7 @@ def attention_heatmap(
 
 @experiment.command("attention-seq2seq")
 def attention_seq2seq(
+    ctx: typer.Context,
     quick: bool = QUICK,
     full: bool = FULL,
     mode: str = typer.Option("all", "--mode", help="'parity', 'attention', 'feedforward' or 'all'."),
@@ -214,6 +225,7 @@ def attention_seq2seq(
     from uatlab.experiments.paper_b.runner import run_seq2seq
     from uatlab.experiments.paper_b.seq2seq import SEQ2SEQ_MODES
 
+    _refuse_runners_if_stored(ctx, stored_only)
     scale = _scale(quick, full)
     if mode != "all" and mode not in SEQ2SEQ_MODES:
         raise InputError(f"--mode must be 'all' or one of {SEQ2SEQ_MODES}, got {mode!r}")

@@ -514,6 +514,8 @@ def depth_ablation_command(
     from uatlab.experiments.depth_ablation import run_depth_ablation
 
     reject_overridden(ctx, quick, "dim", "epochs", "batch_size", "lr")
+    if report_only:
+        refuse_given(ctx, "--report-only (nothing is trained)", ("executor", "workers", "threads"))
     check_workers(executor, workers, threads)
     check_input_file(data)
     check_output_dir(out, [data])
