@@ -164,6 +164,11 @@ def test_capacity_options_the_task_does_not_read_are_refused(tmp_path, capsys):
         assert code == 2 and f"error: {flag} has no effect with --task next-token" in err
     code, _, err = run(capsys, ["experiment", "capacity", "--out", out, "--ns", "4", "--blocks"])
     assert code == 2 and "error: --blocks has no effect with --task token" in err
+    # the next-token search doubles from the first width to the largest: a middle value or another order is refused
+    for grid in ("4,5,16", "16,4"):
+        code, _, err = run(capsys, [*base, "--grid", grid])
+        assert code == 2 and f"error: --grid {grid} with --task next-token: give the first and the largest" in err
+    assert not (tmp_path / "c").exists()
     code, text, _ = run(capsys, ["experiment", "capacity", "--help"])
     help_text = " ".join(text.split())
     assert f"next-token {Recipe().lr:g}" in help_text and "[default: 0.01]" not in help_text

@@ -613,7 +613,8 @@ def capacity_command(
     grid: str = typer.Option(
         "",
         "--grid",
-        help="Sizes to search (default: a geometric grid); next-token: first and largest FF width.",
+        help="Sizes to search (default: a geometric grid); next-token: the first and the largest FF width (one or two "
+        "values, increasing; the search doubles from the first).",
         callback=int_list(1, 65536, "size"),
     ),
     fixed: int = typer.Option(4, "--fixed", min=1, max=65536, help="FF multiple (axis dim) or d (axis ff)."),
@@ -668,6 +669,12 @@ def capacity_command(
         if quick:  # the quick mode runs only the blocks experiment (no sweep over N and widths)
             refuse_given(ctx, "--task next-token --quick (it runs only the blocks experiment)", ("ns", "grid"))
         nt_ns = ns if _given(ctx, "ns") else "100,1000,10000"
+        widths = list(_ints(grid, "--grid"))
+        if len(widths) > 2 or widths != sorted(widths):  # a search that doubles from the first: no other values
+            raise InputError(
+                f"--grid {grid} with --task next-token: give the first and the largest FF width in increasing order "
+                "(the search doubles the width from the first up to the largest, e.g. --grid 4,64)"
+            )
         check_output_dir(out)
         with out_lock(
             out, "capacity-next-token", ("next_token_capacity.json", "checkpoints/N*_width*.pt"), trials=False
@@ -682,7 +689,7 @@ def capacity_command(
                 lr=lr if _given(ctx, "lr") else None,
                 rank=rank,
                 seed=seed,
-                widths=list(_ints(grid, "--grid")) or None,
+                widths=widths or None,
             )
         return
     from uatlab.experiments.capacity import run_capacity
