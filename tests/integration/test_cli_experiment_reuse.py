@@ -248,3 +248,29 @@ def test_a_file_where_a_run_makes_its_folder_is_refused_before_any_work(tmp_path
     assert f"{out / blocked} is a file, where this run writes a folder of its files" in err
     assert sorted(p.name for p in out.iterdir()) == [blocked]  # nothing run, nothing written
     assert (out / blocked).read_text() == "the user's notes\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "run_dir"),
+    [
+        (["depth-ablation", "DATA", "--dim", "8", *DEPTH], "runs/layers=1"),
+        (["rank-ablation", "DATA", "--ranks", "1", "--epochs", "1", "--dim", "8", "--json"], "runs/rank=1"),
+    ],
+)
+def test_a_users_file_in_a_trials_folder_stops_the_sweep_before_it_starts(tmp_path, capsys, files, argv, run_dir):
+    """A file of the user's where a trial's training writes its model: exit 2 naming it before any work, the file
+    kept and nothing else written (the trial failed after the sweep began, and the summary, CSV and figure were
+    written with every trial failed)."""
+    out = tmp_path / "o"
+    mine = out / run_dir / "model.safetensors"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine\n")
+    argv = [str(files[0]) if a == "DATA" else a for a in argv]
+    code, _, err = run(capsys, ["experiment", *argv, "--out", str(out)])
+    assert code == 2 and err.startswith(f"error: --out {mine.parent}: {mine} exists and is not a file uatlab"), err
+    assert mine.read_text() == "mine\n"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "runs",
+        run_dir,
+        f"{run_dir}/model.safetensors",
+    ]

@@ -43,6 +43,7 @@ from uatlab.experiments.executor import (
     TRIAL_CHECKPOINT,
     Trial,
     check_store_options,
+    check_trial_folder,
     resume_trial,
     run_trials,
     trial_checkpoint,
@@ -267,9 +268,9 @@ def run_capacity(
                 TrainConfig(**trial(n, size).params["config"])
             except InputError as e:
                 raise InputError(f"{e}{_why(str(e), n, size, axis, fixed, max_steps, batch_size)}") from None
-    for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write
-        for size in grid:
-            resume_trial(trial(n, size).params["out_dir"])
+    for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write, a user's file
+        for size in grid:  # a trial would replace
+            check_trial_folder(trial(n, size).params["out_dir"])
     check_store_options(out, {"data": data_fp, "config": recipe})
     out.mkdir(parents=True, exist_ok=True)
 

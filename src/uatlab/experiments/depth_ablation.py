@@ -24,7 +24,14 @@ import torch
 from uatlab.data import baselines, ceiling_report, read_sequences
 from uatlab.data.dataset import SequenceDataset
 from uatlab.errors import InputError
-from uatlab.experiments.executor import Trial, check_store_options, resume_trial, run_trials, trial_checkpoint
+from uatlab.experiments.executor import (
+    Trial,
+    check_store_options,
+    check_trial_folder,
+    resume_trial,
+    run_trials,
+    trial_checkpoint,
+)
 from uatlab.experiments.plots import hline, save_figure
 from uatlab.io_safety import atomic_write, prefix_identity, write_text_atomic
 from uatlab.training.batching import fit_encoding
@@ -123,9 +130,6 @@ def run_depth_ablation(
     out = Path(out)
     base_cfg = dict(config or {})
     data = load_subset(str(data_path), sentences, exact=exact_sentences)  # before anything is written
-    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": base_cfg}, report_only)
-    out.mkdir(parents=True, exist_ok=True)
-    base = baselines(data)
     trials = [
         Trial(
             f"layers={L}",
@@ -139,8 +143,12 @@ def run_depth_ablation(
         )
         for L in layers
     ]
-    for t in trials if not report_only else ():  # before any work: a checkpoint the sweep did not write
-        resume_trial(t.params["out_dir"])
+    # before anything is written: a checkpoint the sweep did not write, a user's file a trial would replace
+    for t in trials if not report_only else ():
+        check_trial_folder(t.params["out_dir"])
+    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": base_cfg}, report_only)
+    out.mkdir(parents=True, exist_ok=True)
+    base = baselines(data)
     if report_only:
         results, failed, reused = {}, {}, []
         for t in trials:

@@ -133,6 +133,18 @@ def resume_trial(run_dir: str | os.PathLike) -> bool:
     return guard.holds(TRIAL_CHECKPOINT)
 
 
+def check_trial_folder(run_dir: str | os.PathLike) -> bool:
+    """Before any work, for a trial that trains into ``run_dir`` (`uatlab.training.train`): `resume_trial`, and every
+    file there that the training run would replace (its model, summary and metrics) is one a training run wrote
+    (`uatlab.training.trainer.train_output_folder`); an InputError names any other, so a sweep stops before it
+    starts instead of failing that trial after the others ran."""
+    from uatlab.training.trainer import train_output_folder
+
+    resume = resume_trial(run_dir)
+    train_output_folder(run_dir).check()
+    return resume
+
+
 def _holds_trials(store: Path) -> bool:
     """Finished trials (``trials/*.json``) or partial ones (a checkpoint a trial wrote in ``runs/<trial>``);
     other files under ``runs/`` are not the sweep's."""

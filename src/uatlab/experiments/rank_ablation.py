@@ -21,7 +21,7 @@ import torch
 from uatlab.data import baselines
 from uatlab.errors import InputError
 from uatlab.experiments.depth_ablation import claim_store, data_fingerprint, load_subset
-from uatlab.experiments.executor import Trial, resume_trial, run_trials, trial_checkpoint
+from uatlab.experiments.executor import Trial, check_trial_folder, resume_trial, run_trials, trial_checkpoint
 from uatlab.io_safety import atomic_write, save_figure, write_text_atomic
 from uatlab.training.trainer import PAPER_ACCURACY, TrainConfig, train
 
@@ -73,9 +73,6 @@ def run_rank_ablation(
             )
         TrainConfig(**rank_config(r, dict(config or {})))
     data = load_subset(str(data_path), sentences, exact=exact_sentences)  # before anything is written
-    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": dict(config or {})}, False)
-    out.mkdir(parents=True, exist_ok=True)
-    base = baselines(data)
     name = {r: ("full" if r is None else str(r)) for r in ranks}
     trials = [
         Trial(
@@ -90,8 +87,11 @@ def run_rank_ablation(
         )
         for r in ranks
     ]
-    for t in trials:  # before any work: a checkpoint the sweep did not write
-        resume_trial(t.params["out_dir"])
+    for t in trials:  # before anything is written: a checkpoint the sweep did not write, a user's file a trial
+        check_trial_folder(t.params["out_dir"])  # would replace
+    claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": dict(config or {})}, False)
+    out.mkdir(parents=True, exist_ok=True)
+    base = baselines(data)
     sweep = run_trials(trials, rank_trial, out, workers=1, retries=1, progress=progress, desc="ranks")
     table = []
     for r in ranks:
