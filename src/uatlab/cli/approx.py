@@ -27,6 +27,9 @@ approx = command_group(
 
 LIST_MAX = 100_000  # largest anchor count, grid, head count or context length accepted in a sweep list
 OUT = typer.Option(Path("approx-out"), "--out", parser=path_value, help="Folder for the CSV and the figure.")
+OUT_TABLE = typer.Option(
+    Path("approx-out"), "--out", parser=path_value, help="Folder for the CSV (a table, no figure)."
+)
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
 # the y values of the truncated-linear sweeps (`uatlab.experiments.approximation_sweeps._probe_grid`)
@@ -513,7 +516,7 @@ def incontext_cmd(
     ),
     test_tasks: int = typer.Option(256, "--test-tasks", min=1, max=10**6, help="Held-out regression tasks."),
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
-    out: Path = OUT,
+    out: Path = OUT_TABLE,
     quick: bool = QUICK,
     json_out: bool = JSON,
 ) -> None:
