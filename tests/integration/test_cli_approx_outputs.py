@@ -91,3 +91,13 @@ def test_a_user_file_where_the_mode_writes_is_refused_before_any_work(
     err = capsys.readouterr().err
     assert err.startswith("error:") and str(out / name) in err, err
     assert _listing(out) == {name: b"mine"}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_help_of_out_names_what_the_mode_writes(mode: str, capsys) -> None:
+    """--out's help says "figure" only for modes that write one (incontext writes its CSV only)."""
+    assert main(["approx", MODES[mode][0][0], "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    figure = any(n.endswith(".png") for n in MODES[mode][1])
+    assert ("Folder for the CSV and the figure" in text) == figure, text
+    assert figure or "Folder for the CSV (a table, no figure)" in text
