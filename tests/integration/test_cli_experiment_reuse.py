@@ -129,6 +129,7 @@ def test_report_or_stored_only_on_an_empty_folder_is_an_error(tmp_path, capsys, 
         (["attention-seq2seq", "--quick", "--stored-only", "--executor", "ray"], "--executor has no effect with"),
         (["attention-heatmap", "--quick", "--stored-only", "--workers", "2"], "--workers has no effect with"),
         (["depth-ablation", "DATA", "--report-only", "--workers", "2"], "--workers has no effect with --report-only"),
+        (["depth-ablation", "DATA", "--report-only", "--threads", "2"], "--threads has no effect with --report-only"),
     ],
 )
 def test_runner_options_are_refused_when_nothing_runs(tmp_path, capsys, files, argv, says):
@@ -255,6 +256,10 @@ def test_a_file_where_a_run_makes_its_folder_is_refused_before_any_work(tmp_path
     [
         (["depth-ablation", "DATA", "--dim", "8", *DEPTH], "runs/layers=1"),
         (["rank-ablation", "DATA", "--ranks", "1", "--epochs", "1", "--dim", "8", "--json"], "runs/rank=1"),
+        (
+            ["capacity", "--ns", "4", "--grid", "2", "--max-steps", "1", "--json"],
+            "runs/synthetic-N=4-d=2-ff=8-seed=0",
+        ),
     ],
 )
 def test_a_users_file_in_a_trials_folder_stops_the_sweep_before_it_starts(tmp_path, capsys, files, argv, run_dir):
@@ -274,3 +279,17 @@ def test_a_users_file_in_a_trials_folder_stops_the_sweep_before_it_starts(tmp_pa
         run_dir,
         f"{run_dir}/model.safetensors",
     ]
+
+
+def test_a_finished_trials_edited_run_file_does_not_stop_a_rerun(tmp_path, capsys, files):
+    """A finished trial is reused, never trained again: a file of its run folder the user edited since (a metrics
+    CSV opened and saved) is left alone and does not stop the sweep."""
+    out = tmp_path / "d"
+    argv = ["experiment", "depth-ablation", str(files[0]), "--out", str(out), "--dim", "8", *DEPTH]
+    assert run(capsys, argv)[0] == 0
+    metrics = out / "runs" / "layers=1" / "metrics.csv"
+    metrics.write_text(metrics.read_text() + " \n")
+    edited = metrics.read_bytes()
+    code, text, err = run(capsys, argv)
+    assert code == 0, err
+    assert json.loads(text)["reused"] == ["layers=1"] and metrics.read_bytes() == edited

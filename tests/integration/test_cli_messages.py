@@ -121,4 +121,8 @@ def test_reproduce_names_a_conll_folder_from_the_environment_without_train_txt(h
     err = capsys.readouterr().err
     assert err.startswith(f"error: $UATLAB_CONLL_DIR {here / 'nodir3'} does not exist"), err
     assert not (here / "rep3").exists()
+    (here / "empty_conll").mkdir()  # a folder, but no train.txt in it
+    monkeypatch.setenv("UATLAB_CONLL_DIR", str(here / "empty_conll"))
+    assert main(["reproduce", "--quick", "--out", "rep3", "--only", "A.sec5.rank-ablation"]) == 2
+    assert f"error: $UATLAB_CONLL_DIR {here / 'empty_conll'}: no train.txt there" in capsys.readouterr().err
     assert main(["reproduce", "--quick", "--out", "rep4", "--only", "A.thm1*", "--json"]) == 0

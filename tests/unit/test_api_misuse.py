@@ -707,8 +707,8 @@ def test_compile_next_token_with_one_label_is_certified():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ("short labels", r"one label per example; got \(20, 4\) and \(3,\)"),
-        ("token ids", r"example 0, position 0: token id 15 is outside \[0, 6\]"),
+        ("short labels", r"tokens must be \(N, n\) and labels \(N,\), one label per example; got \(20, 4\) and \(3,\)"),
+        ("token ids", r"row 0, position 0: token id 15 is outside \[0, 6\]"),
         ("label ids", r"example 0: label id 11 is outside \[0, 3\)"),
         ("fractional", r"token ids must be integers: row 0, position 0 holds 5.5"),
         ("pad inside", r"row 0, position 2: id 6 is the pad id"),
@@ -729,7 +729,7 @@ def test_certify_names_a_bad_next_token_data_set(change, message):
         "pad inside": (bad, y),
     }[change]
     data = NextTokenData(tokens, labels, [str(i) for i in range(6)], ["0", "1", "2"], source="hand")
-    with pytest.raises(InputError, match="^hand.*" + message):
+    with pytest.raises(InputError, match="^hand: " + message):
         uatlab.certify(model, data)
 
 
@@ -741,7 +741,7 @@ def test_compile_seq2seq_deep_reads_2d_arrays_as_rows():
     con = uatlab.compile_seq2seq_deep(X, Y, 8, 3)
     assert con.certificate.certified
     assert con.model.predict([["1", "2"], ["3", "4"]]) == [["0", "1"], ["1", "0"]]
-    with pytest.raises(InputError, match="must be lists of id rows .* got a int"):
+    with pytest.raises(InputError, match=r"must be lists of id rows \(or 2-D arrays\), got int and ndarray"):
         uatlab.compile_seq2seq_deep(5, Y, 8, 3)
 
 
@@ -752,6 +752,9 @@ def test_predict_refuses_an_encoding_with_another_number_of_labels(compiled):
     model = copy.deepcopy(compiled.model)
     model.encoding = uatlab.Encoding.from_json({"tokens": ["a", "b", "c"], "labels": ["X"]})
     with pytest.raises(InputError, match="the model has 2 labels but its encoding lists 1"):
+        model.predict([["a", "b"]])
+    model.encoding = uatlab.Encoding.from_json({"tokens": ["a", "b", "c"], "labels": ["X", "Y", "Z"]})
+    with pytest.raises(InputError, match="the model has 2 labels but its encoding lists 3"):
         model.predict([["a", "b"]])
 
 

@@ -86,8 +86,8 @@ class NextTokenData:
             bad = np.argwhere(~ok)
             if len(bad):
                 at = tuple(int(v) for v in bad[0])
-                where = f"example {at[0]}" + (f", position {at[1]}" if len(at) == 2 else "")
-                raise InputError(f"{self.source} {where}: {what} id {int(ids[at])} is outside {span}")
+                where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"example {at[0]}"
+                raise InputError(f"{self.source}: {where}: {what} id {int(ids[at])} is outside {span}")
         try:
             check_left_padding(tokens, self.pad_id)
         except InputError as exc:

@@ -270,7 +270,7 @@ def run_capacity(
                 raise InputError(f"{e}{_why(str(e), n, size, axis, fixed, max_steps, batch_size)}") from None
     for n in ns:  # before any work: a checkpoint in a trial's folder that the sweep did not write, a user's file
         for size in grid:  # a trial would replace
-            check_trial_folder(trial(n, size).params["out_dir"])
+            check_trial_folder(out, trial(n, size))
     check_store_options(out, {"data": data_fp, "config": recipe})
     out.mkdir(parents=True, exist_ok=True)
 

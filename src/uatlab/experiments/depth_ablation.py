@@ -145,7 +145,7 @@ def run_depth_ablation(
     ]
     # before anything is written: a checkpoint the sweep did not write, a user's file a trial would replace
     for t in trials if not report_only else ():
-        check_trial_folder(t.params["out_dir"])
+        check_trial_folder(out, t)
     claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": base_cfg}, report_only)
     out.mkdir(parents=True, exist_ok=True)
     base = baselines(data)

@@ -133,15 +133,18 @@ def resume_trial(run_dir: str | os.PathLike) -> bool:
     return guard.holds(TRIAL_CHECKPOINT)
 
 
-def check_trial_folder(run_dir: str | os.PathLike) -> bool:
-    """Before any work, for a trial that trains into ``run_dir`` (`uatlab.training.train`): `resume_trial`, and every
-    file there that the training run would replace (its model, summary and metrics) is one a training run wrote
-    (`uatlab.training.trainer.train_output_folder`); an InputError names any other, so a sweep stops before it
-    starts instead of failing that trial after the others ran."""
+def check_trial_folder(store: str | os.PathLike, trial: Trial) -> bool:
+    """Before any work, for a trial of the sweep in ``store`` that trains into ``trial.params["out_dir"]``
+    (`uatlab.training.train`): `resume_trial`, and, unless the trial is stored as finished (`run_trials` reuses it and
+    trains nothing), every file there that its training would replace (model, summary, metrics) is one a training
+    run wrote (`uatlab.training.trainer.train_output_folder`); an InputError names any other, so the sweep stops
+    before it starts instead of failing that trial after the others ran."""
     from uatlab.training.trainer import train_output_folder
 
+    run_dir = trial.params["out_dir"]
     resume = resume_trial(run_dir)
-    train_output_folder(run_dir).check()
+    if not _result_path(Path(store), trial).is_file():
+        train_output_folder(run_dir).check()
     return resume
 
 

@@ -88,7 +88,7 @@ def run_rank_ablation(
         for r in ranks
     ]
     for t in trials:  # before anything is written: a checkpoint the sweep did not write, a user's file a trial
-        check_trial_folder(t.params["out_dir"])  # would replace
+        check_trial_folder(out, t)  # would replace
     claim_store(out, {"data": data_fingerprint(data_path, sentences), "config": dict(config or {})}, False)
     out.mkdir(parents=True, exist_ok=True)
     base = baselines(data)

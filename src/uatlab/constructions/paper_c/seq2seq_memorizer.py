@@ -130,7 +130,7 @@ def prepare(sentences: list[np.ndarray], labels: list[np.ndarray], V: int, n_pad
         sentences, labels = list(sentences), list(labels)
     except TypeError:
         raise InputError(
-            f"sentences and labels must be lists of id rows (or 2-D arrays), got a {type(sentences).__name__} and a "
+            f"sentences and labels must be lists of id rows (or 2-D arrays), got {type(sentences).__name__} and "
             f"{type(labels).__name__}"
         ) from None
     if not sentences or len(sentences) != len(labels):
