@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -61,20 +62,40 @@ class LabelInformation:
     exception_code_bits: float
     uniform_label_bits: float
     label_counts: tuple[int, ...] = ()  # ceiling tokens per label id
+    # word_bits and word_position_bits as the exact sums of their per-(word, label) terms, so that the figures of a
+    # data set split into parts (`merge_label_information`) are the same floats however it was split
+    word_bits_exact: Fraction | None = field(default=None, repr=False, compare=False)
+    word_position_bits_exact: Fraction | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.endswith("_exact")}
 
 
-def _conditional_bits(group: np.ndarray, label: np.ndarray) -> float:
-    """Σ_tokens H(label | group) = Σ_g Σ_c n_gc log2(n_g / n_gc) for integer arrays (T,)."""
+def _conditional_bits(group: np.ndarray, label: np.ndarray) -> Fraction:
+    """Σ_tokens H(label | group) = Σ_g Σ_c n_gc log2(n_g / n_gc) for integer arrays (T,), as the exact sum of the
+    float64 terms (`exact_sum`): a data set split into parts of disjoint groups sums to the same value."""
     if len(group) == 0:
-        return 0.0
+        return Fraction(0)
     _, g = np.unique(group, return_inverse=True)
     C = int(label.max()) + 1
     pair, n_gc = np.unique(g.astype(np.int64) * C + label, return_counts=True)
     n_g = np.bincount(g)[pair // C]
-    return float((n_gc * np.log2(n_g / n_gc)).sum())
+    return exact_sum(n_gc * np.log2(n_g / n_gc))
+
+
+def exact_sum(terms: np.ndarray) -> Fraction:
+    """The exact sum of finite float64 ``terms`` (a Fraction; float() of it is the correctly rounded sum), whatever
+    their order or grouping: each term is m·2^(e−53) with an integer 53-bit mantissa m (`np.frexp`), and the
+    mantissas of one exponent are added as Python integers."""
+    terms = np.asarray(terms, dtype=np.float64).reshape(-1)
+    if not np.isfinite(terms).all():
+        raise ValueError("exact_sum needs finite terms")
+    mantissa, exponent = np.frexp(terms)  # terms = mantissa · 2^exponent, |mantissa| in [0.5, 1) (0 for 0)
+    m = (mantissa * 2.0**53).astype(np.int64)  # exact: a float64 mantissa has 53 bits
+    total = Fraction(0)
+    for e in np.unique(exponent).tolist():
+        total += Fraction(sum(m[exponent == e].tolist())) * Fraction(2) ** (e - 53)
+    return total
 
 
 def input_groups(key: np.ndarray, key2: np.ndarray | None = None) -> np.ndarray:
@@ -158,7 +179,8 @@ def label_information(
         p_max = int(p.max()) + 1
         word_pos = _conditional_bits(w * p_max + p, y)
     else:
-        marginal, E, word_pos = 0.0, 0, 0.0
+        marginal, E, word_pos = 0.0, 0, Fraction(0)
+    word_bits = _conditional_bits(w, y)
     two_part = math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1))
     return LabelInformation(
         tokens=T,
@@ -166,12 +188,14 @@ def label_information(
         classes=C,
         words=int(len(np.unique(word))),
         marginal_bits=marginal,
-        word_bits=_conditional_bits(w, y),
-        word_position_bits=word_pos,
+        word_bits=float(word_bits),
+        word_position_bits=float(word_pos),
         exceptions=E,
         exception_code_bits=two_part,
         uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
         label_counts=tuple(int(c) for c in counts),
+        word_bits_exact=word_bits,
+        word_position_bits_exact=word_pos,
     )
 
 
@@ -186,18 +210,24 @@ def merge_label_information(parts: list[LabelInformation]) -> LabelInformation:
         counts[: len(p.label_counts)] += np.asarray(p.label_counts, dtype=np.int64)
     nz = counts > 0
     E = sum(p.exceptions for p in parts)
+    # per-word sums: exact when every part carries them (the same float however the words were split)
+    exact = all(p.word_bits_exact is not None and p.word_position_bits_exact is not None for p in parts)
+    word_bits = sum((p.word_bits_exact for p in parts), Fraction(0)) if exact else None
+    word_pos = sum((p.word_position_bits_exact for p in parts), Fraction(0)) if exact else None
     return LabelInformation(
         tokens=T,
         ceiling_tokens=Tc,
         classes=C,
         words=sum(p.words for p in parts),
         marginal_bits=float((counts[nz] * np.log2(Tc / counts[nz])).sum()) if Tc else 0.0,
-        word_bits=sum(p.word_bits for p in parts),
-        word_position_bits=sum(p.word_position_bits for p in parts),
+        word_bits=float(word_bits) if exact else sum(p.word_bits for p in parts),
+        word_position_bits=float(word_pos) if exact else sum(p.word_position_bits for p in parts),
         exceptions=E,
         exception_code_bits=math.log2(Tc + 1) + _log2_binom(Tc, E) + E * math.log2(max(C - 1, 1)),
         uniform_label_bits=T * math.log2(C) if C > 1 else 0.0,
         label_counts=tuple(int(c) for c in counts),
+        word_bits_exact=word_bits,
+        word_position_bits_exact=word_pos,
     )
 
 
