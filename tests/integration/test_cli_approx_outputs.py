@@ -101,3 +101,5 @@ def test_the_help_of_out_names_what_the_mode_writes(mode: str, capsys) -> None:
     figure = any(n.endswith(".png") for n in MODES[mode][1])
     assert ("Folder for the CSV and the figure" in text) == figure, text
     assert figure or "Folder for the CSV (a table, no figure)" in text
+    assert ("Print one JSON object (rows, slope)" in text) == figure  # incontext prints rows and its CSV's path
+    assert figure or "Print one JSON object (rows, the CSV's path)" in text

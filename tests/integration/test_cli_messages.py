@@ -126,3 +126,22 @@ def test_reproduce_names_a_conll_folder_from_the_environment_without_train_txt(h
     assert main(["reproduce", "--quick", "--out", "rep3", "--only", "A.sec5.rank-ablation"]) == 2
     assert f"error: $UATLAB_CONLL_DIR {here / 'empty_conll'}: no train.txt there" in capsys.readouterr().err
     assert main(["reproduce", "--quick", "--out", "rep4", "--only", "A.thm1*", "--json"]) == 0
+
+
+def test_compile_help_lists_every_option_ff_deep_takes() -> None:
+    """--ff's help names the options --ff deep takes: every compile option it does not refuse (nor refuses with
+    its own error, --causal; nor refuses for every --task token run, --window and --tokenizer), besides DATA,
+    --out, --json, --task and --ff."""
+    import typer.main
+
+    from uatlab.cli.app import app
+    from uatlab.cli.compile import DEEP_REFUSES
+
+    command = typer.main.get_command(app).commands["compile"]
+    params = {p.name: p for p in command.params}
+    text = " ".join(params["ff"].help.split())
+    taken = text.split("besides --out and --json it takes", 1)[1]
+    exempt = {"data", "out", "json_out", "task", "ff", "causal", "window", "tokenizer", *DEEP_REFUSES}
+    for name, p in params.items():
+        if name not in exempt and p.opts:
+            assert max(p.opts, key=len) in taken, (name, taken)

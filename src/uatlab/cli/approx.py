@@ -32,6 +32,7 @@ OUT_TABLE = typer.Option(
 )
 QUICK = typer.Option(False, "--quick", help="Smaller sweep (seconds).")
 JSON = typer.Option(False, "--json", help="Print one JSON object (rows, slope) instead of tables.")
+JSON_TABLE = typer.Option(False, "--json", help="Print one JSON object (rows, the CSV's path) instead of a table.")
 # the y values of the truncated-linear sweeps (`uatlab.experiments.approximation_sweeps._probe_grid`)
 POINTS = typer.Option(
     20001,
@@ -518,7 +519,7 @@ def incontext_cmd(
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed."),
     out: Path = OUT_TABLE,
     quick: bool = QUICK,
-    json_out: bool = JSON,
+    json_out: bool = JSON_TABLE,
 ) -> None:
     """In-context ridge and ridge on (x, ReLU(x)): constructions and a trained attention-only model vs the closed form."""
     import csv

@@ -254,9 +254,10 @@ def compile_cmd(
         help="FF rule: knots (one ReLU per slope change, no biases), ramps (two per label change), or deep (one "
         "averaging rank-1 attention layer and a deep integer ReLU network, Kajitsuka & Sato 2025). deep runs in "
         "memory with a progress display on stderr and no work directory or checkpoints (CoNLL-2003 train takes "
-        "about 8 CPU s and 0.5 GB: a failed run is simply re-run); it refuses, before building, data whose "
-        "padded arrays exceed --max-memory (one long sequence sets the context of all); it takes --dtype, "
-        "--seed, --no-certify, --threads, --max-memory and --format only.",
+        "6–10 CPU s and 0.5 GB: a failed run is simply re-run); it refuses, before building, data whose "
+        "padded arrays exceed --max-memory (one long sequence sets the context of all); besides --out and "
+        "--json it takes --dtype, --seed, --no-certify, --require-certified, --threads, --max-memory and --format "
+        "only.",
     ),
     labels: str = typer.Option(
         "auto",
