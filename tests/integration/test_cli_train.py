@@ -56,6 +56,20 @@ def test_data_report_json(capsys, conll_file):
     assert data["ceiling_accuracy"] == pytest.approx((data["tokens"] - 1) / data["tokens"])
     assert data["conflicts"][0]["position"] == 0
     assert data["baseline_all_majority_label"] <= data["baseline_per_word_majority"] <= data["ceiling_accuracy"]
+    assert data["conflict_inputs"] == len(data["conflicts"]) == 1
+
+
+def test_data_report_says_how_many_conflicts_its_table_shows(tmp_path, capsys):
+    """The table lists --conflicts N of them and says so when there are more (it listed 10 of 21 silently)."""
+    path = tmp_path / "c.jsonl"
+    rows = [({"tokens": [f"w{i}"], "labels": [y]}) for i in range(3) for y in ("A", "B")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, data, _ = run_json(capsys, ["data-report", str(path), "--conflicts", "2", "--json"])
+    assert code == 0 and data["conflict_inputs"] == 3 and len(data["conflicts"]) == 2
+    assert main(["data-report", str(path), "--conflicts", "2"]) == 0
+    assert "2 of 3 shown, --conflicts N shows more" in " ".join(capsys.readouterr().out.split())
+    assert main(["data-report", str(path), "--conflicts", "3"]) == 0
+    assert "shown" not in capsys.readouterr().out
 
 
 def test_scheme_iob2_says_when_there_is_nothing_to_convert(tmp_path, capsys, conll_file):

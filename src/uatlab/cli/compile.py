@@ -418,6 +418,12 @@ def compile_cmd(
 
 
 # options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
+# why a float32 model can leave tokens unproven, and what to try (after the not-certified warning)
+FLOAT32_UNPROVEN_NOTE = (
+    "note: float32 rounding exceeds the logit margin of some tokens, most often those of a frequent word, whose many "
+    "contexts lie close together (uncertified_examples lists some); --dtype float64 (29 more bits) usually proves "
+    "every token"
+)
 DEEP_REFUSES = (
     "code",
     "group",
@@ -843,6 +849,8 @@ def _compile(
     if cert is not None and not cert.certified:
         warn_not_certified(cert.certified_tokens, cert.ceiling_tokens, dtype, out)
         warn_void_proof(cert.invalidated_by, bound=cert.bound_certified_tokens)
+        if dtype == "float32" and not cert.invalidated_by:
+            err_console.print(FLOAT32_UNPROVEN_NOTE, highlight=False, soft_wrap=True)
     if json_out:
         print_json(fig)
         return fig

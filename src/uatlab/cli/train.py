@@ -267,7 +267,8 @@ def train_command(
       0    the run completed (all --epochs, or the ceiling with --stop-at-ceiling)
       2    a user error, one 'error:' line: bad data or option, a checkpoint for
            another run or other data, a non-finite loss (last checkpoint kept)
-      3    --max-minutes ran out: checkpoint saved; rerun with --resume
+      3    --max-minutes ran out: checkpoint saved, no model.safetensors yet;
+           rerun with --resume
       130  interrupted (Ctrl-C, SIGTERM): checkpoint saved, rerun with --resume (its
            last line names the checkpoint, or says that none was written yet, or
            that the run had ended)
@@ -456,7 +457,11 @@ def data_report_command(
         labels.add_row(k, str(v))
     console.print(labels)
     if rep["conflicts"]:
-        ct = Table(title="inherent conflicts (same sentence, same position, different labels)", header_style="bold")
+        shown, total = len(rep["conflicts"]), rep["conflict_inputs"]
+        more = f"; {shown} of {total} shown, --conflicts N shows more" if shown < total else ""
+        ct = Table(
+            title=f"inherent conflicts (same sentence, same position, different labels{more})", header_style="bold"
+        )
         for c in ("where", "position", "token", "label counts", "majority"):
             ct.add_column(c, overflow="fold")
         for c in rep["conflicts"]:

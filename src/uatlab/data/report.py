@@ -66,6 +66,8 @@ def data_report(data: SequenceDataset, max_conflicts: int = 10) -> dict[str, Any
         "length_mean": data.num_tokens / n_seq,
         "length_median": lengths[n_seq // 2] if n_seq % 2 else (lengths[n_seq // 2 - 1] + lengths[n_seq // 2]) / 2,
         "conflict_tokens": rep.conflict_tokens,
+        # (sentence, position) inputs with several labels; "conflicts" lists the first max_conflicts
+        "conflict_inputs": len(rep.conflicts),
         "ceiling_tokens": rep.ceiling_tokens,
         "ceiling_accuracy": rep.ceiling_accuracy,
         "baseline_all_majority_label": base["all_majority_label"],
