@@ -1236,3 +1236,22 @@ def test_an_interrupt_while_train_prints_its_summary_says_the_files_are_complete
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "interrupted after the run had ended: its files are complete", err
     assert {"model.safetensors", "summary.json", "checkpoint.pt"} <= {p.name for p in (case_dir / "run").iterdir()}
+
+
+@pytest.mark.parametrize("code", [0, 130])
+def test_sigterm_after_main_has_returned_exits_with_the_commands_status(tmp_path: Path, code: int) -> None:
+    """Once main() has returned (the command's output complete and said), a SIGTERM during the interpreter's
+    shutdown is ignored: the process exits with the command's own status, its output whole. The default action
+    ended it with status 143 and no line, after a completed compile or train."""
+    script = (
+        "import os, signal, sys, time\n"
+        "from uatlab.cli import _quiet_after_main\n"
+        "sys.stdout.write('saved m.safetensors\\n')  # buffered: a pipe\n"
+        "_quiet_after_main()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(0.2)\n"
+        f"sys.exit({code})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert proc.stdout == "saved m.safetensors\n" and proc.stderr == ""

@@ -166,8 +166,12 @@ def _stdout_escapes_what_it_cannot_encode() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``uatlab`` script: exit 0 on success, 2 with one ``error:`` line on a user error,
     130 on Ctrl-C (partial results kept)."""
-    with _stdout_escapes_what_it_cannot_encode():
-        return _main(argv)
+    try:
+        with _stdout_escapes_what_it_cannot_encode():
+            return _main(argv)
+    finally:
+        if argv is None:  # the real command line: the process exits next
+            _quiet_after_main()
 
 
 def _main(argv: list[str] | None) -> int:
@@ -213,9 +217,6 @@ def _main(argv: list[str] | None) -> int:
         if isinstance(exc, MemoryError):
             return _error("out of memory: the request is too large for this machine; use smaller sizes")
         raise
-    finally:
-        if argv is None:
-            _quiet_after_main()
     return code if isinstance(code, int) else 0
 
 
@@ -239,9 +240,13 @@ def _raised_while_interrupted(exc: BaseException) -> bool:
 
 
 def _quiet_after_main() -> None:
-    """The command has ended and said so: a held-back interrupt's timer is disarmed and a late Ctrl-C is ignored,
-    so nothing raises KeyboardInterrupt between ``main()`` returning and the process exiting (an uncaught one
-    there would end the process by SIGINT, exit status -2, after the one line was already printed)."""
+    """The command has ended and said so: a held-back interrupt's timer is disarmed and a
+    late Ctrl-C is ignored, so nothing raises KeyboardInterrupt between ``main()`` returning and the process
+    exiting (an uncaught one there would end the process by SIGINT, exit status -2, after the one line was already
+    printed). A SIGTERM in that window (the interpreter's own shutdown, about a quarter of a second) is ignored
+    too: the command's outputs are complete and said, and the default action would turn a finished run into
+    status 143 with no line. (Ignoring is the one setting that survives the interpreter's finalization, which
+    resets Python-level handlers to the default; a shutdown that hung would need SIGKILL.)"""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
@@ -250,7 +255,7 @@ def _quiet_after_main() -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the command has ended: nothing is left to clean up
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _forget_handled_interrupt()
 
 
