@@ -293,3 +293,17 @@ def test_a_finished_trials_edited_run_file_does_not_stop_a_rerun(tmp_path, capsy
     code, text, err = run(capsys, argv)
     assert code == 0, err
     assert json.loads(text)["reused"] == ["layers=1"] and metrics.read_bytes() == edited
+
+
+def test_a_temporary_file_a_killed_run_left_is_named_and_kept(tmp_path, capsys, files):
+    """SIGKILL between a figure's temporary file and its rename leaves `.NAME.<hex>.tmp` in --out: the next run
+    names it (it said nothing) and leaves it, as compile and synth do."""
+    out = tmp_path / "d"
+    out.mkdir()
+    stale = out / ".depth_ablation.png.339be90d.tmp"
+    stale.write_bytes(b"half a figure")
+    argv = ["experiment", "depth-ablation", str(files[0]), "--out", str(out), "--dim", "8", *DEPTH]
+    code, _, err = run(capsys, argv)
+    assert code == 0, err
+    assert "1 temporary file" in err and stale.name in err, err
+    assert stale.read_bytes() == b"half a figure"

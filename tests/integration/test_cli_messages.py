@@ -145,3 +145,28 @@ def test_compile_help_lists_every_option_ff_deep_takes() -> None:
     for name, p in params.items():
         if name not in exempt and p.opts:
             assert max(p.opts, key=len) in taken, (name, taken)
+
+
+def test_every_command_says_its_exit_codes_in_its_help() -> None:
+    """Each command's --help names its exit codes (0, 2 for a user error, 130 when interrupted, and its own)."""
+    import typer.main
+
+    from uatlab.cli import _load_commands
+    from uatlab.cli.app import app
+
+    _load_commands()
+
+    def leaves(command, path):
+        subcommands = getattr(command, "commands", None)  # a group (typer may vendor click: not isinstance)
+        if subcommands:
+            for name, sub in subcommands.items():
+                yield from leaves(sub, [*path, name])
+        else:
+            yield " ".join(path), command.help or ""
+
+    found = dict(leaves(typer.main.get_command(app), []))
+    assert len(found) > 20
+    for name, text in found.items():
+        flat = " ".join(text.split())
+        assert "Exit codes:" in flat or "Exit status 0" in flat, name
+        assert "2 " in flat and "130" in flat, (name, flat[-300:])

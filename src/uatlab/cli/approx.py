@@ -15,7 +15,16 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import command_group, console, err_console, format_value, print_json, rows_table
-from uatlab.cli.options import SEED_MAX, finite, list_items, one_of, path_value, refuse_given, reject_overridden
+from uatlab.cli.options import (
+    SEED_MAX,
+    finite,
+    list_items,
+    one_of,
+    path_value,
+    refuse_given,
+    reject_overridden,
+    with_exit_codes,
+)
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputFolder, check_output_dir
 from uatlab.memory_guard import MAX_MEMORY_HELP, check_memory, set_memory_limit
@@ -116,6 +125,7 @@ MAX_GD_EPS = 1.0  # gd-in-context: largest score scale ε (the bound is already 
 
 
 @approx.command("truncated-linear")
+@with_exit_codes()
 @single_torch_thread()
 def truncated_linear_cmd(
     ctx: typer.Context,
@@ -183,6 +193,7 @@ def truncated_linear_cmd(
 
 
 @approx.command("heads")
+@with_exit_codes()
 @single_torch_thread()
 def heads_cmd(
     ctx: typer.Context,
@@ -215,6 +226,7 @@ def heads_cmd(
 
 
 @approx.command("relu-network")
+@with_exit_codes()
 @single_torch_thread()
 def relu_cmd(
     ctx: typer.Context,
@@ -353,6 +365,7 @@ def _finish_bounds(sweep: sw.Sweep, out: Path, json_out: bool) -> None:
 
 
 @approx.command("universal")
+@with_exit_codes()
 @single_torch_thread()
 def universal_cmd(
     ctx: typer.Context,
@@ -436,6 +449,7 @@ def _positional_universal(d: int, n: int, cells: list[int], samples: int, json_o
 
 
 @approx.command("gd-in-context")
+@with_exit_codes()
 @single_torch_thread()
 def gd_cmd(
     ctx: typer.Context,
@@ -499,6 +513,7 @@ def gd_cmd(
 
 
 @approx.command("incontext")
+@with_exit_codes()
 def incontext_cmd(
     ctx: typer.Context,
     task: str = typer.Option(

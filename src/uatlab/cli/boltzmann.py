@@ -12,6 +12,7 @@ import math
 import typer
 
 from uatlab.cli.app import app, console, key_value_table, print_json
+from uatlab.cli.options import with_exit_codes
 from uatlab.errors import InputError
 
 #: default cap on the exact check's precision: 10^6 digits (|components| r ≤ 1.15e6), ~0.2 CPU s per component
@@ -36,6 +37,7 @@ def parse_vector(text: str, index: int) -> list[float]:
 
 
 @app.command("boltzmann")
+@with_exit_codes()
 def boltzmann_cmd(
     vectors: list[str] = typer.Argument(..., help="One or two vectors, each as comma-separated numbers."),
     r: float = typer.Option(None, "--r", help="Bound r on |components| (default: the vectors' own max)."),

@@ -899,7 +899,8 @@ def certify_cmd(
     from what `uatlab predict` (a float32 run) gets right on tokens the certificate does not cover.
 
     Exit status 0 whatever the certificate proves ("certified" says whether it proves every token that can be
-    right); with --require-certified, 1 when it does not. Exit 2 with one "error: ..." line on bad input.
+    right); with --require-certified, 1 when it does not. Exit 2 with one "error: ..." line on bad input, 130 when
+    interrupted (Ctrl-C, SIGTERM; nothing is written).
     """
 
     from uatlab.cli.progress import StageBars
@@ -1017,7 +1018,14 @@ def synth_cmd(
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Random seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Write N random labelled sequences (uniform tokens and labels) as JSONL."""
+    """Write N random labelled sequences (uniform tokens and labels) as JSONL.
+
+    \b
+    Exit codes:
+      0    written
+      2    a user error, one 'error:' line (OUT is another file of yours: kept)
+      130  interrupted (Ctrl-C, SIGTERM): OUT is as it was (written atomically, at the end)
+    """
     from uatlab.data.synthetic import write_synthetic
 
     if no_repeats and length > vocab:

@@ -14,6 +14,8 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import command_group, err_console
+from uatlab.cli.options import note_leftover_temps
+from uatlab.cli.options import with_exit_codes as exit_codes_block
 from uatlab.io_safety import OutputFolder, OutputLock
 
 experiment = command_group(
@@ -23,6 +25,21 @@ experiment = command_group(
 
 # what every experiment with stored trials writes into its --out (besides its own CSV and figures)
 EXPERIMENT_FILES = ("summary.json", "sweep_options.json", "trials/*.json")
+
+# the exit codes every experiment command has, appended to its help (`with_experiment_exit_codes`)
+EXIT_CODES_HELP = """
+
+\b
+Exit codes:
+  0    the sweep ran (trials finished, or reused from --out)
+  1    no trial finished: every one failed (the first failure is named)
+  2    a user error, one 'error:' line
+  130  interrupted (Ctrl-C, SIGTERM): finished trials are kept in --out; run
+       the same command again to go on from them
+"""
+
+
+with_experiment_exit_codes = exit_codes_block(EXIT_CODES_HELP)  # apply it below ``@experiment.command``
 
 
 @contextlib.contextmanager
@@ -43,6 +60,9 @@ def out_lock(
     files = (*names, *EXPERIMENT_FILES) if trials else tuple(names)
     folder = OutputFolder(out, f"experiment {kind}", files, inputs, folders=folders)
     with OutputLock(out, hint="use another --out"), folder:
+        for name in files:  # temporary files a killed run left beside its outputs: named, never deleted
+            if not any(c in name for c in "*?["):
+                note_leftover_temps(out / name)
         yield
 
 

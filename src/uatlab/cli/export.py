@@ -67,7 +67,15 @@ def export_cmd(
     seed: int = typer.Option(0, "--seed", min=0, max=SEED_MAX, help="Seed of the check sequences."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Export a model to TransformerLens (a HookedTransformer with hooks and activation caches)."""
+    """Export a model to TransformerLens (a HookedTransformer with hooks and activation caches).
+
+    \b
+    Exit codes:
+      0    exported (with --check, its logits agree with uatlab's within --tolerance)
+      1    the logits differ beyond --tolerance: nothing was written
+      2    a user error, one 'error:' line
+      130  interrupted (Ctrl-C, SIGTERM): OUT is not created
+    """
     if to not in TARGETS:
         raise InputError(f"--to {to!r} is not a known target; choose one of {', '.join(TARGETS)}")
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):

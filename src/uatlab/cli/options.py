@@ -247,6 +247,28 @@ def model_encoding(model: Any, model_path: Path, data: Path) -> Any:
     return encoding
 
 
+# the exit codes of a command that computes and prints figures (and may write files atomically), for its --help
+SIMPLE_EXIT_CODES = """
+
+\b
+Exit codes:
+  0    done: every figure printed (a check that fails is a figure, not an error)
+  2    a user error, one 'error:' line
+  130  interrupted (Ctrl-C, SIGTERM): files are written whole or not at all
+"""
+
+
+def with_exit_codes(text: str = SIMPLE_EXIT_CODES) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator appending ``text`` (an "Exit codes" block) to a command's docstring, its --help; apply it below
+    the ``@app.command(...)`` line."""
+
+    def add(command: Callable[..., Any]) -> Callable[..., Any]:
+        command.__doc__ = (command.__doc__ or "").rstrip() + text
+        return command
+
+    return add
+
+
 def refuse_prose(path: Path, fmt: str, reading: str, labels: Collection[str]) -> None:
     """InputError when ``--format auto`` read ``path`` as CoNLL columns but it is a few lines of prose for a model
     with these ``labels`` (`uatlab.data.jsonl.prose_by_labels`: all words, no last column a label of the model),

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import console, err_console, format_value, print_json
-from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock, with_experiment_exit_codes
 from uatlab.cli.options import check_workers, finite, one_of, path_value, refuse_given
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
@@ -135,7 +135,7 @@ def _register_sweep(sweep: str, doc: str) -> None:
 
     command.__name__ = command.__qualname__ = f"attention_{sweep}"
     command.__doc__ = doc
-    experiment.command(f"attention-{sweep}")(command)
+    experiment.command(f"attention-{sweep}")(with_experiment_exit_codes(command))
 
 
 for _sweep, _doc in (
@@ -147,6 +147,7 @@ for _sweep, _doc in (
 
 
 @experiment.command("attention-heatmap")
+@with_experiment_exit_codes
 def attention_heatmap(
     ctx: typer.Context,
     quick: bool = QUICK,
@@ -201,6 +202,7 @@ def attention_heatmap(
 
 
 @experiment.command("attention-seq2seq")
+@with_experiment_exit_codes
 def attention_seq2seq(
     ctx: typer.Context,
     quick: bool = QUICK,

@@ -117,7 +117,17 @@ def predict_cmd(
         "'words', and the format used, 'format').",
     ),
 ) -> None:
-    """Label every token of INPUT with a saved model."""
+    """Label every token of INPUT with a saved model.
+
+    \b
+    Exit codes:
+      0    every sentence labelled
+      1    stdout was closed before the end (a pipe such as | head)
+      2    a user error, one 'error:' line (bad input, a word the model does not know,
+           a model file)
+      130  interrupted (Ctrl-C, SIGTERM): the labels printed so far are whole
+           sentences, and the last line says how many (--json prints nothing)
+    """
     from uatlab.models.io import load
 
     if unknown not in ("", "error", "unk"):

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import console, print_json, rows_table
-from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock, with_experiment_exit_codes
 from uatlab.cli.options import SEED_MAX, finite, list_items, path_value, reject_overridden, thread_count
 from uatlab.errors import InputError
 from uatlab.io_safety import check_input_file, check_output_dir
@@ -31,6 +31,7 @@ def parse_ranks(text: str) -> tuple[int | None, ...]:
 
 
 @experiment.command("rank-ablation")
+@with_experiment_exit_codes
 def rank_ablation_command(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),

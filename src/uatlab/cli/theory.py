@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from uatlab.cli.app import app, command_group, console, err_console, format_value, key_value_table, print_json
-from uatlab.cli.options import SEED_MAX, finite, list_items, refuse_given
+from uatlab.cli.options import SEED_MAX, finite, list_items, refuse_given, with_exit_codes
 from uatlab.errors import InputError
 from uatlab.memory_guard import check_memory
 
@@ -23,6 +23,7 @@ def _parse_heads(text: str) -> list[int]:
 
 
 @app.command("hardmax-counterexample")
+@with_exit_codes()
 def hardmax_counterexample(
     heads: str = typer.Option("1,2,4,8", "--heads", help="Comma-separated head counts to test."),
     trials: int = typer.Option(1000, "--trials", min=1, max=10**6, help="Random weight draws per head count."),
@@ -94,6 +95,7 @@ def hardmax_counterexample(
 
 
 @contextual_app.command("literal")
+@with_exit_codes()
 def contextual_mapping_literal(
     ctx: typer.Context,
     vocab_size: int = typer.Option(4, "--vocab-size", min=1, help="|V|: number of random vocabulary tokens."),

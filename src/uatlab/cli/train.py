@@ -26,6 +26,7 @@ from uatlab.cli.options import (
     reject_overridden,
     say_reading,
     thread_count,
+    with_exit_codes,
 )
 from uatlab.errors import InputError
 from uatlab.io_safety import OutputLock, check_input_file, check_output_dir, file_identity
@@ -424,6 +425,7 @@ def _print_training(data: Path, result, has_valid: bool, json_out: bool, reading
 
 
 @app.command("data-report")
+@with_exit_codes()
 def data_report_command(
     data: Path = typer.Argument(..., help="CoNLL or JSONL file."),
     fmt: str = typer.Option(
@@ -470,7 +472,7 @@ def data_report_command(
 
 
 # ---------------------------------------------------------------------------------------------- experiments
-from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock  # noqa: E402
+from uatlab.cli.experiment import exit_if_all_failed, experiment, out_lock, with_experiment_exit_codes  # noqa: E402
 
 
 def _ints(text: str, option: str) -> tuple[int, ...]:
@@ -480,6 +482,7 @@ def _ints(text: str, option: str) -> tuple[int, ...]:
 
 
 @experiment.command("depth-ablation")
+@with_experiment_exit_codes
 def depth_ablation_command(
     ctx: typer.Context,
     data: Path = typer.Argument(..., help="Training data (CoNLL or JSONL), e.g. CoNLL-2003 train.txt."),
@@ -588,6 +591,7 @@ _NEXT_TOKEN_ONLY = ("blocks", "rank")
 
 
 @experiment.command("capacity")
+@with_experiment_exit_codes
 def capacity_command(
     ctx: typer.Context,
     kind: str = typer.Option(
