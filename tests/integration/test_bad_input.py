@@ -1255,3 +1255,52 @@ def test_sigterm_after_main_has_returned_exits_with_the_commands_status(tmp_path
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == code, (proc.returncode, proc.stderr)
     assert proc.stdout == "saved m.safetensors\n" and proc.stderr == ""
+
+
+def _interrupt_in(monkeypatch, module: str, name: str) -> None:
+    """``module.name`` (``Class.method`` too) raises KeyboardInterrupt, as Ctrl-C or SIGTERM in it would."""
+    import importlib
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    owner, _, attr = name.rpartition(".")
+    target = importlib.import_module(module)
+    monkeypatch.setattr(getattr(target, owner) if owner else target, attr, interrupted)
+
+
+def test_an_interrupted_synth_export_predict_or_experiment_says_what_it_left(case_dir: Path, capsys, monkeypatch):
+    """Each says what an interruption leaves and how to go on (they said only "partial results, if any, were
+    kept", true of nothing they write)."""
+    assert main(["synth", "s.jsonl", "-N", "40", "-n", "5", "-V", "30", "-C", "3", "--json"]) == 0
+    assert main(["compile", "s.jsonl", "--out", "m.safetensors", "--json"]) == 0
+    before = (case_dir / "s.jsonl").read_bytes()
+    capsys.readouterr()
+    cases = [
+        ("uatlab.data.synthetic", "write_synthetic", ["synth", "s.jsonl", "-N", "50"], "s.jsonl is as it was"),
+        (
+            "uatlab.interop.transformer_lens",
+            "save_hooked",
+            ["export", "m.safetensors", "tl", "--to", "transformer-lens"],
+            "tl was not created (nothing was written)",
+        ),
+        (
+            "uatlab.models.transformer",
+            "Transformer.predict",
+            ["predict", "m.safetensors", "s.jsonl", "--json"],
+            "nothing was printed (--json prints every label at the end)",
+        ),
+        (
+            "uatlab.experiments.depth_ablation",
+            "run_depth_ablation",
+            ["experiment", "depth-ablation", "s.jsonl", "--out", "ex", "--layers", "1", "--epochs", "1"],
+            "the trials finished so far are kept in ex; run the same command again to go on from them",
+        ),
+    ]
+    for module, name, argv, says in cases:
+        with monkeypatch.context() as m:
+            _interrupt_in(m, module, name)
+            assert main(argv) == 130, argv
+        last = capsys.readouterr().err.strip().splitlines()[-1]
+        assert last.startswith("interrupted") and (says is None or says in last), (argv, last)
+    assert (case_dir / "s.jsonl").read_bytes() == before and not (case_dir / "tl").exists()

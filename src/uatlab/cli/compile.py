@@ -1036,8 +1036,10 @@ def synth_cmd(
     t0 = time.perf_counter()
     with OutputLock(out):
         note_leftover_temps(out)
+        say_on_interrupt(f"interrupted: {out} is as it was (synth writes it whole, at the end)")
         # refuses an existing file unless it is synth's output unedited (or empty): check_synthetic_target
         write_synthetic(out, sequences, length, vocab, classes, repeats=not no_repeats, seed=seed)
+        say_on_interrupt(f"interrupted after {out} was written whole")
     fig = {
         "out": str(out),
         "sequences": sequences,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from uatlab.cli.app import command_group, err_console
+from uatlab.cli.app import command_group, err_console, say_on_interrupt
 from uatlab.cli.options import note_leftover_temps
 from uatlab.cli.options import with_exit_codes as exit_codes_block
 from uatlab.io_safety import OutputFolder, OutputLock
@@ -63,6 +63,9 @@ def out_lock(
         for name in files:  # temporary files a killed run left beside its outputs: named, never deleted
             if not any(c in name for c in "*?["):
                 note_leftover_temps(out / name)
+        say_on_interrupt(
+            f"interrupted: the trials finished so far are kept in {out}; run the same command again to go on from them"
+        )
         yield
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from uatlab.cli.app import app, console, err_console, key_value_table, print_json
+from uatlab.cli.app import app, console, err_console, key_value_table, print_json, say_on_interrupt
 from uatlab.cli.options import SEED_MAX
 from uatlab.errors import InputError
 from uatlab.io_safety import check_output_dir
@@ -92,6 +92,7 @@ def export_cmd(
 
     check_new_directory(out)  # before the model is read
     check_output_dir(out, option="OUT")  # and a folder it can be made in (not under a file, not read-only)
+    say_on_interrupt(f"interrupted: {out} was not created (nothing was written)")
     from uatlab.models.io import load
 
     t0 = time.perf_counter()
@@ -137,7 +138,8 @@ def export_cmd(
         "written": ok,
     }
     if ok:
-        save_hooked(hooked, out)
+        save_hooked(hooked, out)  # whole or not at all: a folder made beside OUT, renamed
+        say_on_interrupt(f"interrupted after {out} was written whole")
     fig["seconds"] = time.perf_counter() - t0
     if json_out:  # the figures on stdout whether or not the directory was written
         print_json(fig)

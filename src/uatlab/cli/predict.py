@@ -204,6 +204,8 @@ def _label_in_parts(model, sentences: list[list[str]], policy: str | None, n_tok
     from uatlab.cli.progress import StageBars
 
     out: list[list[str]] = []
+    if not stream:
+        say_on_interrupt("interrupted: nothing was printed (--json prints every label at the end)")
     with StageBars(unit="tok") as bars:
         step = bars.step("labelling", n_tokens)
         start = 0
