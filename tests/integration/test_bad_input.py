@@ -756,7 +756,7 @@ def test_ctrl_c_while_writing_keeps_the_old_file(case_dir: Path, sig: int) -> No
     )
     assert "Traceback" not in err, err
     assert code == 130, (code, err)
-    assert err.strip().endswith("interrupted (partial results, if any, were kept)")
+    assert err.strip().endswith("interrupted: old.jsonl is as it was (synth writes it whole, at the end)"), err
     assert _snapshot(case_dir) == before
 
 
