@@ -417,13 +417,13 @@ def compile_cmd(
     exit_unless_certified(require_certified, fig)
 
 
-# options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
 # why a float32 model can leave tokens unproven, and what to try (after the not-certified warning)
 FLOAT32_UNPROVEN_NOTE = (
     "note: float32 rounding exceeds the logit margin of some tokens, most often those of a frequent word, whose many "
     "contexts lie close together (uncertified_examples lists some); --dtype float64 (29 more bits) usually proves "
     "every token"
 )
+# options of the token task that the next-token compiler and the deep FF have no use for: refused, not ignored
 DEEP_REFUSES = (
     "code",
     "group",

@@ -14,8 +14,7 @@ from pathlib import Path
 import typer
 
 from uatlab.cli.app import command_group, err_console, say_on_interrupt
-from uatlab.cli.options import note_leftover_temps
-from uatlab.cli.options import with_exit_codes as exit_codes_block
+from uatlab.cli.options import note_leftover_temps, with_exit_codes
 from uatlab.io_safety import OutputFolder, OutputLock
 
 experiment = command_group(
@@ -39,7 +38,7 @@ Exit codes:
 """
 
 
-with_experiment_exit_codes = exit_codes_block(EXIT_CODES_HELP)  # apply it below ``@experiment.command``
+with_experiment_exit_codes = with_exit_codes(EXIT_CODES_HELP)  # apply it below ``@experiment.command``
 
 
 @contextlib.contextmanager

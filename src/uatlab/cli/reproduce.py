@@ -89,12 +89,13 @@ def _check_train_file(data_dir: Path | None, chosen: list, quick: bool) -> None:
     error as ``--data-dir`` is (the claims would run on synthetic data instead)."""
     from uatlab.data import read_conll
 
+    if not any(c.reads_conll_in(quick) for c in chosen):
+        return
     env = os.environ.get(CONLL_DIR_ENV)
-    if data_dir is None and env and any(c.reads_conll_in(quick) for c in chosen):
-        # set, but wrong: the claims would fall back to synthetic data, as if it were not set
+    if data_dir is None and env:  # set, but wrong: the claims would fall back to synthetic data, as if it were not
         _check_data_dir(Path(env), f"${CONLL_DIR_ENV}")
     train = ClaimContext(quick=quick, out_dir=Path("."), data_dir=data_dir).conll_train()
-    if train is not None and any(c.reads_conll_in(quick) for c in chosen):
+    if train is not None:
         read_conll(train)
 
 
