@@ -95,7 +95,10 @@ def test_ctrl_c_in_a_sweep_starts_no_queued_trial(tmp_path):
     """The executor hands a few tasks to its workers' queue ahead of time; after a stop they must not start."""
     from uatlab.experiments.executor import _run_pool
 
-    trials = [Trial(f"t{i}", {"i": i, "seconds": 1.0, "marks": str(tmp_path)}) for i in range(10)]
+    # Only the first trial is short, so exactly one worker is free before the stop: it may take one more trial
+    # then. Equal times would let both workers take one in the instant before the main process sees a result.
+    seconds = [0.2] + [2.5] * 9
+    trials = [Trial(f"t{i}", {"i": i, "seconds": seconds[i], "marks": str(tmp_path)}) for i in range(10)]
 
     def finish(trial, out):
         raise KeyboardInterrupt  # Ctrl-C as the first result comes in
@@ -103,7 +106,9 @@ def test_ctrl_c_in_a_sweep_starts_no_queued_trial(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _run_pool(trials, _marked, finish, 2)
     started = sorted(p.name for p in tmp_path.iterdir())
-    assert 2 <= len(started) <= 3, started  # the two first, and at most one taken before the stop
+    # the two first, and at most one taken by the freed worker before the stop; the rest were queued, and the
+    # worker that ends its 2.5 s trial after the stop must not start them
+    assert 2 <= len(started) <= 3 and "start_0" in started, started
 
 
 def test_a_thread_still_mapping_when_the_main_thread_returns_gets_its_results(tmp_path):
