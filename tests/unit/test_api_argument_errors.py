@@ -60,7 +60,7 @@ def test_compile_next_token_refuses_fractional_ids_and_pads_after_a_token():
     lab = np.array([0, 1, 2])
     with pytest.raises(InputError, match=r"token ids must be integers: row 0, position 0 holds 0\.5"):
         uatlab.compile_next_token(tok + 0.5, lab, V=3, C=3)
-    with pytest.raises(InputError, match=r"label ids must be integers: entry \(2,\) holds 1\.5"):
+    with pytest.raises(InputError, match=r"label ids must be integers: row 2 holds 1\.5"):
         uatlab.compile_next_token(tok, np.array([0, 1, 1.5]), V=3, C=3)
     with pytest.raises(InputError, match=r"row 0, position 2: id 2 is the pad id \(V = 2\)"):
         uatlab.compile_next_token(tok, lab, V=2, C=3)

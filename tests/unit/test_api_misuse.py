@@ -684,7 +684,11 @@ def _next_token_case():
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        ("labels (N, 1)", {}, r"tokens must be \(N, n\) and labels \(N,\) with N ≥ 1, got \(20, 4\) and \(20, 1\)"),
+        (
+            "labels (N, 1)",
+            {},
+            r"tokens must be \(N, n\) and labels \(N,\), one label per example; got \(20, 4\) and \(20, 1\)",
+        ),
         ("regime", {"regime": "float"}, "regime 'float': choose one of"),
         ("ragged", {}, "token ids must form a rectangular array"),
     ],
@@ -709,7 +713,7 @@ def test_compile_next_token_with_one_label_is_certified():
     [
         ("short labels", r"tokens must be \(N, n\) and labels \(N,\), one label per example; got \(20, 4\) and \(3,\)"),
         ("token ids", r"row 0, position 0: token id 15 is outside \[0, 6\]"),
-        ("label ids", r"example 0: label id 11 is outside \[0, 3\)"),
+        ("label ids", r"row 0: label 11 is outside \[0, 3\)"),
         ("fractional", r"token ids must be integers: row 0, position 0 holds 5.5"),
         ("pad inside", r"row 0, position 2: id 6 is the pad id"),
     ],

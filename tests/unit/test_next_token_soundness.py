@@ -172,10 +172,14 @@ def test_certify_next_token_refuses_an_edited_memorizer(data, edit, message):
     [
         ([[0, 1, V + 3]], [0], rf"row 0, position 2: token id {V + 3} is outside \[0, {V}\]"),
         ([[0, 1, -1]], [0], r"row 0, position 2: token id -1 is outside"),
+        # a fractional id is refused, not truncated to 1: the certificate would speak of another window
+        ([[0, 1.5, 2]], [0], r"token ids must be integers: row 0, position 1 holds 1\.5"),
+        ([[0, 1, 2]], [0.5], r"label ids must be integers: row 0 holds 0\.5"),
+        ([[0, 1, 2.0**64]], [0], r"token ids must fit in int64: row 0, position 2 holds"),
         ([[0, 1, 2, 3, 4, 5]], None, r"windows of 6 tokens, the model's context is n' = 4"),
         ([[0, 1, 2]], [C], rf"row 0: label {C} is outside \[0, {C}\)"),
         ([[0, 1, 2]], [-1], r"row 0: label -1 is outside"),
-        (np.zeros((0, N_TOK), dtype=np.int64), np.zeros(0, dtype=np.int64), "no rows to certify"),
+        (np.zeros((0, N_TOK), dtype=np.int64), np.zeros(0, dtype=np.int64), "no rows: tokens of shape"),
     ],
 )
 def test_certify_next_token_refuses_data_the_model_cannot_run(data, tokens, labels, message):

@@ -64,35 +64,14 @@ class NextTokenData:
     def checked_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """(tokens (N, n), labels (N,)) as int64 ids after the checks a reader of files makes: integer ids (an
         integral float is read as its integer), tokens in [0, pad_id] (``pad_id`` only before an example's first
-        token), labels in [0, num_classes), one label per example; InputError naming the example otherwise (a
+        token), labels in [0, num_classes), one label per example; InputError naming the row otherwise (a
         NextTokenData built by hand is not checked when it is made)."""
-        from uatlab.constructions.paper_c.next_token_memorizer import check_left_padding, integer_ids
+        from uatlab.data.ids import check_next_token_ids
 
         try:
-            tokens = integer_ids(self.tokens, "token")
-            labels = integer_ids(self.labels, "label", position="example")
+            return check_next_token_ids(self.tokens, self.labels, self.pad_id, self.num_classes)
         except InputError as exc:
             raise InputError(f"{self.source}: {exc}") from None
-        if tokens.ndim != 2 or labels.ndim != 1 or len(tokens) != len(labels):
-            raise InputError(
-                f"{self.source}: tokens must be (N, n) and labels (N,), one label per example; got "
-                f"{tokens.shape} and {labels.shape}"
-            )
-        pad, C = self.pad_id, self.num_classes
-        for what, ids, ok, span in (
-            ("token", tokens, (tokens >= 0) & (tokens <= pad), f"[0, {pad}] ({pad} words, then the pad id {pad})"),
-            ("label", labels, (labels >= 0) & (labels < C), f"[0, {C}) ({C} labels)"),
-        ):
-            bad = np.argwhere(~ok)
-            if len(bad):
-                at = tuple(int(v) for v in bad[0])
-                where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"example {at[0]}"
-                raise InputError(f"{self.source}: {where}: {what} id {int(ids[at])} is outside {span}")
-        try:
-            check_left_padding(tokens, self.pad_id)
-        except InputError as exc:
-            raise InputError(f"{self.source}: {exc}") from None
-        return tokens, labels
 
 
 def _ids(items: Iterable[str], vocab: dict[str, int]) -> list[int]:

@@ -39,7 +39,8 @@ certificate would prove a prediction the model does not make:
   (the forward pass cannot run it, and the index j − n' < 0 would wrap around in step 1).
 * **labels in [0, C).** Step 3 proves argmax = y for y = label; the readout has C classes, so a label ≥ C (or
   < 0) would count as proven while the argmax is another class.
-* **at least one row**, tokens (rows, n) and labels (rows,) of equal length.
+* **at least one row**, tokens (rows, n) and labels (rows,) of equal length, **integer ids**: a fractional id
+  is refused, not truncated (the certificate would otherwise speak of another window).
 
 References: Kajitsuka & Sato, "On the Optimal Memorization Capacity of Transformers", ICLR 2025 (next-token
 memorization; the construction is `uatlab.constructions.paper_c.next_token_memorizer`).
@@ -56,6 +57,7 @@ import numpy as np
 from uatlab.constructions.paper_c.layout import MANTISSA_BITS
 from uatlab.constructions.paper_c.next_token_memorizer import NextTokenMemorizer
 from uatlab.constructions.paper_c.relu_circuit import evaluate_exact, float_exactness_bound
+from uatlab.data.ids import check_next_token_ids
 from uatlab.errors import InputError
 
 
@@ -103,25 +105,12 @@ def check_assumptions(memo: NextTokenMemorizer, tokens: object, labels: object) 
     problem = token_table_problem(memo.nu, V, rows=n_pad)
     if problem is not None:
         raise InputError(f"the memorizer's {problem}")
-    try:
-        toks = np.asarray(tokens, dtype=np.int64)
-        labs = np.asarray(labels, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise InputError(f"tokens and labels must be integer ids: {exc}") from None
-    if toks.ndim != 2 or labs.ndim != 1 or len(toks) != len(labs) or toks.shape[1] < 1:
-        raise InputError(f"tokens must be (rows, n) and labels (rows,) with n ≥ 1, got {toks.shape} and {labs.shape}")
-    if len(toks) == 0:
-        raise InputError("no rows to certify (tokens and labels are empty)")
+    # the pad may come anywhere: a pad adds 0 to h (ν[j, V] = 0, checked above), so the proof holds for any window
+    toks, labs = check_next_token_ids(
+        tokens, labels, V, C, left_padded=False, classes=f"the readout has C = {C} classes"
+    )
     if toks.shape[1] > n_pad:
         raise InputError(f"windows of {toks.shape[1]} tokens, the model's context is n' = {n_pad} positions")
-    bad = np.argwhere((toks < 0) | (toks > V))
-    if len(bad):
-        i, k = (int(v) for v in bad[0])
-        raise InputError(f"row {i}, position {k}: token id {int(toks[i, k])} is outside [0, {V}] ({V} = pad)")
-    bad_y = np.flatnonzero((labs < 0) | (labs >= C))
-    if len(bad_y):
-        i = int(bad_y[0])
-        raise InputError(f"row {i}: label {int(labs[i])} is outside [0, {C}) (the readout has C = {C} classes)")
     return toks, labs
 
 

@@ -74,6 +74,7 @@ from uatlab.constructions.paper_c.circuit_stages import (
 from uatlab.constructions.paper_c.layout import REGIMES, Layout, choose_layout
 from uatlab.constructions.paper_c.relu_circuit import Circuit, evaluate_exact
 from uatlab.constructions.paper_c.retrieval import solve_retrieval
+from uatlab.data.ids import check_next_token_ids
 from uatlab.errors import InputError
 
 PAPER = "Kajitsuka & Sato, ICLR 2025"
@@ -213,46 +214,6 @@ def feedforward_circuit(layout: Layout, tables: list[np.ndarray]) -> Circuit:
     return circ
 
 
-def integer_ids(values: Any, kind: str, position: str | None = None) -> np.ndarray:
-    """``values`` as int64 ids; InputError (naming the first offending entry) for fractional, non-finite or
-    non-numeric entries, instead of the silent truncation of ``astype(int64)``. ``position``: what a 1-D entry's
-    index is called in the message (e.g. "position"; default: "entry (i,)")."""
-    try:
-        arr = np.asarray(values)
-    except ValueError as exc:  # rows of different lengths ("inhomogeneous shape")
-        raise InputError(f"{kind} ids must form a rectangular array (rows of one length): {exc}") from None
-    if arr.dtype.kind in "iu":
-        return arr.astype(np.int64)
-    if arr.dtype.kind != "f":
-        raise InputError(f"{kind} ids must be integers, got an array of {arr.dtype}")
-    bad = ~np.isfinite(arr)
-    bad[~bad] = arr[~bad] != np.floor(arr[~bad])
-    if bad.any():
-        at = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = f"row {at[0]}, position {at[1]}" if len(at) == 2 else f"entry {at}"
-        if position is not None and len(at) == 1:
-            where = f"{position} {at[0]}"
-        raise InputError(f"{kind} ids must be integers: {where} holds {arr[at].item()!r}")
-    return arr.astype(np.int64)
-
-
-def check_left_padding(tokens: np.ndarray, V: int) -> None:
-    """The pad id V may only precede a sequence's first real token (left padding), and no row is all padding."""
-    real = tokens != V  # (N, n)
-    after_real = np.zeros_like(real)
-    after_real[:, 1:] = np.logical_or.accumulate(real, axis=1)[:, :-1]
-    bad = ~real & after_real
-    if bad.any():
-        i, j = (int(v) for v in np.argwhere(bad)[0])
-        raise InputError(
-            f"row {i}, position {j}: id {V} is the pad id (V = {V}), but it follows a real token; sequences are "
-            f"left-padded, so token ids lie in [0, {V}) and pads only come first"
-        )
-    empty = ~real.any(axis=1)
-    if empty.any():
-        raise InputError(f"row {int(np.flatnonzero(empty)[0])} is all padding (id {V}): an empty sequence")
-
-
 def compile_memorizer(
     tokens: np.ndarray, labels: np.ndarray, V: int, C: int, regime: str = "float64", seed: int = 0, max_tries: int = 12
 ) -> tuple[NextTokenMemorizer, dict[str, Any]]:
@@ -272,15 +233,7 @@ def compile_memorizer(
     check_integer(max_tries, "max_tries", 1, None)
     if regime not in REGIMES:
         raise InputError(f"regime {regime!r}: choose one of {sorted(REGIMES)}")
-    tokens = integer_ids(tokens, "token")
-    labels = integer_ids(labels, "label")
-    if tokens.ndim != 2 or labels.ndim != 1 or len(tokens) != len(labels) or len(tokens) == 0:
-        raise InputError(f"tokens must be (N, n) and labels (N,) with N ≥ 1, got {tokens.shape} and {labels.shape}")
-    if tokens.min() < 0 or tokens.max() > V:
-        raise InputError(f"token ids must lie in [0, {V}] ({V} is the pad id, V={V})")
-    check_left_padding(tokens, V)
-    if labels.min() < 0 or labels.max() >= C:
-        raise InputError(f"labels must lie in [0, {C}) (C={C})")
+    tokens, labels = check_next_token_ids(tokens, labels, V, C)
     uniq, maj, _, ceiling = dedupe(tokens, labels)
     N, n = uniq.shape
     slack = None

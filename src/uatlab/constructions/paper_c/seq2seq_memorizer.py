@@ -81,9 +81,9 @@ import numpy as np
 from uatlab._util import check_integer
 from uatlab.constructions.paper_c.circuit_stages import extract_digit, mixed_radix_digits, residues, sum_mod
 from uatlab.constructions.paper_c.layout import RETRIEVAL_SLACK
-from uatlab.constructions.paper_c.next_token_memorizer import integer_ids
 from uatlab.constructions.paper_c.relu_circuit import Circuit, Lin, evaluate_exact
 from uatlab.constructions.paper_c.retrieval import solve_retrieval
+from uatlab.data.ids import integer_ids
 from uatlab.errors import InputError
 
 PAPER = "Kajitsuka & Sato, ICLR 2025"
